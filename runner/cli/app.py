@@ -1,0 +1,517 @@
+"""The ``corral`` command line: parse, call the service, render. No business rules live here.
+
+Every command takes ``--json``. Errors are ``{"error": {"code", "message", "details"}}`` on stdout
+with ``--json``, one ``error [code]: message`` line on stderr without. Exit statuses come from the
+table in :mod:`runner.errors`: 0 ok, 1 unexpected, 2 usage, 3 invalid, 4 refused, 5 conflict.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from runner import credentials
+from runner._version import __version__
+from runner.cli import render
+from runner.errors import CorralError, InputError, UsageError
+from runner.home import Home
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class App:
+    """What every command needs, opened lazily: definitions-only commands never touch the store."""
+
+    home: Home
+    store_url: str
+    _store: Any = None
+    _library: Any = None
+    _service: Any = field(default=None, repr=False)
+
+    @property
+    def library(self) -> Any:
+        if self._library is None:
+            from runner.spec.library import Library
+
+            self._library = Library.default(cache_dir=self.home.cache / "specs")
+        return self._library
+
+    @property
+    def service(self) -> Any:
+        if self._service is None:
+            from runner.service import Service
+            from runner.store import open_store
+
+            self.home.ensure()
+            self._store = open_store(self.store_url)
+            self._service = Service(self._store, self.library, actor=f"cli:{os.getpid()}")
+        return self._service
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+def json_option(fn: F) -> F:
+    """Add ``--json`` (machine-readable output) to a command."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of text.")(fn)
+
+
+def controller_option(fn: F) -> F:
+    return click.option(
+        "--controller",
+        "controller_id",
+        required=True,
+        envvar="CORRAL_CONTROLLER",
+        show_envvar=True,
+        help="The controller id (1-100 of [A-Za-z0-9_.-]).",
+    )(fn)
+
+
+def credential_option(fn: F) -> F:
+    return click.option(
+        "--credential",
+        "credential_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="The credential file (default: $CORRAL_HOME/credentials/<controller>.json).",
+    )(fn)
+
+
+def _credential_path(app: App, controller_id: str, explicit: Path | None) -> Path:
+    return explicit if explicit is not None else credentials.path_for(app.home.credentials, controller_id)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--store",
+    "store_url",
+    envvar="CORRAL_STORE",
+    show_envvar=True,
+    metavar="URL",
+    help="Store URL (default: sqlite:///$CORRAL_HOME/corral.db).",
+)
+@click.option(
+    "--home",
+    "home_dir",
+    envvar="CORRAL_HOME",
+    show_envvar=True,
+    metavar="DIR",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="State home (default: $XDG_STATE_HOME/corral or ~/.local/state/corral).",
+)
+@click.option("-v", "--verbose", count=True, help="Log to stderr (-v info, -vv debug).")
+@click.version_option(__version__, prog_name="corral")
+@click.pass_context
+def cli(ctx: click.Context, store_url: str | None, home_dir: Path | None, verbose: int) -> None:
+    """corral: drive coding agents through guarded, durable state machines."""
+    if verbose:
+        logging.basicConfig(
+            level=logging.DEBUG if verbose > 1 else logging.INFO,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
+    home = Home.locate(home_dir)
+    app = App(home=home, store_url=store_url or home.default_store_url)
+    ctx.obj = app
+    ctx.call_on_close(app.close)
+
+
+# --- definitions ----------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--strict", is_flag=True, help="Fail on warnings too.")
+@json_option
+@click.pass_obj
+def validate(app: App, paths: tuple[Path, ...], strict: bool, as_json: bool) -> None:
+    """Validate machine definitions (default: the built-in and local ones).
+
+    Prints OK or FAIL per file and every diagnostic as file:line:column: severity code pointer: message.
+    """
+    from runner.service import ValidateInput
+    from runner.service import validate as run
+
+    reports = run(app.library, ValidateInput(tuple(paths)))
+    failed = [r for r in reports if not r.ok or (strict and r.diagnostics)]
+    if as_json:
+        render.emit_json(
+            {
+                "ok": not failed,
+                "files": [
+                    {
+                        "path": r.path,
+                        "kind": r.kind,
+                        "name": r.name,
+                        "ok": r not in failed,
+                        "diagnostics": [d.to_dict() for d in r.diagnostics],
+                    }
+                    for r in reports
+                ],
+            }
+        )
+    else:
+        for report in reports:
+            click.echo(f"{'FAIL' if report in failed else 'OK  '} {report.path}")
+            for diagnostic in report.diagnostics:
+                click.echo(f"  {diagnostic.render()}")
+        errors = sum(d.severity == "error" for r in reports for d in r.diagnostics)
+        warnings = sum(d.severity == "warning" for r in reports for d in r.diagnostics)
+        click.echo(f"{len(reports)} file(s): {len(failed)} failed, {errors} error(s), {warnings} warning(s)")
+    if failed:
+        raise SystemExit(3)
+
+
+@cli.command()
+@json_option
+@click.pass_obj
+def machines(app: App, as_json: bool) -> None:
+    """List the machines corral knows: built-in, then local (./machines, $CORRAL_MACHINES)."""
+    from runner.service import machines as run
+
+    found = run(app.library)
+    if as_json:
+        render.emit_json({"machines": [m.to_dict() for m in found]})
+        return
+    render.table(
+        None,
+        ["machine", "version", "states", "transitions", "source", "description"],
+        [
+            (
+                m.name,
+                m.version,
+                m.states,
+                m.transitions,
+                "built-in" if m.builtin else m.path,
+                m.description.split(". ")[0],
+            )
+            for m in found
+        ],
+    )
+
+
+@cli.command()
+@click.argument("machine")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["mermaid", "dot", "svg", "png"]),
+    default="mermaid",
+    show_default=True,
+    help="mermaid and dot need nothing installed; svg and png need Graphviz.",
+)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout.")
+@json_option
+@click.pass_obj
+def draw(app: App, machine: str, fmt: str, out: Path | None, as_json: bool) -> None:
+    """Draw MACHINE with every transition's guards, updates and effects."""
+    from runner.spec.draw import render as draw_machine
+
+    spec = app.library.get(machine)
+    drawing = draw_machine(spec, fmt)
+    if fmt == "png" and out is None:
+        raise InputError("out", "png is binary: give --out FILE", code="input_invalid")
+    if out is not None:
+        out.write_bytes(drawing if isinstance(drawing, bytes) else drawing.encode("utf-8"))
+        if as_json:
+            render.emit_json({"machine": spec.name, "format": fmt, "out": str(out)})
+        else:
+            click.echo(f"wrote {out} ({fmt}, machine {spec.name} v{spec.version})", err=True)
+        return
+    assert isinstance(drawing, str)
+    if as_json:
+        render.emit_json({"machine": spec.name, "format": fmt, "drawing": drawing})
+    else:
+        click.echo(drawing, nl=False)
+
+
+# --- controller lease -----------------------------------------------------------------------------
+
+
+@cli.group()
+def controller() -> None:
+    """The controller lease: exclusive authority under a controller id, proven by a fence."""
+
+
+def _show_lease(app: App, verb: str, lease: Any, credential_path: Path | None, as_json: bool) -> None:
+    doc = {"lease": lease.to_dict()}
+    if credential_path is not None:
+        doc["credential_path"] = str(credential_path)
+    if as_json:
+        render.emit_json(doc)
+        return
+    data = lease.data
+    now = app.service.store.now()
+    click.echo(
+        f"{verb} controller {lease.controller_id}: {lease.state}, lease {data.get('lease_id')}, "
+        f"generation {data.get('generation')}"
+    )
+    if lease.state == "active":
+        click.echo(f"  expires {data.get('expires_at')} ({render.relative_time(data.get('expires_at'), now)})")
+    if credential_path is not None:
+        click.echo(f"  credential: {credential_path} (0600; the token is never printed)")
+
+
+def _save_grant(app: App, grant: Any, path: Path) -> None:
+    credentials.save(path, grant.credential, app.service.store.url)
+
+
+@controller.command()
+@controller_option
+@click.option("--authority-ref", required=True, help="What authorises this controller (ticket, plan, URL).")
+@click.option("--authority-sha256", required=True, help="SHA-256 of the authority document (64 hex digits).")
+@click.option("--ttl", "ttl_seconds", type=int, default=900, show_default=True, help="Lease time to live, 5-86400 s.")
+@click.option("--holder", help="Who holds it, for listings (default: user@host).")
+@credential_option
+@json_option
+@click.pass_obj
+def acquire(
+    app: App,
+    controller_id: str,
+    authority_ref: str,
+    authority_sha256: str,
+    ttl_seconds: int,
+    holder: str | None,
+    credential_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Take the lease of a controller id nobody holds; writes the credential file."""
+    from runner.service import AcquireInput
+
+    inp = AcquireInput(controller_id, authority_ref, authority_sha256.lower(), ttl_seconds, holder)
+    grant = app.service.acquire(inp)
+    path = _credential_path(app, controller_id, credential_path)
+    _save_grant(app, grant, path)
+    _show_lease(app, "acquired", grant.lease, path, as_json)
+
+
+@controller.command()
+@controller_option
+@click.option("--ttl", "ttl_seconds", type=int, help="New time to live, 5-86400 s (default: the lease's own).")
+@credential_option
+@json_option
+@click.pass_obj
+def renew(app: App, controller_id: str, ttl_seconds: int | None, credential_path: Path | None, as_json: bool) -> None:
+    """Extend the lease; the fence is unchanged."""
+    from runner.service import RenewInput
+
+    path = _credential_path(app, controller_id, credential_path)
+    credential = credentials.load(path, controller_id, app.service.store.url)
+    lease = app.service.renew(RenewInput(controller_id, credential, ttl_seconds))
+    _show_lease(app, "renewed", lease, None, as_json)
+
+
+@controller.command()
+@controller_option
+@click.option("--ttl", "ttl_seconds", type=int, help="New time to live, 5-86400 s (default: the lease's own).")
+@click.option("--holder", help="Who holds it, for listings.")
+@credential_option
+@json_option
+@click.pass_obj
+def resume(
+    app: App,
+    controller_id: str,
+    ttl_seconds: int | None,
+    holder: str | None,
+    credential_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Continue your own lease (even expired): new token, next generation; the old token dies."""
+    from runner.service import ResumeInput
+
+    path = _credential_path(app, controller_id, credential_path)
+    credential = credentials.load(path, controller_id, app.service.store.url)
+    grant = app.service.resume(ResumeInput(controller_id, credential, ttl_seconds, holder))
+    _save_grant(app, grant, path)
+    _show_lease(app, "resumed", grant.lease, path, as_json)
+
+
+@controller.command()
+@controller_option
+@click.option(
+    "--expect-lease",
+    "expected_lease_id",
+    required=True,
+    help="The lease id you saw expire (from `corral controller list`).",
+)
+@click.option("--ttl", "ttl_seconds", type=int, default=900, show_default=True, help="Time to live, 5-86400 s.")
+@click.option("--holder", help="Who holds it, for listings (default: user@host).")
+@click.option("--authority-ref", help="A new authority reference (default: keep the predecessor's).")
+@click.option("--authority-sha256", help="SHA-256 of the new authority document.")
+@credential_option
+@json_option
+@click.pass_obj
+def takeover(
+    app: App,
+    controller_id: str,
+    expected_lease_id: str,
+    ttl_seconds: int,
+    holder: str | None,
+    authority_ref: str | None,
+    authority_sha256: str | None,
+    credential_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Claim an expired lease held by someone else; writes the credential file."""
+    from runner.service import TakeoverInput
+
+    inp = TakeoverInput(
+        controller_id,
+        expected_lease_id,
+        ttl_seconds,
+        holder,
+        authority_ref,
+        authority_sha256.lower() if authority_sha256 else None,
+    )
+    grant = app.service.takeover(inp)
+    path = _credential_path(app, controller_id, credential_path)
+    _save_grant(app, grant, path)
+    _show_lease(app, "took over", grant.lease, path, as_json)
+
+
+@controller.command()
+@controller_option
+@click.option("--checkpoint-ref", required=True, help="Where the work stands (a commit, a document).")
+@click.option("--checkpoint-sha256", required=True, help="SHA-256 of the checkpoint (64 hex digits).")
+@credential_option
+@json_option
+@click.pass_obj
+def release(
+    app: App,
+    controller_id: str,
+    checkpoint_ref: str,
+    checkpoint_sha256: str,
+    credential_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Give the lease up with a checkpoint; deletes the now useless credential file."""
+    from runner.service import ReleaseInput
+
+    path = _credential_path(app, controller_id, credential_path)
+    credential = credentials.load(path, controller_id, app.service.store.url)
+    lease = app.service.release(ReleaseInput(controller_id, credential, checkpoint_ref, checkpoint_sha256.lower()))
+    credentials.remove(path)
+    _show_lease(app, "released", lease, None, as_json)
+
+
+@controller.command(name="list")
+@click.option("--controller", "controller_id", help="Only this controller id.")
+@json_option
+@click.pass_obj
+def list_leases(app: App, controller_id: str | None, as_json: bool) -> None:
+    """Leases with their expiry judged by the store's clock; tokens are never shown."""
+    from runner.service import ListLeasesInput
+
+    leases = app.service.leases(ListLeasesInput(controller_id))
+    if as_json:
+        render.emit_json({"leases": [lease.to_dict() for lease in leases]})
+        return
+    now = app.service.store.now()
+    render.table(
+        None,
+        ["controller", "state", "generation", "lease", "holder", "expires"],
+        [
+            (
+                lease.controller_id,
+                lease.state + (" (expired)" if lease.expired else ""),
+                lease.data.get("generation"),
+                lease.data.get("lease_id"),
+                lease.data.get("holder"),
+                render.relative_time(lease.data.get("expires_at"), now) if lease.state == "active" else "-",
+            )
+            for lease in leases
+        ],
+    )
+
+
+# --- events ---------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--since", type=int, default=0, show_default=True, help="Only events after this sequence number.")
+@click.option("--limit", type=int, help="At most this many events (not with --follow).")
+@click.option("--instance", "instance_id", help="Only events of this instance (e.g. controller/NAME).")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events as they are appended.")
+@json_option
+@click.pass_obj
+def events(app: App, since: int, limit: int | None, instance_id: str | None, follow: bool, as_json: bool) -> None:
+    """Print the event log (JSON lines with --json), oldest first."""
+    from runner.service import EventsInput
+
+    inp = EventsInput(since, limit, instance_id)
+    found = app.service.events(inp)
+    _print_events(found, as_json)
+    if not follow:
+        return
+    last = found[-1].seq if found else since
+    for event in app.service.store.follow(last):
+        if instance_id is None or event.instance_id == instance_id:
+            _print_events([event], as_json)
+
+
+def _print_events(found: list[Any], as_json: bool) -> None:
+    for event in found:
+        if as_json:
+            render.emit_json(event.to_dict())
+            continue
+        changed = event.payload.get("changed") or {}
+        shown = ", ".join(f"{k}={v}" for k, v in changed.items() if k in ("generation", "lease_id", "expires_at"))
+        click.echo(
+            f"{event.seq:>6} {event.at} {event.instance_id} {event.trigger}: "
+            f"{event.from_state} -> {event.to_state} (v{event.version}) by {event.actor}"
+            + (f"  {shown}" if shown else "")
+        )
+        sys.stdout.flush()
+
+
+# --- entry point ----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (also used by tests in-process)."""
+    args = sys.argv[1:] if argv is None else argv
+    as_json = "--json" in args
+    try:
+        cli.main(args=args, prog_name="corral", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.Abort:
+        sys.stderr.write("aborted\n")
+        return 130
+    except click.ClickException as exc:
+        usage = UsageError(exc.format_message(), code="usage")
+        if as_json:
+            render.emit_error(usage, True)
+        else:
+            exc.show()
+        return usage.status.exit
+    except CorralError as exc:
+        render.emit_error(exc, as_json)
+        return exc.status.exit
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        if os.environ.get("CORRAL_DEBUG"):
+            raise
+        error = CorralError(f"unexpected {type(exc).__name__}: {exc} (set CORRAL_DEBUG=1 for a traceback)")
+        render.emit_error(error, as_json)
+        return 1
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    raise SystemExit(main())

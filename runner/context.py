@@ -1,0 +1,136 @@
+"""The records a transition carries through its steps: the instance, the request and what was seen.
+
+These types sit at the bottom of the layers so guards, updates and effects (pure functions of a
+:class:`Context`) and the store adapters can share them without importing the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One durable run of a machine as the store holds it.
+
+    Invariant: ``version`` is 0 only for an instance that has never been written (it is then in the
+    machine's initial state); every committed transition adds exactly one.
+    """
+
+    id: str
+    machine: str
+    state: str
+    version: int
+    data: Mapping[str, Any]
+    created_at: str | None = None
+    updated_at: str | None = None
+
+    @property
+    def exists(self) -> bool:
+        return self.version > 0
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of the append-only event log. ``seq`` is global, monotonic and never reused."""
+
+    seq: int
+    instance_id: str
+    machine: str
+    trigger: str
+    from_state: str
+    to_state: str
+    version: int
+    actor: str
+    payload: Mapping[str, Any]
+    at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "instance": self.instance_id,
+            "machine": self.machine,
+            "trigger": self.trigger,
+            "from": self.from_state,
+            "to": self.to_state,
+            "version": self.version,
+            "actor": self.actor,
+            "payload": dict(self.payload),
+            "at": self.at,
+        }
+
+
+class View(Protocol):
+    """Read access to the store from inside the serialized transaction a guard runs in."""
+
+    def get(self, instance_id: str) -> Instance | None: ...
+
+    def find(self, machine: str, states: Iterable[str] | None = None) -> list[Instance]: ...
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A guard's refusal: a stable code, a message for people, and the facts behind it."""
+
+    code: str
+    message: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything a guard, update or effect may look at while one trigger is being fired.
+
+    ``params`` are the caller's public inputs (they may be recorded in the event log); ``secrets``
+    (a presented fence token) are never recorded or shown. ``observations`` are fresh reads of the
+    world made just before the transaction (agent status, git state). ``now`` is the store's clock.
+    """
+
+    instance: Instance
+    trigger: str
+    params: Mapping[str, Any]
+    secrets: Mapping[str, str]
+    observations: Mapping[str, Any]
+    now: datetime
+    view: View
+    actor: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    """The instance data as updated so far by the transition's earlier updates."""
+
+
+@dataclass(frozen=True)
+class Update:
+    """What an update contributes: new data values, and values for the caller's reply only."""
+
+    data: Mapping[str, Any] = field(default_factory=dict)
+    reply: Mapping[str, Any] = field(default_factory=dict)
+
+
+def format_time(moment: datetime) -> str:
+    """The one timestamp format corral stores: UTC, microseconds, a ``Z`` suffix."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: str) -> datetime:
+    """Inverse of :func:`format_time` (accepts any ISO 8601 form with an offset)."""
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment
+
+
+@dataclass(frozen=True)
+class EffectResult:
+    """What an effect reports after acting outside the store.
+
+    ``outcome`` selects the transition's next state from its ``outcomes`` map: ``success``,
+    ``failure``, or ``ambiguous`` (the effect may or may not have happened: stay for reconcile).
+    """
+
+    outcome: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    reply: Mapping[str, Any] = field(default_factory=dict)
+    message: str = ""

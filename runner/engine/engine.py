@@ -1,0 +1,305 @@
+"""Fire one trigger on one instance, following the transition protocol of DESIGN.md.
+
+1. Read the instance inside a serialized store transaction (an unwritten one is in the initial state).
+2. Ask the transition table for the candidate transitions; the first whose guards all pass is taken.
+   Guards judge fresh observations the caller made just before, and the store as of this transaction.
+3. Apply the transition's updates to the data; check the result against the declared fields.
+4. Compare-and-set the instance and append the event, in the same transaction.
+5. If the transition has effects, that write recorded the intent (an intermediate state). Outside
+   the transaction: re-check the ``recheck`` guards, perform the effects, then compare-and-set the
+   outcome (``success``/``failure``/``ambiguous``) with its own event. A crash or an exception
+   between the two writes leaves the intermediate state for ``reconcile``; nothing is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from runner.context import Context, EffectResult, Event, Instance, Rejection
+from runner.effects import EFFECTS
+from runner.errors import (
+    ConflictError,
+    CorralError,
+    InvalidError,
+    NotFoundError,
+    RefusedError,
+    TransitionNotAllowedError,
+)
+from runner.guards import GUARDS
+from runner.spec.library import Library
+from runner.spec.model import MachineSpec, Ref, TransitionSpec
+from runner.store.abc import Store, Transaction
+from runner.updates import UPDATES
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One trigger to fire.
+
+    ``params`` are public and recorded in the event log; ``secrets`` (a presented token) are seen
+    by guards only. ``observations`` are fresh reads of the world, made by the caller just before.
+    ``expected_version``, when given, is compare-and-set against the version the caller last saw.
+    """
+
+    instance_id: str
+    trigger: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    observations: Mapping[str, Any] = field(default_factory=dict)
+    actor: str = "unknown"
+    expected_version: int | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a fired trigger did: the instance as it now stands, its events, and the one-time reply.
+
+    ``reply`` may hold secrets (a freshly issued token): hand it to the caller once, never log it.
+    ``outcome`` is set for two-phase transitions (``success``, ``failure`` or ``ambiguous``).
+    """
+
+    instance: Instance
+    events: tuple[Event, ...]
+    reply: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    outcome: str | None = None
+
+
+class Engine:
+    """Executes triggers against a store, with machines from a library."""
+
+    def __init__(self, store: Store, library: Library) -> None:
+        self.store = store
+        self.library = library
+
+    def fire(self, spec: MachineSpec, request: Request) -> Result:
+        """Fire ``request.trigger`` on the instance ``request.instance_id`` of machine ``spec``.
+
+        Raises:
+            TransitionNotAllowedError: the trigger has no transition from the current state.
+            NotFoundError: ``instance_unknown``, the same for an instance never written.
+            RefusedError: a guard refused; ``code`` is the guard's rejection code.
+            ConflictError: the instance moved since ``expected_version`` or during an effect.
+            StoreBusyError: the store stayed locked.
+        """
+        table = self.library.table(spec)
+        with self.store.write() as tx:
+            before = tx.get(request.instance_id) or Instance(request.instance_id, spec.name, spec.initial, 0, {})
+            if before.machine != spec.name:
+                raise InvalidError(
+                    f"instance {before.id!r} belongs to machine {before.machine!r}, not {spec.name!r}",
+                    code="instance_machine_mismatch",
+                    instance=before.id,
+                )
+            if request.expected_version is not None and before.version != request.expected_version:
+                raise ConflictError(
+                    f"instance {before.id!r} is at version {before.version}, not {request.expected_version}",
+                    instance=before.id,
+                    expected_version=request.expected_version,
+                    actual_version=before.version,
+                )
+            if not spec.transitions_for(request.trigger, before.state):
+                raise _not_allowed(spec, before, request.trigger)
+            ctx = self._context(before, request, tx)
+            firing = table.fire(request.trigger, before.state, ctx)
+            chosen = firing.chosen
+            if chosen is None:
+                raise _refused(before, request.trigger, firing.rejections)
+            data, reply = _apply_updates(spec, chosen, ctx)
+            after = tx.put(before, chosen.dest, data)
+            payload: dict[str, Any] = {"params": dict(request.params), "changed": _changed(spec, before.data, data)}
+            if chosen.two_phase:
+                payload["phase"] = "intent"
+            first = tx.append(after, request.trigger, before.state, request.actor, payload)
+        logger.debug("%s %s: %s -> %s (seq %d)", spec.name, request.trigger, before.state, after.state, first.seq)
+        if not chosen.two_phase:
+            return Result(after, (first,), reply)
+        return self._second_phase(spec, chosen, after, request, first, reply)
+
+    def _context(self, instance: Instance, request: Request, tx: Transaction) -> Context:
+        return Context(
+            instance=instance,
+            trigger=request.trigger,
+            params=request.params,
+            secrets=request.secrets,
+            observations=request.observations,
+            now=tx.now,
+            view=tx,
+            actor=request.actor,
+            data=instance.data,
+        )
+
+    def _second_phase(
+        self,
+        spec: MachineSpec,
+        chosen: TransitionSpec,
+        intent: Instance,
+        request: Request,
+        first: Event,
+        reply: Mapping[str, Any],
+    ) -> Result:
+        assert chosen.outcomes is not None  # the schema requires outcomes with effects
+        if chosen.recheck:
+            with self.store.write() as tx:
+                ctx = self._context(intent, request, tx)
+                for ref in chosen.recheck:
+                    rejection = _guard(ref)(ctx, **ref.args)
+                    if rejection is not None:
+                        raise _refused(intent, request.trigger, [(ref.name, rejection)], left_in=intent.state)
+        ctx = Context(
+            instance=intent,
+            trigger=request.trigger,
+            params=request.params,
+            secrets=request.secrets,
+            observations=request.observations,
+            now=self.store.now(),
+            view=_NoView(),
+            actor=request.actor,
+            data=intent.data,
+        )
+        result = _run_effects(chosen, ctx)
+        dest = {
+            "success": chosen.outcomes.success,
+            "failure": chosen.outcomes.failure,
+            "ambiguous": chosen.outcomes.ambiguous or chosen.dest,
+        }[result.outcome]
+        data = {**intent.data, **result.data}
+        _check_data(spec, data, f"effects of {chosen.trigger!r}")
+        with self.store.write() as tx:
+            final = tx.put(intent, dest, data)
+            payload: dict[str, Any] = {
+                "phase": "outcome",
+                "outcome": result.outcome,
+                "changed": _changed(spec, intent.data, data),
+            }
+            if result.message:
+                payload["message"] = result.message
+            second = tx.append(final, f"{request.trigger}:{result.outcome}", intent.state, request.actor, payload)
+        return Result(final, (first, second), {**reply, **result.reply}, result.outcome)
+
+
+class _NoView:
+    """Effects act on the world, not the store: they get no store access."""
+
+    def get(self, instance_id: str) -> Instance | None:
+        raise CorralError("effects may not read the store", code="internal")
+
+    def find(self, machine: str, states: Any = None) -> list[Instance]:
+        raise CorralError("effects may not read the store", code="internal")
+
+
+def _guard(ref: Ref) -> Any:
+    entry = GUARDS.get(ref.name)
+    if entry is None:
+        raise CorralError(f"guard {ref.name!r} is not registered", code="spec_unknown_guard")
+    return entry.fn
+
+
+def _run_effects(chosen: TransitionSpec, ctx: Context) -> EffectResult:
+    merged_data: dict[str, Any] = {}
+    merged_reply: dict[str, Any] = {}
+    for ref in chosen.effects:
+        entry = EFFECTS.get(ref.name)
+        if entry is None:
+            return EffectResult("ambiguous", merged_data, merged_reply, f"effect {ref.name!r} is not registered")
+        try:
+            result = entry.fn(ctx, **ref.args)
+        except Exception as exc:
+            logger.exception("effect %s of %s raised", ref.name, ctx.instance.id)
+            return EffectResult("ambiguous", merged_data, merged_reply, f"effect {ref.name!r} raised: {exc}")
+        if result.outcome not in ("success", "failure", "ambiguous"):
+            return EffectResult(
+                "ambiguous",
+                merged_data,
+                merged_reply,
+                f"effect {ref.name!r} reported an unknown outcome {result.outcome!r}",
+            )
+        merged_data.update(result.data)
+        merged_reply.update(result.reply)
+        if result.outcome != "success":
+            return EffectResult(result.outcome, merged_data, merged_reply, result.message)
+    return EffectResult("success", merged_data, merged_reply)
+
+
+def _apply_updates(spec: MachineSpec, chosen: TransitionSpec, ctx: Context) -> tuple[dict[str, Any], dict[str, Any]]:
+    data = dict(ctx.instance.data)
+    reply: dict[str, Any] = {}
+    for ref in chosen.updates:
+        entry = UPDATES.get(ref.name)
+        if entry is None:
+            raise CorralError(f"update {ref.name!r} is not registered", code="spec_unknown_update")
+        update = entry.fn(_with_data(ctx, data), **ref.args)
+        data.update(update.data)
+        reply.update(update.reply)
+    _check_data(spec, data, f"updates of {chosen.trigger!r}")
+    return data, reply
+
+
+def _with_data(ctx: Context, data: dict[str, Any]) -> Context:
+    return replace(ctx, data=dict(data))
+
+
+def _check_data(spec: MachineSpec, data: Mapping[str, Any], who: str) -> None:
+    """Invariant: an instance's data holds only declared fields, each of its declared type."""
+    for key, value in data.items():
+        declared = spec.fields.get(key)
+        if declared is None:
+            raise CorralError(
+                f"{who} wrote {key!r}, which machine {spec.name!r} does not declare", code="data_invalid", field=key
+            )
+        if not declared.accepts(value):
+            raise CorralError(f"{who} wrote {key!r} = {value!r}, not a {declared.type}", code="data_invalid", field=key)
+    for name, declared in spec.fields.items():
+        if not declared.nullable and data.get(name) is None:
+            raise CorralError(f"{who} left the required field {name!r} empty", code="data_invalid", field=name)
+
+
+def _changed(spec: MachineSpec, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """The public fields a transition changed, for the event log (secret fields never appear)."""
+    hidden = spec.secret_fields()
+    return {k: v for k, v in after.items() if k not in hidden and before.get(k) != v}
+
+
+def _not_allowed(spec: MachineSpec, instance: Instance, trigger: str) -> CorralError:
+    allowed = sorted({t.trigger for t in spec.transitions if instance.state in t.sources})
+    if trigger not in spec.triggers():
+        return InvalidError(
+            f"machine {spec.name!r} has no trigger {trigger!r} (it has: {', '.join(spec.triggers())})",
+            code="trigger_unknown",
+            machine=spec.name,
+            trigger=trigger,
+        )
+    if not instance.exists:
+        return NotFoundError(
+            f"{instance.id!r} does not exist yet; {trigger!r} needs an existing instance",
+            code="instance_unknown",
+            instance=instance.id,
+            trigger=trigger,
+            allowed=allowed,
+        )
+    return TransitionNotAllowedError(
+        f"{trigger!r} is not allowed while {instance.id!r} is {instance.state!r}"
+        + (f" (allowed: {', '.join(allowed)})" if allowed else ""),
+        instance=instance.id,
+        state=instance.state,
+        trigger=trigger,
+        allowed=allowed,
+    )
+
+
+def _refused(
+    instance: Instance, trigger: str, rejections: list[tuple[str, Rejection]], left_in: str | None = None
+) -> RefusedError:
+    guard, rejection = rejections[0]
+    details: dict[str, Any] = {"instance": instance.id, "trigger": trigger, "guard": guard, **rejection.details}
+    if len(rejections) > 1:
+        details["other_rejections"] = [{"guard": g, "code": r.code, "message": r.message} for g, r in rejections[1:]]
+    message = rejection.message
+    if left_in is not None:
+        details["left_in"] = left_in
+        message += f" (the instance stays {left_in!r} for reconcile)"
+    return RefusedError(message, code=rejection.code, **details)

@@ -1,0 +1,198 @@
+"""Every error corral raises on purpose, and how each surface reports it.
+
+One root, :class:`CorralError`. Every subclass carries a stable ``code`` (the word a caller branches
+on), a human ``message`` and structured ``details``. The category decides the exit status of the CLI
+(and, later, the HTTP status and MCP error) through :data:`STATUS`, the one table every surface reads::
+
+    CorralError                       internal      exit 1   something unexpected
+    ├── UsageError                    usage         exit 2   the command line itself is wrong
+    ├── InvalidError                  invalid       exit 3   a definition or an input is wrong
+    │   ├── SpecError                                        a machine/recipe file failed validation
+    │   ├── InputError                                       an operation's input failed validation
+    │   ├── NotFoundError                                    a named thing does not exist
+    │   ├── CredentialError                                  the local credential file is unusable
+    │   └── StoreVersionError                                the database is newer than this code
+    ├── RefusedError                  refused       exit 4   a guard said no (the code says which)
+    │   └── TransitionNotAllowedError                        the trigger is not allowed in this state
+    └── ConflictError                 conflict      exit 5   the world changed underneath; re-read
+        └── StoreBusyError                                   the store stayed locked past the deadline
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+
+@dataclass(frozen=True)
+class Status:
+    """How one error category is reported by each surface."""
+
+    exit: int
+    http: int
+
+
+# Invariant: every category used by an error class below has exactly one row here.
+STATUS: Final[dict[str, Status]] = {
+    "internal": Status(exit=1, http=500),
+    "usage": Status(exit=2, http=400),
+    "invalid": Status(exit=3, http=422),
+    "refused": Status(exit=4, http=409),
+    "conflict": Status(exit=5, http=409),
+}
+
+
+class CorralError(Exception):
+    """Root of every deliberate corral error.
+
+    Raised directly only for conditions that should never happen (a bug or a broken installation);
+    the caller should report it and stop.
+    """
+
+    category: ClassVar[str] = "internal"
+    default_code: ClassVar[str] = "internal"
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.default_code
+        self.details: dict[str, Any] = details
+
+    @property
+    def status(self) -> Status:
+        """The reporting row for this error's category."""
+        return STATUS[self.category]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``{"code", "message", "details"}`` object every surface emits."""
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class UsageError(CorralError):
+    """The command line could not be parsed. Raised by the CLI; fix the invocation."""
+
+    category = "usage"
+    default_code = "usage"
+
+
+class InvalidError(CorralError):
+    """A definition or input is wrong. Nothing was written; fix the input and try again."""
+
+    category = "invalid"
+    default_code = "invalid"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding about a definition file: where, how bad, and a stable code."""
+
+    code: str
+    severity: str  # "error" or "warning"
+    message: str
+    path: str
+    line: int | None = None
+    column: int | None = None
+    pointer: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "pointer": self.pointer,
+        }
+
+    def render(self) -> str:
+        """``file:line:col: severity code pointer: message``, the shape editors and CI parse."""
+        where = self.path
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        pointer = f" {self.pointer}" if self.pointer else ""
+        return f"{where}: {self.severity} {self.code}{pointer}: {self.message}"
+
+
+class SpecError(InvalidError):
+    """A machine or recipe definition failed to load, validate or lint.
+
+    Raised by ``runner.spec`` with every diagnostic found; the code is that of the first error.
+    Fix the file at the reported line and run ``corral validate`` again.
+    """
+
+    default_code = "spec_invalid"
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        errors = [d for d in diagnostics if d.severity == "error"] or diagnostics
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        super().__init__(
+            first.render() + more,
+            code=first.code,
+            diagnostics=[d.to_dict() for d in diagnostics],
+        )
+        self.diagnostics = diagnostics
+
+
+class InputError(InvalidError):
+    """An operation's input is invalid; ``details["field"]`` names the field. Nothing was written."""
+
+    default_code = "input_invalid"
+
+    def __init__(self, field: str, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(f"{field}: {message}", code=code, field=field, **details)
+
+
+class NotFoundError(InvalidError):
+    """A named machine, instance or controller does not exist. Check the name, or create it first."""
+
+    default_code = "not_found"
+
+
+class CredentialError(InvalidError):
+    """The local credential file is missing, corrupt, too open, or for another store.
+
+    Raised by ``runner.credentials``. Acquire, resume or take over the lease to get a fresh one;
+    never edit a credential by hand.
+    """
+
+    default_code = "credential_invalid"
+
+
+class StoreVersionError(InvalidError):
+    """The database was written by a newer corral. Upgrade corral; never downgrade a database."""
+
+    default_code = "store_too_new"
+
+
+class RefusedError(CorralError):
+    """A guard refused the transition; ``code`` names the rule (``fence_stale``, ``lease_expired``…).
+
+    Nothing was written. Do not retry blindly: re-read the world (``corral controller list``,
+    ``corral events``) and decide again.
+    """
+
+    category = "refused"
+    default_code = "refused"
+
+
+class TransitionNotAllowedError(RefusedError):
+    """The machine has no transition for this trigger from the instance's current state."""
+
+    default_code = "transition_not_allowed"
+
+
+class ConflictError(CorralError):
+    """The instance changed between read and write (compare-and-set lost). Re-read, then decide."""
+
+    category = "conflict"
+    default_code = "version_conflict"
+
+
+class StoreBusyError(ConflictError):
+    """The store stayed write-locked past the retry deadline. Try again later; nothing was written."""
+
+    default_code = "store_busy"

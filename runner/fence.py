@@ -1,0 +1,93 @@
+"""Fence tokens: the proof that a caller still holds a controller lease.
+
+A fence is a generation (an integer that only grows, one step per grant) and a 128-bit random
+token. The caller keeps the token; the store keeps only its SHA-256, so a copy of the database
+grants nothing. A request is honoured only if its lease id, generation and token all match the
+lease as it is now; anything older is stale, whatever its age.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from runner.context import Instance, Rejection, parse_time
+
+TOKEN_BYTES = 16  # 128 bits
+
+
+def new_token() -> str:
+    """A fresh fence token: 32 lowercase hex digits from the OS's CSPRNG."""
+    return secrets.token_hex(TOKEN_BYTES)
+
+
+def hash_token(token: str) -> str:
+    """The SHA-256 (hex) under which a token is stored."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def instance_id(controller_id: str) -> str:
+    """The store id of the lease instance for ``controller_id``."""
+    return f"controller/{controller_id}"
+
+
+@dataclass(frozen=True)
+class Credential:
+    """What a holder presents: which grant it holds and the token proving it.
+
+    The token is excluded from ``repr`` so a credential logged by accident leaks nothing.
+    """
+
+    controller_id: str
+    lease_id: str
+    generation: int
+    token: str = field(repr=False)
+
+
+def is_expired(lease: Instance, now: datetime) -> bool:
+    """Whether an active lease's expiry has passed by the store's clock."""
+    expires_at = lease.data.get("expires_at")
+    return expires_at is not None and parse_time(expires_at) <= now
+
+
+def check(
+    lease: Instance | None, credential: Credential, now: datetime, *, allow_expired: bool = False
+) -> Rejection | None:
+    """Judge ``credential`` against ``lease`` as read inside the current transaction.
+
+    Returns None when the credential holds the lease now; otherwise a rejection: ``fence_stale``
+    (released, superseded, wrong token, older generation) or ``lease_expired`` (right credential,
+    past expiry, and the operation does not allow that).
+    """
+    if lease is None or not lease.exists:
+        return Rejection("fence_stale", f"no lease was ever granted for controller {credential.controller_id!r}")
+    data = lease.data
+    facts = {
+        "controller_id": credential.controller_id,
+        "presented_generation": credential.generation,
+        "current_generation": data.get("generation"),
+    }
+    if lease.state != "active":
+        return Rejection("fence_stale", f"the lease of controller {credential.controller_id!r} is {lease.state}", facts)
+    current_hash = data.get("token_sha256") or ""
+    same_grant = data.get("lease_id") == credential.lease_id and data.get("generation") == credential.generation
+    # Compare the token in constant time even when the grant already differs.
+    same_token = hmac.compare_digest(hash_token(credential.token), current_hash)
+    if not (same_grant and same_token):
+        return Rejection(
+            "fence_stale",
+            f"the credential for controller {credential.controller_id!r} is stale: the lease was re-granted "
+            "or the token is wrong",
+            facts,
+        )
+    if not allow_expired and is_expired(lease, now):
+        return Rejection(
+            "lease_expired",
+            f"the lease of controller {credential.controller_id!r} expired at {data.get('expires_at')}; "
+            "resume it with the same credential",
+            {**facts, "expires_at": data.get("expires_at")},
+        )
+    return None

@@ -1,0 +1,22 @@
+"""The guard registry: named checks that must pass before a transition commits.
+
+A guard is ``fn(ctx: Context, **with_args) -> Rejection | None``: a pure function of the context
+(the instance, the request, fresh observations, the store's clock and a read view of the store
+inside the serialized transaction). It returns None to pass, or a :class:`~runner.context.Rejection`
+with a stable code. Guards never write and never perform I/O of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from runner.context import Rejection
+from runner.registry import Registry
+
+GuardFn = Callable[..., Rejection | None]
+
+GUARDS: Registry[GuardFn] = Registry("guard", "corral.guards")
+
+from runner.guards import lease as _lease  # noqa: E402, F401  (registers the built-ins; needs GUARDS)
+
+__all__ = ["GUARDS", "GuardFn"]

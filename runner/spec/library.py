@@ -1,0 +1,195 @@
+"""Finding, validating and caching machine definitions.
+
+A definition is validated (YAML, JSON Schema, lint) once per content: the validated spec is cached
+as JSON under ``$CORRAL_HOME/cache/specs/`` keyed by the SHA-256 of corral's version, the schema and
+the file's bytes. A transition then costs a file read and a hash instead of a YAML parse and a
+schema validation (and jsonschema's import is skipped entirely).
+
+Built-in machines (those shipped with corral) are the only ones the runner executes for its own
+lifecycles; local machines (``./machines``, ``$CORRAL_MACHINES``) are validated and drawn, and may
+not reuse a built-in's name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from runner._version import __version__
+from runner.data import data_dir
+from runner.errors import Diagnostic, NotFoundError, SpecError
+from runner.spec.model import MachineSpec
+from runner.spec.table import TransitionTable
+
+logger = logging.getLogger(__name__)
+
+_CACHE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Report:
+    """The outcome of validating one file."""
+
+    path: str
+    kind: str
+    name: str | None
+    diagnostics: list[Diagnostic]
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity == "error" for d in self.diagnostics)
+
+
+def validate_file(path: Path) -> tuple[Report, MachineSpec | None]:
+    """Parse, schema-check and lint one definition file; never raises for a bad definition."""
+    from runner.spec import lint, schema, yamlsource  # jsonschema and PyYAML: only when validating
+
+    shown = _display(path)
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return Report(shown, "unknown", None, [Diagnostic("spec_unreadable", "error", str(exc), shown)]), None
+    try:
+        source = yamlsource.parse(text, shown)
+    except SpecError as exc:
+        return Report(shown, "unknown", None, exc.diagnostics), None
+    doc = source.data
+    kind = _kind_of(doc)
+    if kind != "machine":
+        message = (
+            "recipes are not executable yet (planned: recipe schema and runner)"
+            if kind == "recipe"
+            else "not a corral definition: expected a top-level 'machine' key"
+        )
+        code = "spec_unsupported" if kind == "recipe" else "spec_unknown_kind"
+        return Report(shown, kind, None, [source.diagnostic(code, message)]), None
+    diagnostics = schema.check(source, "machine")
+    name = doc.get("machine") if isinstance(doc.get("machine"), str) else None
+    if diagnostics:
+        return Report(shown, kind, name, diagnostics), None
+    diagnostics = lint.lint(source)
+    report = Report(shown, kind, name, diagnostics)
+    if not report.ok:
+        return report, None
+    return report, MachineSpec.from_document(doc, shown, hashlib.sha256(raw).hexdigest())
+
+
+def _kind_of(doc: Any) -> str:
+    if isinstance(doc, dict):
+        for kind in ("machine", "recipe", "plan"):
+            if kind in doc:
+                return kind
+    return "unknown"
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+@dataclass
+class Library:
+    """Machine definitions by name, validated once per content and cached."""
+
+    cache_dir: Path | None = None
+    local_dirs: list[Path] = field(default_factory=list)
+    _specs: dict[str, MachineSpec] = field(default_factory=dict)
+    _tables: dict[str, TransitionTable] = field(default_factory=dict)
+
+    @classmethod
+    def default(cls, cache_dir: Path | None) -> Library:
+        """Built-ins, then ``./machines``, then the directories in ``$CORRAL_MACHINES`` (``:``-separated)."""
+        local = [Path("machines")]
+        local += [Path(p) for p in os.environ.get("CORRAL_MACHINES", "").split(os.pathsep) if p]
+        builtin = data_dir("machines").resolve()
+        return cls(cache_dir=cache_dir, local_dirs=[d for d in local if d.is_dir() and d.resolve() != builtin])
+
+    def builtin_paths(self) -> list[Path]:
+        return sorted(data_dir("machines").glob("*.yaml"))
+
+    def local_paths(self) -> list[Path]:
+        return [p for d in self.local_dirs for p in sorted(d.glob("*.yaml"))]
+
+    def path_of(self, name: str) -> Path:
+        """The file defining machine ``name``: built-ins first, then the local directories."""
+        for path in self.builtin_paths() + self.local_paths():
+            if path.stem == name:
+                return path
+        known = ", ".join(sorted({p.stem for p in self.builtin_paths() + self.local_paths()}))
+        raise NotFoundError(f"no machine named {name!r} (known: {known})", code="machine_unknown", machine=name)
+
+    def builtin(self, name: str) -> MachineSpec:
+        """A built-in machine, the only kind the runner executes for corral's own lifecycles."""
+        path = data_dir("machines") / f"{name}.yaml"
+        if not path.is_file():
+            raise NotFoundError(f"corral has no built-in machine {name!r}", code="machine_unknown", machine=name)
+        return self.load(path)
+
+    def get(self, name: str) -> MachineSpec:
+        """A machine by name, from the built-ins or a local directory."""
+        return self.load(self.path_of(name))
+
+    def table(self, spec: MachineSpec) -> TransitionTable:
+        """The transition table for ``spec``, built once per process and content."""
+        table = self._tables.get(spec.sha256)
+        if table is None:
+            table = self._tables[spec.sha256] = TransitionTable(spec)
+        return table
+
+    def load(self, path: Path) -> MachineSpec:
+        """The validated spec in ``path``; raises :class:`SpecError` if it does not validate."""
+        raw = path.read_bytes()
+        key = hashlib.sha256(
+            b"%d\0%s\0" % (_CACHE_FORMAT, __version__.encode()) + _schema_bytes() + b"\0" + raw
+        ).hexdigest()
+        spec = self._specs.get(key)
+        if spec is not None:
+            return spec
+        spec = self._read_cache(key, path)
+        if spec is None:
+            report, spec = validate_file(path)
+            if spec is None:
+                raise SpecError(report.diagnostics)
+            self._write_cache(key, spec)
+        self._specs[key] = spec
+        return spec
+
+    def _read_cache(self, key: str, path: Path) -> MachineSpec | None:
+        if self.cache_dir is None:
+            return None
+        try:
+            doc = json.loads((self.cache_dir / f"{key}.json").read_text(encoding="utf-8"))
+            return MachineSpec.from_document(doc, _display(path), doc["sha256"])
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # a damaged cache entry: validate afresh
+            logger.warning("ignoring damaged spec cache entry %s: %s", key, exc)
+            return None
+
+    def _write_cache(self, key: str, spec: MachineSpec) -> None:
+        if self.cache_dir is None:
+            return
+        try:
+            for directory in reversed([self.cache_dir, *self.cache_dir.parents]):
+                if not directory.exists():
+                    directory.mkdir(mode=0o700)
+            target = self.cache_dir / f"{key}.json"
+            tmp = target.with_name(f".{key}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({**spec.to_json(), "sha256": spec.sha256}), encoding="utf-8")
+            os.replace(tmp, target)
+        except OSError as exc:  # the cache is an optimisation; a read-only home must not break commands
+            logger.debug("could not write spec cache %s: %s", key, exc)
+
+
+@cache
+def _schema_bytes() -> bytes:
+    return (data_dir("schemas") / "machine.schema.json").read_bytes()

@@ -1,0 +1,124 @@
+"""A validated machine as a ``transitions.Machine``: the transition table the engine consults.
+
+Guard names become condition callables looked up in corral's registries when the table is built;
+``resolve_callable`` is overridden to refuse every string, so transitions' default of importing a
+dotted path named in a definition can never happen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from transitions import EventData, Machine
+
+from runner.context import Context, Rejection
+from runner.errors import Diagnostic, SpecError
+from runner.guards import GUARDS, GuardFn
+from runner.spec.model import MachineSpec, Ref, TransitionSpec
+
+
+class _Table(Machine):
+    @staticmethod
+    def resolve_callable(func: Any, event_data: EventData) -> Any:
+        if isinstance(func, str):
+            raise TypeError(f"corral never resolves callables by name inside transitions (asked for {func!r})")
+        return func
+
+
+@dataclass(eq=False)  # transitions finds models by equality; each firing is its own
+class Firing:
+    """The model transitions moves through one trigger: the state, and what the guards said."""
+
+    state: str
+    ctx: Context
+    rejections: list[tuple[str, Rejection]] = field(default_factory=list)
+    chosen: TransitionSpec | None = None
+
+
+@dataclass(frozen=True)
+class _Guard:
+    ref: Ref
+    fn: GuardFn
+
+    def __call__(self, event: EventData) -> bool:
+        firing = event.model
+        assert isinstance(firing, Firing)
+        rejection = self.fn(firing.ctx, **self.ref.args)
+        if rejection is None:
+            return True
+        firing.rejections.append((self.ref.name, rejection))
+        return False
+
+
+@dataclass(frozen=True)
+class _Choose:
+    spec: TransitionSpec
+
+    def __call__(self, event: EventData) -> None:
+        firing = event.model
+        assert isinstance(firing, Firing)
+        firing.chosen = self.spec
+
+
+class TransitionTable:
+    """The transitions.Machine built from one :class:`MachineSpec`."""
+
+    def __init__(self, spec: MachineSpec) -> None:
+        self.spec = spec
+        missing: list[Diagnostic] = []
+        definitions: list[dict[str, Any]] = []
+        for t in spec.transitions:
+            conditions = []
+            for i, ref in enumerate(t.guards):
+                entry = GUARDS.get(ref.name)
+                if entry is None:
+                    missing.append(
+                        Diagnostic(
+                            "spec_unknown_guard",
+                            "error",
+                            f"no guard named {ref.name!r} is registered",
+                            spec.path,
+                            pointer=f"/transitions/{t.index}/guards/{i}",
+                        )
+                    )
+                    continue
+                conditions.append(_Guard(ref, entry.fn))
+            definitions.append(
+                {
+                    "trigger": t.trigger,
+                    "source": list(t.sources),
+                    "dest": t.dest,
+                    "conditions": conditions,
+                    "after": [_Choose(t)],
+                }
+            )
+            if t.outcomes:
+                for outcome in ("success", "failure", "ambiguous"):
+                    dest = getattr(t.outcomes, outcome)
+                    if dest and dest != t.dest:
+                        definitions.append({"trigger": f"{t.trigger}:{outcome}", "source": t.dest, "dest": dest})
+        if missing:
+            raise SpecError(missing)
+        self.machine = _Table(
+            model=None,
+            states=list(spec.states),
+            transitions=definitions,
+            initial=spec.initial,
+            auto_transitions=False,
+            send_event=True,
+        )
+
+    def fire(self, trigger: str, state: str, ctx: Context) -> Firing:
+        """Evaluate ``trigger`` from ``state``: the first candidate whose guards all pass wins.
+
+        Returns the :class:`Firing`: ``chosen`` is the transition taken (None if every candidate was
+        refused; ``rejections`` then says why, in the order the guards ran).
+        """
+        firing = Firing(state=state, ctx=ctx)
+        self.machine.add_model(firing, initial=state)
+        try:
+            self.machine.events[trigger].trigger(firing)
+        finally:
+            self.machine.remove_model(firing)
+        return firing

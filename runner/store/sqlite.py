@@ -1,0 +1,362 @@
+"""The embedded default store: one SQLite file, WAL, every write a ``BEGIN IMMEDIATE`` transaction.
+
+Durability: ``synchronous=FULL`` in WAL mode, so an acknowledged commit survives a crash of the
+process and of the machine. Writers serialize on SQLite's write lock. Waiting for it uses a short
+busy timeout plus bounded retries with full jitter (sleep a random time below an exponentially
+growing cap) up to a deadline: a long busy handler alone lets an unlucky writer starve while others
+keep winning, and then fail after the same wait as everyone else.
+
+The schema is versioned in ``PRAGMA user_version`` and migrated forward on open; a database whose
+version is newer than this code knows is refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from runner.context import Event, Instance, format_time
+from runner.errors import ConflictError, CorralError, StoreBusyError, StoreVersionError
+from runner.store.abc import Reader, Store, Transaction
+
+logger = logging.getLogger(__name__)
+
+# Each entry migrates the schema from version i to i + 1; never edit one that has shipped.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE instances (
+        id          TEXT PRIMARY KEY,
+        machine     TEXT NOT NULL,
+        state       TEXT NOT NULL,
+        version     INTEGER NOT NULL CHECK (version > 0),
+        data        TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL
+    );
+    CREATE INDEX instances_by_machine_state ON instances (machine, state);
+    CREATE TABLE events (
+        seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+        instance_id  TEXT NOT NULL,
+        machine      TEXT NOT NULL,
+        trigger      TEXT NOT NULL,
+        from_state   TEXT NOT NULL,
+        to_state     TEXT NOT NULL,
+        version      INTEGER NOT NULL,
+        actor        TEXT NOT NULL,
+        payload      TEXT NOT NULL,
+        at           TEXT NOT NULL
+    );
+    CREATE INDEX events_by_instance ON events (instance_id, seq);
+    CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+        BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+        BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+BUSY_TIMEOUT_MS = 20  # SQLite's own short wait before we take over with jittered retries
+RETRY_BASE = 0.002
+RETRY_CAP = 0.1
+
+Clock = Callable[[], datetime]
+
+
+def _wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class _Reader(Reader):
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def get(self, instance_id: str) -> Instance | None:
+        row = self._conn.execute(
+            "SELECT id, machine, state, version, data, created_at, updated_at FROM instances WHERE id = ?",
+            (instance_id,),
+        ).fetchone()
+        return _instance(row) if row else None
+
+    def find(self, machine: str, states: Iterable[str] | None = None) -> list[Instance]:
+        sql = "SELECT id, machine, state, version, data, created_at, updated_at FROM instances WHERE machine = ?"
+        args: list[Any] = [machine]
+        if states is not None:
+            wanted = list(states)
+            sql += f" AND state IN ({', '.join('?' * len(wanted))})" if wanted else " AND 0"
+            args += wanted
+        return [_instance(row) for row in self._conn.execute(sql + " ORDER BY id", args)]
+
+
+class _Transaction(_Reader, Transaction):
+    def __init__(self, conn: sqlite3.Connection, now: datetime) -> None:
+        super().__init__(conn)
+        self.now = now
+
+    def put(self, instance: Instance, state: str, data: Mapping[str, Any]) -> Instance:
+        stamp = format_time(self.now)
+        encoded = json.dumps(dict(data), sort_keys=True, separators=(",", ":"))
+        if instance.version == 0:
+            try:
+                self._conn.execute(
+                    "INSERT INTO instances (id, machine, state, version, data, created_at, updated_at)"
+                    " VALUES (?, ?, ?, 1, ?, ?, ?)",
+                    (instance.id, instance.machine, state, encoded, stamp, stamp),
+                )
+            except sqlite3.IntegrityError:
+                raise ConflictError(
+                    f"instance {instance.id!r} was created by someone else meanwhile",
+                    instance=instance.id,
+                    expected_version=0,
+                ) from None
+            return Instance(instance.id, instance.machine, state, 1, dict(data), stamp, stamp)
+        cursor = self._conn.execute(
+            "UPDATE instances SET state = ?, version = version + 1, data = ?, updated_at = ?"
+            " WHERE id = ? AND version = ?",
+            (state, encoded, stamp, instance.id, instance.version),
+        )
+        if cursor.rowcount != 1:
+            current = self.get(instance.id)
+            raise ConflictError(
+                f"instance {instance.id!r} changed underneath (expected version {instance.version}, "
+                f"found {current.version if current else 'none'})",
+                instance=instance.id,
+                expected_version=instance.version,
+                actual_version=current.version if current else None,
+            )
+        return Instance(
+            instance.id, instance.machine, state, instance.version + 1, dict(data), instance.created_at, stamp
+        )
+
+    def append(
+        self, instance: Instance, trigger: str, from_state: str, actor: str, payload: Mapping[str, Any]
+    ) -> Event:
+        at = format_time(self.now)
+        encoded = json.dumps(dict(payload), sort_keys=True, separators=(",", ":"))
+        cursor = self._conn.execute(
+            "INSERT INTO events (instance_id, machine, trigger, from_state, to_state, version, actor, payload, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (instance.id, instance.machine, trigger, from_state, instance.state, instance.version, actor, encoded, at),
+        )
+        seq = cursor.lastrowid
+        assert seq is not None
+        return Event(
+            seq,
+            instance.id,
+            instance.machine,
+            trigger,
+            from_state,
+            instance.state,
+            instance.version,
+            actor,
+            dict(payload),
+            at,
+        )
+
+
+def _instance(row: tuple[Any, ...]) -> Instance:
+    return Instance(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5], row[6])
+
+
+def _event(row: tuple[Any, ...]) -> Event:
+    return Event(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], json.loads(row[8]), row[9])
+
+
+class SQLiteStore(Store):
+    """A store in one SQLite file.
+
+    Args:
+        path: the database file; its directory must exist.
+        clock: the store's clock (tests inject one); defaults to the system's UTC time.
+        busy_deadline: how long a writer waits for the write lock before ``store_busy``.
+    """
+
+    def __init__(self, path: str | Path, *, clock: Clock | None = None, busy_deadline: float = 15.0) -> None:
+        self.path = Path(path)
+        self.url = f"sqlite://{self.path}"
+        self._clock = clock or _wall_clock
+        self._deadline = busy_deadline
+        self._lock = threading.RLock()  # one connection; transactions on it must not interleave
+        try:
+            if not self.path.exists():  # SQLite gives its -wal and -shm files the same mode
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+            self._conn = sqlite3.connect(
+                str(self.path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+            )
+        except (sqlite3.Error, OSError) as exc:
+            raise CorralError(
+                f"cannot open the SQLite store at {self.path}: {exc}", code="store_unavailable", path=str(self.path)
+            ) from None
+        try:
+            self._setup()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    # --- setup ----------------------------------------------------------------------------------
+
+    def _setup(self) -> None:
+        conn = self._conn
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreVersionError(
+                f"the database {self.path} has schema version {version}, newer than this corral understands "
+                f"({SCHEMA_VERSION}); upgrade corral",
+                path=str(self.path),
+                schema_version=version,
+                supported=SCHEMA_VERSION,
+            )
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        conn.execute("PRAGMA synchronous = FULL")
+        if version < SCHEMA_VERSION:
+            self._migrate()
+
+    def _migrate(self) -> None:
+        with self._immediate():
+            # Re-read inside the lock: another process may have migrated while we waited.
+            current = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            if current > SCHEMA_VERSION:
+                raise StoreVersionError(
+                    f"the database {self.path} was upgraded by a newer corral meanwhile",
+                    path=str(self.path),
+                    schema_version=current,
+                    supported=SCHEMA_VERSION,
+                )
+            for target in range(current + 1, SCHEMA_VERSION + 1):
+                logger.info("migrating %s to schema version %d", self.path, target)
+                for statement in _statements(MIGRATIONS[target - 1]):
+                    self._conn.execute(statement)
+                self._conn.execute(f"PRAGMA user_version = {target}")
+
+    # --- transactions ---------------------------------------------------------------------------
+
+    def _retry(self, attempt: Callable[[], Any]) -> Any:
+        deadline = time.monotonic() + self._deadline
+        tries = 0
+        while True:
+            try:
+                return attempt()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+                tries += 1
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise StoreBusyError(
+                        f"the store {self.path} stayed locked for {self._deadline:.0f} s ({tries} attempts)",
+                        path=str(self.path),
+                        attempts=tries,
+                    ) from None
+                # Full jitter: a random sleep below an exponentially growing cap.
+                time.sleep(min(remaining, random.uniform(0, min(RETRY_CAP, RETRY_BASE * 2**tries))))
+
+    @contextmanager
+    def _immediate(self) -> Iterator[None]:
+        with self._lock:
+            self._retry(lambda: self._conn.execute("BEGIN IMMEDIATE"))
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            try:
+                self._retry(lambda: self._conn.execute("COMMIT"))
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def write(self) -> Iterator[Transaction]:
+        with self._immediate():
+            yield _Transaction(self._conn, self._clock())
+
+    @contextmanager
+    def read(self) -> Iterator[Reader]:
+        with self._lock:
+            self._conn.execute("BEGIN")  # deferred: a snapshot from the first read on, no write lock
+            try:
+                yield _Reader(self._conn)
+            finally:
+                self._conn.execute("COMMIT")
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def events(self, since: int = 0, limit: int | None = None, instance_id: str | None = None) -> list[Event]:
+        sql = (
+            "SELECT seq, instance_id, machine, trigger, from_state, to_state, version, actor, payload, at"
+            " FROM events WHERE seq > ?"
+        )
+        args: list[Any] = [since]
+        if instance_id is not None:
+            sql += " AND instance_id = ?"
+            args.append(instance_id)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        with self._lock:
+            return [_event(row) for row in self._conn.execute(sql, args)]
+
+    def wait_events(self, since: int, timeout: float) -> list[Event]:
+        # SQLite has no notifications across processes; PRAGMA data_version changes whenever another
+        # connection commits, so polling it is a cheap check that reads no table.
+        deadline = time.monotonic() + timeout
+        seen = None
+        while True:
+            with self._lock:
+                version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            if version != seen:
+                seen = version
+                found = self.events(since)
+                if found:
+                    return found
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            time.sleep(min(0.05, remaining))
+
+    def info(self) -> dict[str, Any]:
+        with self._lock:
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+        return {"adapter": "sqlite", "path": str(self.path), "schema_version": version, "journal_mode": mode}
+
+    def integrity(self) -> str:
+        """SQLite's own ``integrity_check`` verdict (``ok`` when the file is sound)."""
+        with self._lock:
+            return str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (``executescript`` would COMMIT our transaction)."""
+    statements, buffer = [], ""
+    for line in script.strip().splitlines():
+        buffer += line + "\n"
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements
