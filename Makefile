@@ -1,0 +1,34 @@
+# corral: `make demo` and `make test` do all set-up on a fresh machine (Python >= 3.11 on PATH).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+## demo: the main job on the embedded SQLite store (a scripted controller lifecycle)
+demo: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" ./scripts/demo.sh
+
+## test: lint, type-check and run the whole test suite
+test: $(STAMP) lint
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check runner tests bench
+	$(BIN)/ruff format --check runner tests bench
+	$(BIN)/mypy
+
+## bench: transition cost ratios and CLI cold start, measured in one run
+bench: $(STAMP)
+	$(BIN)/python bench/transition.py
+	$(BIN)/python bench/coldstart.py
+
+clean:
+	rm -rf $(VENV) .demo build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,82 @@
+"""Shared fixtures: a private state home, a real SQLite store file, a controllable clock."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from runner.service import AcquireInput, Grant, Service
+from runner.spec.library import Library
+from runner.store.sqlite import SQLiteStore
+
+REPO = Path(__file__).resolve().parent.parent
+SHA = hashlib.sha256(b"authority").hexdigest()
+
+
+class FakeClock:
+    """The store's clock under test control: starts at a fixed moment, moves only when told."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh CORRAL_HOME; CORRAL_STORE and friends cleared so nothing leaks in from the shell."""
+    root = tmp_path / "home"
+    monkeypatch.setenv("CORRAL_HOME", str(root))
+    for name in ("CORRAL_STORE", "CORRAL_CONTROLLER", "CORRAL_MACHINES", "XDG_STATE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    return root
+
+
+@pytest.fixture
+def library(tmp_path: Path) -> Library:
+    return Library(cache_dir=tmp_path / "spec-cache")
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: FakeClock) -> Iterator[SQLiteStore]:
+    with SQLiteStore(tmp_path / "corral.db", clock=clock) as opened:
+        yield opened
+
+
+@pytest.fixture
+def service(store: SQLiteStore, library: Library) -> Service:
+    return Service(store, library, actor="test")
+
+
+@pytest.fixture
+def acquire(service: Service) -> Callable[..., Grant]:
+    """``acquire(controller_id="ctl", ttl=60)``: grant a lease with a fixed authority."""
+
+    def grant(controller_id: str = "ctl", ttl: int = 60, holder: str = "tester@host") -> Grant:
+        return service.acquire(AcquireInput(controller_id, "TICKET-1", SHA, ttl, holder))
+
+    return grant
+
+
+@pytest.fixture
+def cli_env(home: Path) -> dict[str, str]:
+    """Environment for running the real ``corral`` executable in a subprocess."""
+    env = dict(os.environ)
+    env["CORRAL_HOME"] = str(home)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
