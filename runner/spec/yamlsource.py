@@ -8,6 +8,7 @@ key repeated in one mapping is an error instead of silently overwriting the firs
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,11 +17,31 @@ import yaml
 from runner.errors import Diagnostic, SpecError
 
 try:  # libyaml is several times faster; the pure loader is a correct fallback.
-    _Loader: type[Any] = yaml.CSafeLoader
+    _Base: type[Any] = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _Loader = yaml.SafeLoader  # pragma: no cover
+    _Base = yaml.SafeLoader
+
+
+class _Loader(_Base):  # type: ignore[misc,valid-type]  # a base chosen at import time
+    """The safe loader with YAML 1.2 booleans: only true/false are booleans.
+
+    YAML 1.1 also reads on/off/yes/no/y/n as booleans, so a state named ``off`` would silently
+    become ``False``. Machine authors name states like that; YAML 1.2 agrees with them.
+    """
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+        for first, resolvers in _Base.yaml_implicit_resolvers.items()
+    }
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 SCHEMA_COMMENT = "# yaml-language-server: $schema="
+MAX_EXPANDED_NODES = 100_000
+_PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
 
 @dataclass
@@ -70,7 +91,7 @@ def parse(text: str, path: str) -> Source:
         node = loader.get_single_node()
         if node is None:
             raise SpecError([Diagnostic("spec_yaml", "error", "the file holds no YAML document", path, 1, 1)])
-        source.data = _convert(loader, node, "", source, {})
+        source.data, _ = _Walk(loader, source).convert(node, "")
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -84,36 +105,69 @@ def parse(text: str, path: str) -> Source:
     return source
 
 
-def _convert(loader: Any, node: yaml.Node, pointer: str, source: Source, memo: dict[int, Any]) -> Any:
-    source.positions.setdefault(pointer, (node.start_mark.line + 1, node.start_mark.column + 1))
-    if id(node) in memo:  # an alias: share the object instead of expanding it again
-        return memo[id(node)]
-    if isinstance(node, yaml.MappingNode):
-        loader.flatten_mapping(node)  # resolves YAML merge keys (<<) the way the safe loader does
-        result: dict[str, Any] = {}
-        memo[id(node)] = result
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            if not isinstance(key, str):
-                raise SpecError(
-                    [_at(source, key_node, "spec_yaml", f"mapping keys must be strings, not {type(key).__name__}")]
-                )
-            if key in result:
-                raise SpecError(
-                    [_at(source, key_node, "spec_duplicate_key", f"key {key!r} appears twice in one mapping")]
-                )
-            child = f"{pointer}/{escape(key)}"
-            result[key] = _convert(loader, value_node, child, source, memo)
-        return result
-    if isinstance(node, yaml.SequenceNode):
-        items: list[Any] = []
-        memo[id(node)] = items
-        for index, item in enumerate(node.value):
-            items.append(_convert(loader, item, f"{pointer}/{index}", source, memo))
-        return items
-    value = loader.construct_object(node, deep=True)
-    memo[id(node)] = value
-    return value
+class _Walk:
+    """Converts nodes once each, sizing the document as if every alias were expanded.
+
+    Aliases are shared rather than copied, but a validator walks the expanded tree, so a few
+    nested aliases (the "billion laughs") could still cost exponential time: refused by size.
+    """
+
+    def __init__(self, loader: Any, source: Source) -> None:
+        self.loader = loader
+        self.source = source
+        self.values: dict[int, Any] = {}
+        self.sizes: dict[int, int] = {}
+
+    def convert(self, node: yaml.Node, pointer: str) -> tuple[Any, int]:
+        self.source.positions.setdefault(pointer, (node.start_mark.line + 1, node.start_mark.column + 1))
+        key = id(node)
+        if key in self.values:  # an alias
+            if key not in self.sizes:
+                raise SpecError([_at(self.source, node, "spec_yaml", "an alias refers to a node that contains it")])
+            return self.values[key], self.sizes[key]
+        if not isinstance(node, yaml.ScalarNode) and node.tag not in _PLAIN_TAGS:
+            # Scalars go through the safe constructor, which refuses unknown tags; collections are
+            # walked here, so their tags are checked here.
+            raise SpecError([_at(self.source, node, "spec_yaml", f"unsupported YAML tag {node.tag!r}")])
+        size = 1
+        value: Any
+        if isinstance(node, yaml.MappingNode):
+            self.loader.flatten_mapping(node)  # resolves merge keys (<<) the way the safe loader does
+            value = self.values[key] = {}
+            for key_node, value_node in node.value:
+                name = self.loader.construct_object(key_node, deep=True)
+                if not isinstance(name, str):
+                    kind = type(name).__name__
+                    raise SpecError(
+                        [_at(self.source, key_node, "spec_yaml", f"mapping keys must be strings, not {kind}")]
+                    )
+                if name in value:
+                    raise SpecError(
+                        [_at(self.source, key_node, "spec_duplicate_key", f"key {name!r} appears twice in one mapping")]
+                    )
+                value[name], child = self.convert(value_node, f"{pointer}/{escape(name)}")
+                size += child
+        elif isinstance(node, yaml.SequenceNode):
+            value = self.values[key] = []
+            for index, item in enumerate(node.value):
+                converted, child = self.convert(item, f"{pointer}/{index}")
+                value.append(converted)
+                size += child
+        else:
+            value = self.values[key] = self.loader.construct_object(node, deep=True)
+        if size > MAX_EXPANDED_NODES:
+            raise SpecError(
+                [
+                    _at(
+                        self.source,
+                        node,
+                        "spec_yaml",
+                        f"the document expands to more than {MAX_EXPANDED_NODES} values (aliases)",
+                    )
+                ]
+            )
+        self.sizes[key] = size
+        return value, size
 
 
 def _at(source: Source, node: yaml.Node, code: str, message: str) -> Diagnostic:
