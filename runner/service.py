@@ -278,6 +278,16 @@ class Service:
         )
         try:
             return self.engine.fire(spec, request)
+        except TransitionNotAllowedError as exc:
+            if token is None:
+                raise
+            # A credential for a lease that is no longer active is stale, whatever the trigger.
+            raise RefusedError(
+                f"the lease of controller {controller_id!r} is {exc.details.get('state')}: the credential is stale",
+                code="fence_stale",
+                controller_id=controller_id,
+                state=exc.details.get("state"),
+            ) from None
         except NotFoundError as exc:
             if exc.code != "instance_unknown":
                 raise
@@ -381,24 +391,17 @@ class Service:
 
     def release(self, inp: ReleaseInput) -> LeaseView:
         """Give the lease up with a checkpoint (allowed after expiry unless someone took it over)."""
-        try:
-            result = self._fire(
-                inp.controller_id,
-                "release",
-                {
-                    "lease_id": inp.credential.lease_id,
-                    "generation": inp.credential.generation,
-                    "checkpoint_ref": inp.checkpoint_ref,
-                    "checkpoint_sha256": inp.checkpoint_sha256,
-                },
-                token=inp.credential.token,
-            )
-        except TransitionNotAllowedError:
-            raise RefusedError(
-                f"the lease of controller {inp.controller_id!r} is already released: the credential is stale",
-                code="fence_stale",
-                controller_id=inp.controller_id,
-            ) from None
+        result = self._fire(
+            inp.controller_id,
+            "release",
+            {
+                "lease_id": inp.credential.lease_id,
+                "generation": inp.credential.generation,
+                "checkpoint_ref": inp.checkpoint_ref,
+                "checkpoint_sha256": inp.checkpoint_sha256,
+            },
+            token=inp.credential.token,
+        )
         return self._view(result.instance)
 
     def leases(self, inp: ListLeasesInput) -> list[LeaseView]:

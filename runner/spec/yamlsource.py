@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -22,14 +22,14 @@ except AttributeError:  # pragma: no cover - depends on how PyYAML was built
     _Base = yaml.SafeLoader
 
 
-class _Loader(_Base):  # type: ignore[misc,valid-type]  # a base chosen at import time
+class _Loader(_Base):  # type: ignore[misc]  # a base chosen at import time
     """The safe loader with YAML 1.2 booleans: only true/false are booleans.
 
     YAML 1.1 also reads on/off/yes/no/y/n as booleans, so a state named ``off`` would silently
     become ``False``. Machine authors name states like that; YAML 1.2 agrees with them.
     """
 
-    yaml_implicit_resolvers = {
+    yaml_implicit_resolvers: ClassVar[dict[Any, list[tuple[str, Any]]]] = {
         first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
         for first, resolvers in _Base.yaml_implicit_resolvers.items()
     }

@@ -1,0 +1,90 @@
+"""Credential files: 0600, atomic, and every way they can be unusable has its own code."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from runner import credentials
+from runner.errors import CredentialError
+from runner.fence import Credential
+
+STORE = "sqlite:///tmp/x.db"
+CRED = Credential("ctl", "11111111-2222-3333-4444-555555555555", 3, "f" * 32)
+
+
+def test_round_trip_with_private_modes(tmp_path: Path) -> None:
+    path = credentials.path_for(tmp_path / "credentials", "ctl")
+    credentials.save(path, CRED, STORE)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert credentials.load(path, "ctl", STORE) == CRED
+    assert [p.name for p in path.parent.iterdir()] == ["ctl.json"], "no temporary file left behind"
+
+
+def test_overwrite_replaces_atomically(tmp_path: Path) -> None:
+    path = tmp_path / "ctl.json"
+    credentials.save(path, CRED, STORE)
+    newer = Credential("ctl", CRED.lease_id, 4, "e" * 32)
+    credentials.save(path, newer, STORE)
+    assert credentials.load(path, "ctl", STORE) == newer
+
+
+def error_code(path: Path, controller: str = "ctl", store: str = STORE) -> str:
+    with pytest.raises(CredentialError) as caught:
+        credentials.load(path, controller, store)
+    assert CRED.token not in caught.value.message
+    return caught.value.code
+
+
+def test_missing(tmp_path: Path) -> None:
+    assert error_code(tmp_path / "nope.json") == "credential_missing"
+
+
+def test_readable_by_others_is_insecure(tmp_path: Path) -> None:
+    path = tmp_path / "ctl.json"
+    credentials.save(path, CRED, STORE)
+    path.chmod(0o644)
+    assert error_code(path) == "credential_insecure"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "not json at all",
+        "[]",
+        json.dumps({"format": 99}),
+        json.dumps(
+            {"format": 1, "controller_id": "ctl", "lease_id": "x", "generation": "3", "token": "t", "store": STORE}
+        ),
+        json.dumps(
+            {"format": 1, "controller_id": "ctl", "lease_id": "x", "generation": True, "token": "t", "store": STORE}
+        ),
+        json.dumps({"format": 1, "controller_id": "ctl", "lease_id": "x", "generation": 1, "store": STORE}),
+        json.dumps(
+            {"format": 1, "controller_id": "other", "lease_id": "x", "generation": 1, "token": "t", "store": STORE}
+        ),
+    ],
+    ids=["garbage", "array", "format", "generation-string", "generation-bool", "no-token", "other-controller"],
+)
+def test_corrupt(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "ctl.json"
+    path.write_text(content)
+    path.chmod(0o600)
+    assert error_code(path) == "credential_corrupt"
+
+
+def test_issued_by_another_store(tmp_path: Path) -> None:
+    path = tmp_path / "ctl.json"
+    credentials.save(path, CRED, STORE)
+    assert error_code(path, store="sqlite:///elsewhere.db") == "credential_store_mismatch"
+
+
+def test_remove_is_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "ctl.json"
+    credentials.save(path, CRED, STORE)
+    assert credentials.remove(path) is True
+    assert credentials.remove(path) is False
