@@ -47,12 +47,12 @@ class App:
     @property
     def service(self) -> Any:
         if self._service is None:
-            from runner.service import Service
+            from runner.service import Service, default_holder
             from runner.store import open_store
 
             self.home.ensure()
             self._store = open_store(self.store_url)
-            self._service = Service(self._store, self.library, actor=f"cli:{os.getpid()}")
+            self._service = Service(self._store, self.library, actor=f"cli:{default_holder()}")
         return self._service
 
     def close(self) -> None:

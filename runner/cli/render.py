@@ -70,4 +70,6 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
         grid.add_column(column, overflow="fold")
     for row in rows:
         grid.add_row(*("-" if cell is None else str(cell) for cell in row))
-    Console(soft_wrap=False).print(grid)
+    # Piped output gets no terminal width; ids and timestamps read better unfolded than at 80 columns.
+    console = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+    console.print(grid)
