@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from runner.context import Context, EffectResult, Event, Instance, Rejection
@@ -130,7 +130,7 @@ class Engine:
             now=tx.now,
             view=tx,
             actor=request.actor,
-            data=instance.data,
+            data=dict(instance.data),
         )
 
     def _second_phase(
@@ -168,7 +168,7 @@ class Engine:
             "ambiguous": chosen.outcomes.ambiguous or chosen.dest,
         }[result.outcome]
         data = {**intent.data, **result.data}
-        _check_data(spec, data, f"effects of {chosen.trigger!r}")
+        _check_data(spec, data, result.data, f"effects of {chosen.trigger!r}")
         with self.store.write() as tx:
             final = tx.put(intent, dest, data)
             payload: dict[str, Any] = {
@@ -226,26 +226,29 @@ def _run_effects(chosen: TransitionSpec, ctx: Context) -> EffectResult:
 
 
 def _apply_updates(spec: MachineSpec, chosen: TransitionSpec, ctx: Context) -> tuple[dict[str, Any], dict[str, Any]]:
-    data = dict(ctx.instance.data)
+    # ctx.data is the engine's working copy: each update sees what the earlier ones wrote.
+    data = ctx.data
+    assert isinstance(data, dict)
+    written: dict[str, Any] = {}
     reply: dict[str, Any] = {}
     for ref in chosen.updates:
         entry = UPDATES.get(ref.name)
         if entry is None:
             raise CorralError(f"update {ref.name!r} is not registered", code="spec_unknown_update")
-        update = entry.fn(_with_data(ctx, data), **ref.args)
+        update = entry.fn(ctx, **ref.args)
         data.update(update.data)
+        written.update(update.data)
         reply.update(update.reply)
-    _check_data(spec, data, f"updates of {chosen.trigger!r}")
+    _check_data(spec, data, written, f"updates of {chosen.trigger!r}")
     return data, reply
 
 
-def _with_data(ctx: Context, data: dict[str, Any]) -> Context:
-    return replace(ctx, data=dict(data))
+def _check_data(spec: MachineSpec, data: Mapping[str, Any], written: Mapping[str, Any], who: str) -> None:
+    """Invariant: an instance's data holds only declared fields, each of its declared type.
 
-
-def _check_data(spec: MachineSpec, data: Mapping[str, Any], who: str) -> None:
-    """Invariant: an instance's data holds only declared fields, each of its declared type."""
-    for key, value in data.items():
+    Only ``written`` needs checking: the rest of ``data`` was checked when it was written.
+    """
+    for key, value in written.items():
         declared = spec.fields.get(key)
         if declared is None:
             raise CorralError(
@@ -260,7 +263,7 @@ def _check_data(spec: MachineSpec, data: Mapping[str, Any], who: str) -> None:
 
 def _changed(spec: MachineSpec, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
     """The public fields a transition changed, for the event log (secret fields never appear)."""
-    hidden = spec.secret_fields()
+    hidden = spec.secret_field_names
     return {k: v for k, v in after.items() if k not in hidden and before.get(k) != v}
 
 

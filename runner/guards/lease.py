@@ -21,7 +21,9 @@ def credential_of(ctx: Context) -> fence.Credential:
 def fence_guard(ctx: Context, allow_expired: bool = False) -> Rejection | None:
     """The caller's credential holds the controller lease now (and it has not expired)."""
     credential = credential_of(ctx)
-    lease = ctx.view.get(fence.instance_id(credential.controller_id))
+    lease_id = fence.instance_id(credential.controller_id)
+    # On the controller machine the lease is the instance the engine just read in this transaction.
+    lease = ctx.instance if ctx.instance.id == lease_id else ctx.view.get(lease_id)
     return fence.check(lease, credential, ctx.now, allow_expired=allow_expired)
 
 

@@ -103,6 +103,7 @@ class Library:
     cache_dir: Path | None = None
     local_dirs: list[Path] = field(default_factory=list)
     _specs: dict[str, MachineSpec] = field(default_factory=dict)
+    _builtins: dict[str, MachineSpec] = field(default_factory=dict)
     _tables: dict[str, TransitionTable] = field(default_factory=dict)
 
     @classmethod
@@ -128,11 +129,17 @@ class Library:
         raise NotFoundError(f"no machine named {name!r} (known: {known})", code="machine_unknown", machine=name)
 
     def builtin(self, name: str) -> MachineSpec:
-        """A built-in machine, the only kind the runner executes for corral's own lifecycles."""
-        path = data_dir("machines") / f"{name}.yaml"
-        if not path.is_file():
-            raise NotFoundError(f"corral has no built-in machine {name!r}", code="machine_unknown", machine=name)
-        return self.load(path)
+        """A built-in machine, the only kind the runner executes for corral's own lifecycles.
+
+        Loaded once per library: built-in files change only when corral itself is reinstalled.
+        """
+        spec = self._builtins.get(name)
+        if spec is None:
+            path = data_dir("machines") / f"{name}.yaml"
+            if not path.is_file():
+                raise NotFoundError(f"corral has no built-in machine {name!r}", code="machine_unknown", machine=name)
+            spec = self._builtins[name] = self.load(path)
+        return spec
 
     def get(self, name: str) -> MachineSpec:
         """A machine by name, from the built-ins or a local directory."""

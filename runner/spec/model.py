@@ -8,6 +8,7 @@ immutable data that serialises to JSON for the spec cache.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 FIELD_TYPES: dict[str, tuple[type, ...]] = {
@@ -124,12 +125,14 @@ class MachineSpec:
     def triggers(self) -> list[str]:
         return sorted({t.trigger for t in self.transitions})
 
-    def secret_fields(self) -> frozenset[str]:
+    @cached_property
+    def secret_field_names(self) -> frozenset[str]:
+        """Fields declared ``secret``: never listed, never in the event log."""
         return frozenset(name for name, f in self.fields.items() if f.secret)
 
     def public_data(self, data: dict[str, Any] | Any) -> dict[str, Any]:
         """``data`` without the fields declared secret: what listings and events may show."""
-        hidden = self.secret_fields()
+        hidden = self.secret_field_names
         return {k: v for k, v in dict(data).items() if k not in hidden}
 
     # --- serialisation for the spec cache -------------------------------------------------------

@@ -7,6 +7,7 @@ dotted path named in a definition can never happen.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +27,31 @@ class _Table(Machine):
         return func
 
 
-@dataclass(eq=False)  # transitions finds models by equality; each firing is its own
+@dataclass
 class Firing:
-    """The model transitions moves through one trigger: the state, and what the guards said."""
+    """One trigger as transitions evaluated it: the context, what the guards said, what was taken."""
 
-    state: str
     ctx: Context
     rejections: list[tuple[str, Rejection]] = field(default_factory=list)
     chosen: TransitionSpec | None = None
+
+
+class _Model:
+    """The one model registered with a table; it carries the firing being evaluated.
+
+    Registering a model per firing costs more than the trigger itself (transitions binds every
+    trigger to the model), so one model is reused under a lock and placed at each firing's state.
+    """
+
+    def __init__(self, initial: str) -> None:
+        self.state = initial
+        self.firing: Firing | None = None
+
+
+def _firing(event: EventData) -> Firing:
+    model = event.model
+    assert isinstance(model, _Model) and model.firing is not None
+    return model.firing
 
 
 @dataclass(frozen=True)
@@ -42,8 +60,7 @@ class _Guard:
     fn: GuardFn
 
     def __call__(self, event: EventData) -> bool:
-        firing = event.model
-        assert isinstance(firing, Firing)
+        firing = _firing(event)
         rejection = self.fn(firing.ctx, **self.ref.args)
         if rejection is None:
             return True
@@ -56,9 +73,7 @@ class _Choose:
     spec: TransitionSpec
 
     def __call__(self, event: EventData) -> None:
-        firing = event.model
-        assert isinstance(firing, Firing)
-        firing.chosen = self.spec
+        _firing(event).chosen = self.spec
 
 
 class TransitionTable:
@@ -100,8 +115,10 @@ class TransitionTable:
                         definitions.append({"trigger": f"{t.trigger}:{outcome}", "source": t.dest, "dest": dest})
         if missing:
             raise SpecError(missing)
+        self._model = _Model(spec.initial)
+        self._lock = threading.Lock()
         self.machine = _Table(
-            model=None,
+            model=self._model,
             states=list(spec.states),
             transitions=definitions,
             initial=spec.initial,
@@ -115,10 +132,12 @@ class TransitionTable:
         Returns the :class:`Firing`: ``chosen`` is the transition taken (None if every candidate was
         refused; ``rejections`` then says why, in the order the guards ran).
         """
-        firing = Firing(state=state, ctx=ctx)
-        self.machine.add_model(firing, initial=state)
-        try:
-            self.machine.events[trigger].trigger(firing)
-        finally:
-            self.machine.remove_model(firing)
+        firing = Firing(ctx=ctx)
+        with self._lock:
+            self._model.firing = firing
+            try:
+                self.machine.set_state(state, model=self._model)
+                self.machine.events[trigger].trigger(self._model)
+            finally:
+                self._model.firing = None
         return firing

@@ -106,9 +106,10 @@ class _Transaction(_Reader, Transaction):
     def __init__(self, conn: sqlite3.Connection, now: datetime) -> None:
         super().__init__(conn)
         self.now = now
+        self.stamp = format_time(now)  # every row and event of one transaction carries the same time
 
     def put(self, instance: Instance, state: str, data: Mapping[str, Any]) -> Instance:
-        stamp = format_time(self.now)
+        stamp = self.stamp
         encoded = json.dumps(dict(data), sort_keys=True, separators=(",", ":"))
         if instance.version == 0:
             try:
@@ -145,7 +146,7 @@ class _Transaction(_Reader, Transaction):
     def append(
         self, instance: Instance, trigger: str, from_state: str, actor: str, payload: Mapping[str, Any]
     ) -> Event:
-        at = format_time(self.now)
+        at = self.stamp
         encoded = json.dumps(dict(payload), sort_keys=True, separators=(",", ":"))
         cursor = self._conn.execute(
             "INSERT INTO events (instance_id, machine, trigger, from_state, to_state, version, actor, payload, at)"
