@@ -1,38 +1,90 @@
 """corral: a state-machine-driven workflow runner that lets one coordinator drive many coding agents.
 
-The public names are re-exported here; see ``docs/architecture.md`` for the layers.
+The public names are re-exported here, lazily (PEP 562): ``import runner`` stays cheap for the CLI,
+which is started hundreds of times by coordinating agents. See ``docs/architecture.md`` for the layers.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from runner._version import __version__
-from runner.errors import (
-    ConflictError,
-    CorralError,
-    CredentialError,
-    InputError,
-    InvalidError,
-    NotFoundError,
-    RefusedError,
-    SpecError,
-    StoreBusyError,
-    StoreVersionError,
-    TransitionNotAllowedError,
-    UsageError,
-)
+
+_EXPORTS = {
+    "ConflictError": "runner.errors",
+    "CorralError": "runner.errors",
+    "CredentialError": "runner.errors",
+    "InputError": "runner.errors",
+    "InvalidError": "runner.errors",
+    "NotFoundError": "runner.errors",
+    "RefusedError": "runner.errors",
+    "SpecError": "runner.errors",
+    "StoreBusyError": "runner.errors",
+    "StoreVersionError": "runner.errors",
+    "TransitionNotAllowedError": "runner.errors",
+    "UsageError": "runner.errors",
+    "Engine": "runner.engine",
+    "Request": "runner.engine",
+    "Result": "runner.engine",
+    "Library": "runner.spec",
+    "MachineSpec": "runner.spec",
+    "Service": "runner.service",
+    "Store": "runner.store",
+    "open_store": "runner.store",
+    "Credential": "runner.fence",
+}
 
 __all__ = [
     "ConflictError",
     "CorralError",
+    "Credential",
     "CredentialError",
+    "Engine",
     "InputError",
     "InvalidError",
+    "Library",
+    "MachineSpec",
     "NotFoundError",
     "RefusedError",
+    "Request",
+    "Result",
+    "Service",
     "SpecError",
+    "Store",
     "StoreBusyError",
     "StoreVersionError",
     "TransitionNotAllowedError",
     "UsageError",
     "__version__",
+    "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runner' has no attribute {name!r}")
+    return getattr(import_module(module), name)
+
+
+if TYPE_CHECKING:
+    from runner.engine import Engine, Request, Result
+    from runner.errors import (
+        ConflictError,
+        CorralError,
+        CredentialError,
+        InputError,
+        InvalidError,
+        NotFoundError,
+        RefusedError,
+        SpecError,
+        StoreBusyError,
+        StoreVersionError,
+        TransitionNotAllowedError,
+        UsageError,
+    )
+    from runner.fence import Credential
+    from runner.service import Service
+    from runner.spec import Library, MachineSpec
+    from runner.store import Store, open_store

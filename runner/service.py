@@ -18,7 +18,7 @@ from typing import Any
 from runner import fence
 from runner.context import Event, Instance
 from runner.engine import Engine, Request, Result
-from runner.errors import InputError, NotFoundError, RefusedError, TransitionNotAllowedError
+from runner.errors import InputError, NotFoundError, RefusedError, SpecError, TransitionNotAllowedError
 from runner.fence import Credential
 from runner.spec.library import Library, Report
 from runner.spec.model import MachineSpec
@@ -241,13 +241,16 @@ class Grant:
 
 @dataclass(frozen=True)
 class MachineSummary:
+    """One machine as ``corral machines`` lists it; an invalid file is listed with its first error."""
+
     name: str
-    version: int
+    version: int | None
     description: str
     path: str
     builtin: bool
     states: int
     transitions: int
+    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -471,7 +474,11 @@ def machines(library: Library) -> list[MachineSummary]:
     out = []
     builtin_paths = set(library.builtin_paths())
     for path in library.builtin_paths() + library.local_paths():
-        spec = library.load(path)
+        try:
+            spec = library.load(path)
+        except SpecError as exc:  # one broken local file must not hide the others
+            out.append(MachineSummary(path.stem, None, "", str(path), path in builtin_paths, 0, 0, exc.message))
+            continue
         out.append(
             MachineSummary(
                 spec.name,

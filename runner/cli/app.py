@@ -191,7 +191,7 @@ def machines(app: App, as_json: bool) -> None:
                 m.states,
                 m.transitions,
                 "built-in" if m.builtin else m.path,
-                m.description.split(". ")[0],
+                f"INVALID: {m.error} (run corral validate)" if m.error else m.description.split(". ")[0],
             )
             for m in found
         ],
@@ -215,10 +215,10 @@ def draw(app: App, machine: str, fmt: str, out: Path | None, as_json: bool) -> N
     """Draw MACHINE with every transition's guards, updates and effects."""
     from runner.spec.draw import render as draw_machine
 
+    if fmt == "png" and out is None:
+        raise InputError("out", "png is binary: give --out FILE")
     spec = app.library.get(machine)
     drawing = draw_machine(spec, fmt)
-    if fmt == "png" and out is None:
-        raise InputError("out", "png is binary: give --out FILE", code="input_invalid")
     if out is not None:
         out.write_bytes(drawing if isinstance(drawing, bytes) else drawing.encode("utf-8"))
         if as_json:

@@ -271,3 +271,20 @@ def test_cold_import_of_the_hot_path_avoids_heavy_modules(cli_env: dict[str, str
     second = subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True, text=True)
     assert second.stdout.strip().splitlines()[-1] == "heavy="
     assert os.path.isdir(home / "cache" / "specs")
+
+
+def test_machines_lists_a_broken_local_file_without_hiding_the_rest(corral: Any, tmp_path: Path) -> None:
+    machines = tmp_path / "machines"
+    machines.mkdir()
+    (machines / "broken.yaml").write_text("machine: [\n")
+    found = corral("machines", "--json")
+    assert found.code == 0
+    rows = {m["name"]: m for m in found.json()["machines"]}
+    assert rows["controller"]["error"] is None
+    assert rows["broken"]["builtin"] is False and "spec_yaml" in rows["broken"]["error"]
+    assert "INVALID" in corral("machines").out
+
+
+def test_png_needs_an_output_file(corral: Any) -> None:
+    run = corral("draw", "controller", "--format", "png", "--json")
+    assert (run.code, run.json()["error"]["details"]["field"]) == (3, "out")
