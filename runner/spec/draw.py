@@ -49,8 +49,9 @@ def mermaid(spec: MachineSpec) -> str:
         if state.intermediate:
             lines.append(f'    state "{name} (intermediate)" as {name}')
     for source, dest, text, _ in _edges(spec):
-        for line in text.split("\n"):
-            lines.append(f"    {source} --> {dest} : {_mermaid_text(line)}")
+        # Mermaid draws one edge per state pair and shows only its last label: join them.
+        label = "<br/>".join(_mermaid_text(line) for line in text.split("\n"))
+        lines.append(f"    {source} --> {dest} : {label}")
     for name, state in spec.states.items():
         if state.terminal:
             lines.append(f"    {name} --> [*]")
