@@ -6,7 +6,7 @@ import hashlib
 import os
 import sys
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ class FakeClock:
     """The store's clock under test control: starts at a fixed moment, moves only when told."""
 
     def __init__(self, start: datetime | None = None) -> None:
-        self.now = start or datetime(2026, 1, 1, tzinfo=timezone.utc)
+        self.now = start or datetime(2026, 1, 1, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now
