@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -61,7 +62,11 @@ def test_two_phase_outcomes_are_dashed(tmp_path: Path) -> None:
 def test_svg_and_png_render() -> None:
     spec = Library().builtin("controller")
     svg = render(spec, "svg")
-    assert isinstance(svg, str) and svg.lstrip().startswith("<?xml") and "<svg" in svg
+    assert isinstance(svg, str) and svg.lstrip().startswith("<?xml")
+    root = ElementTree.fromstring(svg.encode())  # well-formed XML, an SVG root
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    texts = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "takeover" in texts and "released" in texts
     png = render(spec, "png")
     assert isinstance(png, bytes) and png.startswith(b"\x89PNG")
 
