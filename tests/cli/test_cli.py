@@ -288,3 +288,23 @@ def test_machines_lists_a_broken_local_file_without_hiding_the_rest(corral: Any,
 def test_png_needs_an_output_file(corral: Any) -> None:
     run = corral("draw", "controller", "--format", "png", "--json")
     assert (run.code, run.json()["error"]["details"]["field"]) == (3, "out")
+
+
+def test_events_follow_prints_new_events_as_they_are_appended(
+    corral: Any, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    assert acquire(corral).code == 0
+    follower = subprocess.Popen(
+        [str(Path(sys.executable).parent / "corral"), "events", "--follow", "--json"],
+        stdout=subprocess.PIPE, text=True, env=cli_env, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        assert follower.stdout is not None
+        first = json.loads(follower.stdout.readline())
+        assert first["trigger"] == "acquire"
+        assert corral("controller", "renew", "--controller", "ctl").code == 0
+        second = json.loads(follower.stdout.readline())  # blocks until the follower sees the renew
+        assert (second["trigger"], second["seq"]) == ("renew", first["seq"] + 1)
+    finally:
+        follower.kill()
+        follower.communicate()
