@@ -13,7 +13,6 @@ not reuse a built-in's name.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -21,15 +20,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from runner._version import __version__
+from runner.cache import ContentCache, key_for
 from runner.data import data_dir
 from runner.errors import Diagnostic, NotFoundError, SpecError
 from runner.spec.model import MachineSpec
 from runner.spec.table import TransitionTable
 
 logger = logging.getLogger(__name__)
-
-_CACHE_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -103,8 +100,12 @@ class Library:
     cache_dir: Path | None = None
     local_dirs: list[Path] = field(default_factory=list)
     _specs: dict[str, MachineSpec] = field(default_factory=dict)
+    _cache: ContentCache = field(init=False)
     _builtins: dict[str, MachineSpec] = field(default_factory=dict)
     _tables: dict[str, TransitionTable] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._cache = ContentCache(self.cache_dir)
 
     @classmethod
     def default(cls, cache_dir: Path | None) -> Library:
@@ -155,9 +156,7 @@ class Library:
     def load(self, path: Path) -> MachineSpec:
         """The validated spec in ``path``; raises :class:`SpecError` if it does not validate."""
         raw = path.read_bytes()
-        key = hashlib.sha256(
-            b"%d\0%s\0" % (_CACHE_FORMAT, __version__.encode()) + _schema_bytes() + b"\0" + raw
-        ).hexdigest()
+        key = key_for(_schema_bytes(), raw)
         spec = self._specs.get(key)
         if spec is not None:
             return spec
@@ -166,35 +165,19 @@ class Library:
             report, spec = validate_file(path)
             if spec is None:
                 raise SpecError(report.diagnostics)
-            self._write_cache(key, spec)
+            self._cache.put(key, {**spec.to_json(), "sha256": spec.sha256})
         self._specs[key] = spec
         return spec
 
     def _read_cache(self, key: str, path: Path) -> MachineSpec | None:
-        if self.cache_dir is None:
+        doc = self._cache.get(key)
+        if doc is None:
             return None
         try:
-            doc = json.loads((self.cache_dir / f"{key}.json").read_text(encoding="utf-8"))
             return MachineSpec.from_document(doc, _display(path), doc["sha256"])
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, KeyError, TypeError) as exc:  # a damaged cache entry: validate afresh
+        except (KeyError, TypeError, ValueError) as exc:  # a damaged entry: validate afresh
             logger.warning("ignoring damaged spec cache entry %s: %s", key, exc)
             return None
-
-    def _write_cache(self, key: str, spec: MachineSpec) -> None:
-        if self.cache_dir is None:
-            return
-        try:
-            for directory in reversed([self.cache_dir, *self.cache_dir.parents]):
-                if not directory.exists():
-                    directory.mkdir(mode=0o700)
-            target = self.cache_dir / f"{key}.json"
-            tmp = target.with_name(f".{key}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({**spec.to_json(), "sha256": spec.sha256}), encoding="utf-8")
-            os.replace(tmp, target)
-        except OSError as exc:  # the cache is an optimisation; a read-only home must not break commands
-            logger.debug("could not write spec cache %s: %s", key, exc)
 
 
 @cache
