@@ -11,10 +11,34 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from runner.context import Event, Instance
+
+
+@dataclass(frozen=True)
+class AgentSlot:
+    """One agent of the process host, as the store records it.
+
+    Invariant: ``seq`` grows by exactly one on every change of ``status`` and never otherwise;
+    ``run`` is the cursor at which the latest prompt started (its output is ``run-<run>.log``).
+    """
+
+    pane_id: str
+    name: str
+    kind: str
+    cwd: str
+    status: str
+    seq: int
+    run: int | None = None
+    pid: int | None = None
+    exit_status: int | None = None
+    closed: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+    created_at: str | None = None
+    updated_at: str | None = None
 
 
 class Reader(ABC):
@@ -27,6 +51,14 @@ class Reader(ABC):
     @abstractmethod
     def find(self, machine: str, states: Iterable[str] | None = None) -> list[Instance]:
         """Instances of ``machine`` (in the given states, if any), ordered by id."""
+
+    @abstractmethod
+    def slot(self, pane_id: str) -> AgentSlot | None:
+        """The process host's agent in ``pane_id``, closed or not; None if there never was one."""
+
+    @abstractmethod
+    def slots(self, include_closed: bool = False) -> list[AgentSlot]:
+        """The process host's agents, ordered by pane number."""
 
 
 class Transaction(Reader):
@@ -47,6 +79,18 @@ class Transaction(Reader):
         Raises:
             ConflictError: ``version_conflict`` if the row moved (or exists, for an insert).
         """
+
+    @abstractmethod
+    def put_slot(self, slot: AgentSlot, expected_seq: int | None) -> AgentSlot:
+        """Compare-and-set an agent slot on its ``seq`` (insert when ``expected_seq`` is None).
+
+        Raises:
+            ConflictError: ``version_conflict`` if the slot's seq is not ``expected_seq`` (or it exists).
+        """
+
+    @abstractmethod
+    def next_number(self, counter: str) -> int:
+        """The next value (1, 2, …) of a named counter; never handed out twice."""
 
     @abstractmethod
     def append(

@@ -21,13 +21,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from runner.context import Event, Instance, format_time
 from runner.errors import ConflictError, CorralError, StoreBusyError, StoreVersionError
-from runner.store.abc import Reader, Store, Transaction
+from runner.store.abc import AgentSlot, Reader, Store, Transaction
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,28 @@ MIGRATIONS: tuple[str, ...] = (
         BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
     CREATE TRIGGER events_no_delete BEFORE DELETE ON events
         BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+    """,
+    """
+    CREATE TABLE agent_slots (
+        pane_id      TEXT PRIMARY KEY,
+        number       INTEGER NOT NULL UNIQUE,
+        name         TEXT NOT NULL,
+        kind         TEXT NOT NULL,
+        cwd          TEXT NOT NULL,
+        status       TEXT NOT NULL,
+        seq          INTEGER NOT NULL CHECK (seq >= 0),
+        run          INTEGER,
+        pid          INTEGER,
+        exit_status  INTEGER,
+        closed       INTEGER NOT NULL DEFAULT 0,
+        options      TEXT NOT NULL DEFAULT '{}',
+        created_at   TEXT NOT NULL,
+        updated_at   TEXT NOT NULL
+    );
+    CREATE TABLE counters (
+        name   TEXT PRIMARY KEY,
+        value  INTEGER NOT NULL
+    );
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -100,6 +123,16 @@ class _Reader(Reader):
             sql += f" AND state IN ({', '.join('?' * len(wanted))})" if wanted else " AND 0"
             args += wanted
         return [_instance(row) for row in self._conn.execute(sql + " ORDER BY id", args)]
+
+    def slot(self, pane_id: str) -> AgentSlot | None:
+        row = self._conn.execute(f"SELECT {_SLOT_COLUMNS} FROM agent_slots WHERE pane_id = ?", (pane_id,)).fetchone()
+        return _slot(row) if row else None
+
+    def slots(self, include_closed: bool = False) -> list[AgentSlot]:
+        where = "" if include_closed else " WHERE closed = 0"
+        return [
+            _slot(row) for row in self._conn.execute(f"SELECT {_SLOT_COLUMNS} FROM agent_slots{where} ORDER BY number")
+        ]
 
 
 class _Transaction(_Reader, Transaction):
@@ -143,6 +176,69 @@ class _Transaction(_Reader, Transaction):
             instance.id, instance.machine, state, instance.version + 1, dict(data), instance.created_at, stamp
         )
 
+    def put_slot(self, slot: AgentSlot, expected_seq: int | None) -> AgentSlot:
+        options = json.dumps(dict(slot.options), sort_keys=True)
+        if expected_seq is None:
+            # Invariant: process-host pane ids are "p<number>", numbers from next_number("pane").
+            number = int(slot.pane_id[1:])
+            try:
+                self._conn.execute(
+                    f"INSERT INTO agent_slots (number, {_SLOT_COLUMNS}) VALUES ({', '.join('?' * 14)})",
+                    (
+                        number,
+                        slot.pane_id,
+                        slot.name,
+                        slot.kind,
+                        slot.cwd,
+                        slot.status,
+                        slot.seq,
+                        slot.run,
+                        slot.pid,
+                        slot.exit_status,
+                        int(slot.closed),
+                        options,
+                        self.stamp,
+                        self.stamp,
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                raise ConflictError(f"agent slot {slot.pane_id!r} already exists", pane_id=slot.pane_id) from None
+            return replace(slot, created_at=self.stamp, updated_at=self.stamp)
+        cursor = self._conn.execute(
+            "UPDATE agent_slots SET status = ?, seq = ?, run = ?, pid = ?, exit_status = ?, closed = ?, options = ?,"
+            " updated_at = ? WHERE pane_id = ? AND seq = ?",
+            (
+                slot.status,
+                slot.seq,
+                slot.run,
+                slot.pid,
+                slot.exit_status,
+                int(slot.closed),
+                options,
+                self.stamp,
+                slot.pane_id,
+                expected_seq,
+            ),
+        )
+        if cursor.rowcount != 1:
+            current = self.slot(slot.pane_id)
+            raise ConflictError(
+                f"agent {slot.pane_id!r} moved underneath (expected seq {expected_seq}, "
+                f"found {current.seq if current else 'none'})",
+                pane_id=slot.pane_id,
+                expected_seq=expected_seq,
+                actual_seq=current.seq if current else None,
+            )
+        return replace(slot, updated_at=self.stamp)
+
+    def next_number(self, counter: str) -> int:
+        row = self._conn.execute(
+            "INSERT INTO counters (name, value) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET value = value + 1"
+            " RETURNING value",
+            (counter,),
+        ).fetchone()
+        return int(row[0])
+
     def append(
         self, instance: Instance, trigger: str, from_state: str, actor: str, payload: Mapping[str, Any]
     ) -> Event:
@@ -167,6 +263,27 @@ class _Transaction(_Reader, Transaction):
             dict(payload),
             at,
         )
+
+
+_SLOT_COLUMNS = "pane_id, name, kind, cwd, status, seq, run, pid, exit_status, closed, options, created_at, updated_at"
+
+
+def _slot(row: tuple[Any, ...]) -> AgentSlot:
+    return AgentSlot(
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        row[5],
+        row[6],
+        row[7],
+        row[8],
+        bool(row[9]),
+        json.loads(row[10]),
+        row[11],
+        row[12],
+    )
 
 
 def _instance(row: tuple[Any, ...]) -> Instance:

@@ -1,0 +1,156 @@
+"""The agent host interface: start agents, observe them, prompt them, wait on them, close them.
+
+An agent lives in a *pane* (the process host's slot, or a Herdr pane). Everything corral decides
+about an agent rests on an :class:`Observation`: who the agent is (pane, name, kind, cwd) and where it
+is (status and ``seq``, the state-change cursor that grows by one on every status change).
+
+Adapters: ``process`` (embedded default, :mod:`runner.agents.process`) and ``herdr``
+(:mod:`runner.agents.herdr`). One contract test suite covers both. Hosts never import the engine.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.errors import CorralError, NotFoundError, RefusedError
+
+STATUSES = ("idle", "working", "done", "blocked", "unknown")
+# Invariant: an agent in one of these statuses is not working on anything; a wait ends on them.
+SETTLED = frozenset({"idle", "done", "blocked"})
+# Only these accept a new prompt: 'blocked' shows a question or approval, which corral never answers.
+PROMPTABLE = frozenset({"idle", "done"})
+NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a host saw of one agent at one moment."""
+
+    pane_id: str
+    name: str
+    kind: str
+    cwd: str
+    status: str
+    seq: int
+    exit_status: int | None = None
+
+    @property
+    def identity(self) -> tuple[str, str, str, str]:
+        """The four facts that must not change while corral holds a lease on the agent."""
+        return (self.pane_id, self.name, self.kind, self.cwd)
+
+    @property
+    def settled(self) -> bool:
+        return self.status in SETTLED
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain form guards read from ``ctx.observations`` (``exists`` tells a live pane)."""
+        return {
+            "exists": True,
+            "pane_id": self.pane_id,
+            "name": self.name,
+            "kind": self.kind,
+            "cwd": self.cwd,
+            "status": self.status,
+            "seq": self.seq,
+            "exit_status": self.exit_status,
+        }
+
+
+GONE: Mapping[str, Any] = {"exists": False}
+"""The observation of a pane that no longer exists."""
+
+
+@dataclass(frozen=True)
+class StartOptions:
+    """Per-start options; ``model`` and ``effort`` are honoured only by kinds that declare them."""
+
+    model: str | None = None
+    effort: str | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+class AgentError(CorralError):
+    """An agent host could not do what was asked. ``code`` says what; the host's own words are in details."""
+
+    default_code = "agent_error"
+
+
+class AgentGoneError(NotFoundError):
+    """The pane does not exist (closed, or never did). Raised by ``get``/``read``/``wait``/``prompt``."""
+
+    default_code = "agent_gone"
+
+
+class AgentBusyError(RefusedError):
+    """The agent is not in a state that accepts this (e.g. a prompt while it works). Observe again."""
+
+    default_code = "agent_busy"
+
+
+class AgentKindError(NotFoundError):
+    """The agent kind is not configured (built-in or agents.yaml). An unknown kind is never guessed."""
+
+    default_code = "agent_kind_unknown"
+
+
+class WaitTimeoutError(CorralError):
+    """A wait ended without the condition. Nothing changed; wait again or decide otherwise."""
+
+    category = "conflict"
+    default_code = "wait_timeout"
+
+
+class AgentHost(ABC):
+    """Runs agents. Methods observe afresh on every call; nothing is cached across calls."""
+
+    name: str
+
+    @abstractmethod
+    def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
+        """Start an agent named ``name`` of ``kind`` in ``cwd``; returns it observed ``idle``.
+
+        Raises:
+            AgentKindError: the kind is unknown. AgentError: the start failed; ``details["pane_id"]``
+            names a pane that was created and may need closing.
+        """
+
+    @abstractmethod
+    def get(self, pane_id: str) -> Observation:
+        """Observe the agent now. Raises :class:`AgentGoneError` if the pane does not exist."""
+
+    @abstractmethod
+    def list(self) -> list[Observation]:
+        """Every live agent this host knows."""
+
+    @abstractmethod
+    def prompt(self, pane_id: str, text: str) -> Observation:
+        """Hand ``text`` to the agent and observe it once it is ``working``.
+
+        The returned observation is what delivery is judged on: ``working`` at exactly one past the
+        cursor seen before. Raises :class:`AgentBusyError` (not delivered: the agent was not idle
+        or done) or :class:`AgentError` (``details["delivered"]`` False when nothing was handed over).
+        """
+
+    @abstractmethod
+    def read(self, pane_id: str, lines: int) -> str:
+        """The agent's recent output (at most ``lines`` lines). Reading changes neither status nor seq."""
+
+    @abstractmethod
+    async def wait(self, pane_id: str, after_seq: int, timeout: float) -> Observation:
+        """Wait until the agent is settled at a cursor strictly after ``after_seq``.
+
+        Never satisfied by a state at or before ``after_seq``. Raises :class:`WaitTimeoutError` or
+        :class:`AgentGoneError`.
+        """
+
+    @abstractmethod
+    def close(self, pane_id: str) -> None:
+        """Close the pane (stopping the agent). Closing a pane that is already gone is not an error."""
+
+    def describe(self) -> dict[str, Any]:
+        """What this host is, for ``corral status``."""
+        return {"name": self.name}

@@ -1,0 +1,148 @@
+"""Agent kinds: the fixed command a prompt runs, from built-ins and ``agents.yaml`` files.
+
+Built-ins: ``claude`` (``claude -p``; the only kind taking ``--model`` / ``--effort``), ``codex``
+(``codex exec -``) and ``script`` (the bundled deterministic demo agent). ``$CORRAL_HOME/agents.yaml``
+and then ``./.corral/agents.yaml`` may add kinds or replace built-ins (schema:
+``schemas/agents.schema.json``). A caller names a kind; it never supplies a command.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.agents.abc import AgentKindError, StartOptions
+from runner.cache import ContentCache, key_for
+from runner.data import data_dir
+from runner.errors import InputError, SpecError
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How to run one prompt for agents of this kind."""
+
+    name: str
+    argv: tuple[str, ...]
+    prompt: str = "stdin"  # or "argv": the prompt as one last argument
+    options: Mapping[str, str] = field(default_factory=dict)
+    blocked_exit_codes: tuple[int, ...] = ()
+    blocked_marker: str | None = None
+    herdr_kind: str | None = None
+    source: str = "built-in"
+
+    def command(self, options: StartOptions, text: str | None = None) -> list[str]:
+        """The argv for one prompt (``{python}`` expanded; options as flag/value pairs)."""
+        argv = [sys.executable if part == "{python}" else part for part in self.argv]
+        for option, flag in sorted(self.options.items()):
+            value = getattr(options, option, None)
+            if value is not None:
+                argv += [flag, value]
+        if self.prompt == "argv" and text is not None:
+            argv.append(text)
+        return argv
+
+    def check_options(self, options: StartOptions) -> None:
+        """Refuse an option this kind does not take (only ``claude`` takes model and effort)."""
+        for option in ("model", "effort"):
+            if getattr(options, option) is not None and option not in self.options:
+                raise InputError(option, f"agent kind {self.name!r} does not take --{option}", code="input_invalid")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "argv": list(self.argv),
+            "prompt": self.prompt,
+            "options": dict(self.options),
+            "blocked_exit_codes": list(self.blocked_exit_codes),
+            "blocked_marker": self.blocked_marker,
+            "herdr_kind": self.herdr_kind or self.name,
+            "source": self.source,
+        }
+
+
+BUILTIN: dict[str, Kind] = {
+    "claude": Kind("claude", ("claude", "-p"), options={"model": "--model", "effort": "--effort"}),
+    "codex": Kind("codex", ("codex", "exec", "-")),
+    "script": Kind(
+        "script",
+        ("{python}", "-m", "runner.agents.demo_agent"),
+        blocked_exit_codes=(3,),
+        blocked_marker="CORRAL-BLOCKED",
+        herdr_kind="script",
+    ),
+}
+
+
+class Kinds:
+    """The kinds in force: built-ins overlaid by the home's and then the project's agents.yaml."""
+
+    def __init__(self, kinds: Mapping[str, Kind]) -> None:
+        self._kinds = dict(kinds)
+
+    @classmethod
+    def load(cls, files: list[Path], cache_dir: Path | None = None) -> Kinds:
+        """Built-ins, then each existing file in order (later files win)."""
+        kinds = dict(BUILTIN)
+        cache = ContentCache(cache_dir)
+        for path in files:
+            if path.is_file():
+                kinds.update(_load_file(path, cache))
+        return cls(kinds)
+
+    def get(self, name: str) -> Kind:
+        kind = self._kinds.get(name)
+        if kind is None:
+            raise AgentKindError(
+                f"unknown agent kind {name!r} (configured: {', '.join(sorted(self._kinds))})", kind=name
+            )
+        return kind
+
+    def names(self) -> list[str]:
+        return sorted(self._kinds)
+
+    def __iter__(self) -> Any:
+        return iter(self._kinds[n] for n in self.names())
+
+
+def config_files(home_root: Path, project: Path | None = None) -> list[Path]:
+    """Where agents.yaml may live, in the order they apply."""
+    return [home_root / "agents.yaml", (project or Path.cwd()) / ".corral" / "agents.yaml"]
+
+
+def _load_file(path: Path, cache: ContentCache) -> dict[str, Kind]:
+    raw = path.read_bytes()
+    schema = (data_dir("schemas") / "agents.schema.json").read_bytes()
+    key = key_for(schema, raw)
+    doc = cache.get(key)
+    if doc is None:
+        doc = _validate(path, raw)
+        cache.put(key, doc)
+    return {
+        name: Kind(
+            name=name,
+            argv=tuple(spec["argv"]),
+            prompt=spec.get("prompt", "stdin"),
+            options=dict(spec.get("options") or {}),
+            blocked_exit_codes=tuple(spec.get("blocked_exit_codes") or ()),
+            blocked_marker=spec.get("blocked_marker"),
+            herdr_kind=spec.get("herdr_kind"),
+            source=str(path),
+        )
+        for name, spec in doc["kinds"].items()
+    }
+
+
+def _validate(path: Path, raw: bytes) -> Any:
+    from runner.spec import schema, yamlsource
+
+    try:
+        source = yamlsource.parse(raw.decode("utf-8"), str(path))
+    except UnicodeDecodeError as exc:
+        raise InputError("agents.yaml", f"{path} is not UTF-8: {exc}", code="config_invalid") from None
+    diagnostics = schema.check(source, "agents")
+    if diagnostics:
+        raise SpecError(diagnostics)
+    return source.data

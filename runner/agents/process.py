@@ -1,0 +1,247 @@
+"""The embedded agent host: every agent is a supervised slot in the state home.
+
+A slot is a row in the store (status, ``seq``, the current run) plus a directory
+``$CORRAL_HOME/agents/<pane>/`` holding one log per run. A new agent is ``idle`` at seq 0 and runs
+nothing. A prompt moves it to ``working`` (seq + 1) and starts a detached supervisor that runs the
+kind's fixed command in the agent's cwd with the prompt on stdin (or as one argument), never through
+a shell; when the command exits the supervisor records ``done`` (or ``blocked``: a configured exit
+code or output marker) at seq + 2 with the exit status. Reading output changes nothing.
+
+Any process can observe an agent through the store, and agents outlive the coordinator that
+prompted them. Waits check the slot every ``POLL`` seconds (a primary-key read), so they wake within
+a few milliseconds of the change and never see a state older than their cursor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from runner.agents.abc import (
+    PROMPTABLE,
+    AgentBusyError,
+    AgentError,
+    AgentGoneError,
+    AgentHost,
+    Observation,
+    StartOptions,
+    WaitTimeoutError,
+)
+from runner.agents.kinds import Kinds
+from runner.errors import ConflictError
+from runner.store.abc import AgentSlot, Store
+
+logger = logging.getLogger(__name__)
+
+POLL = 0.002  # seconds between slot reads while waiting
+STUCK_AFTER = 30.0  # a working slot with no supervisor pid for this long is reported unknown
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ProcessHost(AgentHost):
+    """Agents as supervised subprocesses, their state in the store."""
+
+    name = "process"
+
+    def __init__(self, store: Store, root: Path, kinds: Kinds, store_url: str | None = None) -> None:
+        self.store = store
+        self.root = root
+        self.kinds = kinds
+        self.store_url = store_url or store.url
+
+    # --- observing ---------------------------------------------------------------------------------
+
+    def _slot(self, pane_id: str) -> AgentSlot:
+        with self.store.read() as reader:
+            slot = reader.slot(pane_id)
+        if slot is None or slot.closed:
+            raise AgentGoneError(f"no live agent in pane {pane_id!r}", pane_id=pane_id)
+        return slot
+
+    def _observe(self, slot: AgentSlot) -> Observation:
+        status = slot.status
+        if status == "working":
+            if slot.pid is not None and not _alive(slot.pid):
+                status = "unknown"  # the supervisor died without recording an outcome
+            elif slot.pid is None and slot.updated_at is not None:
+                from runner.context import parse_time
+
+                age = (self.store.now() - parse_time(slot.updated_at)).total_seconds()
+                if age > STUCK_AFTER:
+                    status = "unknown"
+        return Observation(slot.pane_id, slot.name, slot.kind, slot.cwd, status, slot.seq, slot.exit_status)
+
+    def get(self, pane_id: str) -> Observation:
+        return self._observe(self._slot(pane_id))
+
+    def list(self) -> list[Observation]:
+        with self.store.read() as reader:
+            slots = reader.slots()
+        return [self._observe(slot) for slot in slots]
+
+    def read(self, pane_id: str, lines: int) -> str:
+        slot = self._slot(pane_id)
+        if slot.run is None:
+            return ""
+        log = self._dir(pane_id) / f"run-{slot.run}.log"
+        try:
+            text = log.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:]) + ("\n" if text.endswith("\n") and lines > 0 else "")
+
+    async def wait(self, pane_id: str, after_seq: int, timeout: float) -> Observation:
+        deadline = time.monotonic() + timeout
+        while True:
+            observation = self.get(pane_id)
+            if observation.seq > after_seq and observation.settled:
+                return observation
+            if time.monotonic() >= deadline:
+                raise WaitTimeoutError(
+                    f"agent {pane_id!r} did not settle after seq {after_seq} within {timeout:g} s "
+                    f"(now {observation.status} at seq {observation.seq})",
+                    pane_id=pane_id,
+                    after_seq=after_seq,
+                    status=observation.status,
+                    seq=observation.seq,
+                )
+            await anyio.sleep(POLL)
+
+    # --- acting ------------------------------------------------------------------------------------
+
+    def _dir(self, pane_id: str) -> Path:
+        return self.root / pane_id
+
+    def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
+        spec = self.kinds.get(kind)
+        spec.check_options(options)
+        with self.store.write() as tx:
+            pane_id = f"p{tx.next_number('pane')}"
+            opts = {k: v for k, v in (("model", options.model), ("effort", options.effort)) if v is not None}
+            slot = tx.put_slot(AgentSlot(pane_id, name, kind, cwd, "idle", 0, options=opts), expected_seq=None)
+        try:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._dir(pane_id).mkdir(mode=0o700)
+        except OSError as exc:
+            raise AgentError(
+                f"could not create the slot directory for {pane_id}: {exc}", code="agent_start_failed", pane_id=pane_id
+            ) from None
+        return self._observe(slot)
+
+    def prompt(self, pane_id: str, text: str) -> Observation:
+        slot = self._slot(pane_id)
+        observed = self._observe(slot)
+        if observed.status not in PROMPTABLE:
+            raise AgentBusyError(
+                f"agent {pane_id!r} is {observed.status}; only an idle or done agent takes a prompt",
+                pane_id=pane_id,
+                status=observed.status,
+                seq=observed.seq,
+                delivered=False,
+            )
+        kind = self.kinds.get(slot.kind)
+        options = StartOptions(model=slot.options.get("model"), effort=slot.options.get("effort"))
+        run = slot.seq + 1
+        log = self._dir(pane_id) / f"run-{run}.log"
+        job = {
+            "store": self.store_url,
+            "pane_id": pane_id,
+            "run": run,
+            "argv": kind.command(options),
+            "prompt_mode": kind.prompt,
+            "text": text,
+            "cwd": slot.cwd,
+            "log": str(log),
+            "blocked_exit_codes": list(kind.blocked_exit_codes),
+            "blocked_marker": kind.blocked_marker,
+        }
+        try:
+            with self.store.write() as tx:
+                working = tx.put_slot(
+                    replace(slot, status="working", seq=run, run=run, pid=None, exit_status=None), slot.seq
+                )
+        except ConflictError:
+            raise AgentBusyError(
+                f"agent {pane_id!r} changed while the prompt was handed over", pane_id=pane_id, delivered=False
+            ) from None
+        try:
+            log.touch(mode=0o600)
+            launched = subprocess.run(
+                [sys.executable, "-m", "runner.agents.supervisor"],
+                input=json.dumps(job).encode("utf-8"),
+                capture_output=True,
+                cwd=slot.cwd,
+                timeout=30,
+                check=True,
+            )
+            pid = int(launched.stdout.decode().strip())
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            self._fail_run(working, f"could not start the supervisor: {exc}")
+            raise AgentError(
+                f"the prompt for {pane_id!r} was not handed over: {exc}",
+                code="agent_prompt_failed",
+                pane_id=pane_id,
+                delivered=False,
+            ) from None
+        try:
+            with self.store.write() as tx:
+                working = tx.put_slot(replace(working, pid=pid), working.seq)
+        except ConflictError:
+            pass  # it already finished; its outcome is recorded
+        return self._observe(working)
+
+    def _fail_run(self, working: AgentSlot, why: str) -> None:
+        logger.warning("agent %s: %s", working.pane_id, why)
+        try:
+            with self.store.write() as tx:
+                tx.put_slot(replace(working, status="done", seq=working.seq + 1, exit_status=127), working.seq)
+        except ConflictError:
+            pass
+
+    def close(self, pane_id: str) -> None:
+        with self.store.read() as reader:
+            slot = reader.slot(pane_id)
+        if slot is None or slot.closed:
+            return
+        if slot.pid is not None and slot.status == "working":
+            self._stop(slot.pid)
+        with self.store.write() as tx:
+            current = tx.slot(pane_id)
+            if current is not None and not current.closed:
+                tx.put_slot(replace(current, closed=True, pid=None), current.seq)
+
+    def _stop(self, pid: int) -> None:
+        """Stop a supervisor and its command (they share a process group)."""
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.01)
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "root": str(self.root), "kinds": self.kinds.names()}

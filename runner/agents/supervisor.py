@@ -1,0 +1,105 @@
+"""The process host's supervisor: runs one prompt's command and records how it ended.
+
+Started detached (its own session) by :meth:`ProcessHost.prompt` after the slot was set ``working``
+at cursor ``run``; it reads its job as JSON on standard input (so the prompt text never touches the
+disk or argv), runs the kind's fixed argv in the agent's cwd with output appended to the run's log,
+and compare-and-sets the slot from ``run`` to ``run + 1`` as ``done`` or ``blocked`` with the exit
+status. If the slot moved meanwhile (closed, or something else changed it) it records nothing.
+Because it is detached and writes to the store, the agent finishes and is observed even when the
+coordinator that prompted it is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from runner.errors import ConflictError
+
+TAIL_BYTES = 64 * 1024
+
+
+def _tail(path: Path) -> str:
+    with path.open("rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        size = handle.tell()
+        handle.seek(max(0, size - TAIL_BYTES))
+        return handle.read().decode("utf-8", "replace")
+
+
+def run(job: dict[str, Any]) -> int:
+    """Run the job's command; returns its exit status (127 if it could not be started)."""
+    log = Path(job["log"])
+    argv = list(job["argv"])
+    text = job["text"]
+    if job["prompt_mode"] == "argv":
+        argv.append(text)
+    with log.open("ab") as output:
+        try:
+            child = subprocess.Popen(
+                argv,
+                cwd=job["cwd"],
+                stdin=subprocess.PIPE if job["prompt_mode"] == "stdin" else subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
+        except OSError as exc:
+            output.write(f"corral: could not start {argv[0]!r}: {exc}\n".encode())
+            return 127
+        if child.stdin is not None:
+            try:
+                child.stdin.write(text.encode("utf-8"))
+                child.stdin.close()
+            except BrokenPipeError:  # the command does not read its input; that is its business
+                pass
+        return child.wait()
+
+
+def record(job: dict[str, Any], code: int) -> None:
+    """Compare-and-set the slot from the run's cursor to the outcome."""
+    from runner.store import open_store
+
+    blocked = code in job["blocked_exit_codes"] or (
+        job.get("blocked_marker") is not None and job["blocked_marker"] in _tail(Path(job["log"]))
+    )
+    with open_store(job["store"]) as store:
+        try:
+            with store.write() as tx:
+                slot = tx.slot(job["pane_id"])
+                if slot is None or slot.closed or slot.seq != job["run"]:
+                    return
+                status = "blocked" if blocked else "done"
+                tx.put_slot(replace(slot, status=status, seq=slot.seq + 1, exit_status=code, pid=None), slot.seq)
+        except ConflictError:
+            return  # someone else moved the slot first; theirs is the truth
+
+
+def main() -> None:
+    """Read the job, detach (fork + new session), print the detached pid, and let the parent go.
+
+    The prompting process waits only for this short-lived parent, so the supervisor is nobody's
+    child (no zombies, nothing to reap) and survives its prompter.
+    """
+    job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    pid = os.fork()
+    if pid:
+        sys.stdout.write(f"{pid}\n")
+        sys.stdout.flush()
+        os._exit(0)
+    os.setsid()  # its own session and process group: close() stops it and its command together
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    try:
+        record(job, run(job))
+    finally:
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
