@@ -85,7 +85,7 @@ class Context:
     """Everything a guard, update or effect may look at while one trigger is being fired.
 
     ``params`` are the caller's public inputs (they may be recorded in the event log); ``secrets``
-    (a presented fence token) are never recorded or shown. ``observations`` are fresh reads of the
+    (a presented fence token, a prompt's text) are never recorded or shown. ``observations`` are fresh reads of the
     world made just before the transaction (agent status, git state). ``now`` is the store's clock.
     """
 
@@ -99,6 +99,8 @@ class Context:
     actor: str
     data: Mapping[str, Any] = field(default_factory=dict)
     """The instance data as updated so far by the transition's earlier updates."""
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    """Adapters effects act through (``agents``: the agent host); guards and updates ignore them."""
 
 
 @dataclass(frozen=True)

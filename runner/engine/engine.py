@@ -41,8 +41,9 @@ logger = logging.getLogger(__name__)
 class Request:
     """One trigger to fire.
 
-    ``params`` are public and recorded in the event log; ``secrets`` (a presented token) are seen
-    by guards only. ``observations`` are fresh reads of the world, made by the caller just before.
+    ``params`` are public and recorded in the event log; ``secrets`` (a presented token, a prompt's
+    text) reach guards and effects but are never recorded. ``resources`` are the adapters effects act
+    through (``agents``: the agent host). ``observations`` are fresh reads of the world, made by the caller just before.
     ``expected_version``, when given, is compare-and-set against the version the caller last saw.
     """
 
@@ -53,6 +54,7 @@ class Request:
     observations: Mapping[str, Any] = field(default_factory=dict)
     actor: str = "unknown"
     expected_version: int | None = None
+    resources: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,7 @@ class Engine:
             view=_NoView(),
             actor=request.actor,
             data=intent.data,
+            resources=request.resources,
         )
         result = _run_effects(chosen, ctx)
         dest = {

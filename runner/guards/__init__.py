@@ -17,6 +17,7 @@ GuardFn = Callable[..., Rejection | None]
 
 GUARDS: Registry[GuardFn] = Registry("guard", "corral.guards")
 
-from runner.guards import lease as _lease  # noqa: E402, F401  (registers the built-ins; needs GUARDS)
+from runner.guards import agents as _agents  # noqa: E402, F401  (registers the built-ins; needs GUARDS)
+from runner.guards import lease as _lease  # noqa: E402, F401
 
 __all__ = ["GUARDS", "GuardFn"]

@@ -238,7 +238,11 @@ def test_validate_strict_fails_on_warnings(corral: Any, tmp_path: Path) -> None:
 
 def test_machines_and_draw(corral: Any, tmp_path: Path) -> None:
     listed = corral("machines", "--json").json()["machines"]
-    assert [(m["name"], m["builtin"], m["states"], m["transitions"]) for m in listed] == [("controller", True, 3, 5)]
+    assert [(m["name"], m["builtin"], m["states"], m["transitions"]) for m in listed] == [
+        ("controller", True, 3, 5),
+        ("receipt", True, 6, 5),
+        ("reviewer", True, 8, 4),
+    ]
     mermaid = corral("draw", "controller")
     assert mermaid.code == 0 and mermaid.out.startswith("stateDiagram-v2\n")
     assert "active --> active : renew [fence] / extend_lease" in mermaid.out

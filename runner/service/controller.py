@@ -1,86 +1,29 @@
-"""Operations every surface shares: one typed ``*Input`` per operation, validated on construction.
-
-The CLI (and later HTTP and MCP) parse their arguments into these inputs, call :class:`Service`,
-and render what comes back; no surface holds a business rule. An input that fails validation raises
-:class:`~runner.errors.InputError` naming the field, before anything is read or written.
-"""
+"""The controller lease operations: acquire, renew, resume, takeover, release, list."""
 
 from __future__ import annotations
 
-import getpass
-import re
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from runner import fence
-from runner.context import Event, Instance
-from runner.engine import Engine, Request, Result
-from runner.errors import InputError, NotFoundError, RefusedError, SpecError, TransitionNotAllowedError
+from runner.context import Instance
+from runner.engine import Request, Result
+from runner.errors import InputError, NotFoundError, RefusedError, TransitionNotAllowedError
 from runner.fence import Credential
-from runner.spec.library import Library, Report
+from runner.service.base import ServiceBase
+from runner.service.checks import (
+    TTL_DEFAULT,
+    UUID,
+    check_controller_id,
+    check_credential,
+    check_holder,
+    check_ref,
+    check_sha256,
+    check_ttl,
+    default_holder,
+)
 from runner.spec.model import MachineSpec
-from runner.store.abc import Store
-
-CONTROLLER_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
-UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
-TTL_MIN, TTL_MAX, TTL_DEFAULT = 5, 86400, 900
-REF_MAX = 1000
-
-
-def default_holder() -> str:
-    """``user@host``: who holds a lease, for people reading listings."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
-
-
-def _check_controller_id(value: str) -> None:
-    if not isinstance(value, str) or not CONTROLLER_ID.match(value):
-        raise InputError("controller_id", f"{value!r} is not 1-100 characters of [A-Za-z0-9_.-]")
-
-
-def _check_ttl(value: int | None, required: bool = False) -> None:
-    if value is None and not required:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or not TTL_MIN <= value <= TTL_MAX:
-        raise InputError(
-            "ttl_seconds", f"{value!r} is out of range: {TTL_MIN}..{TTL_MAX} seconds", minimum=TTL_MIN, maximum=TTL_MAX
-        )
-
-
-def _check_ref(name: str, value: str) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise InputError(name, "must not be empty")
-    if len(value) > REF_MAX:
-        raise InputError(name, f"is longer than {REF_MAX} characters")
-    if any(ord(c) < 32 for c in value):
-        raise InputError(name, "must not contain control characters")
-
-
-def _check_sha256(name: str, value: str) -> None:
-    if not isinstance(value, str) or not SHA256.match(value):
-        raise InputError(name, f"{value!r} is not a SHA-256 (64 lowercase hex digits)")
-
-
-def _check_holder(value: str | None) -> None:
-    if value is not None:
-        _check_ref("holder", value)
-
-
-def _check_credential(credential: Credential, controller_id: str) -> None:
-    if credential.controller_id != controller_id:
-        raise InputError(
-            "credential", f"the credential is for controller {credential.controller_id!r}", code="credential_mismatch"
-        )
-
-
-# --- inputs -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -94,11 +37,11 @@ class AcquireInput:
     holder: str | None = None
 
     def __post_init__(self) -> None:
-        _check_controller_id(self.controller_id)
-        _check_ref("authority_ref", self.authority_ref)
-        _check_sha256("authority_sha256", self.authority_sha256)
-        _check_ttl(self.ttl_seconds, required=True)
-        _check_holder(self.holder)
+        check_controller_id(self.controller_id)
+        check_ref("authority_ref", self.authority_ref)
+        check_sha256("authority_sha256", self.authority_sha256)
+        check_ttl(self.ttl_seconds, required=True)
+        check_holder(self.holder)
 
 
 @dataclass(frozen=True)
@@ -110,9 +53,9 @@ class RenewInput:
     ttl_seconds: int | None = None
 
     def __post_init__(self) -> None:
-        _check_controller_id(self.controller_id)
-        _check_credential(self.credential, self.controller_id)
-        _check_ttl(self.ttl_seconds)
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        check_ttl(self.ttl_seconds)
 
 
 @dataclass(frozen=True)
@@ -125,10 +68,10 @@ class ResumeInput:
     holder: str | None = None
 
     def __post_init__(self) -> None:
-        _check_controller_id(self.controller_id)
-        _check_credential(self.credential, self.controller_id)
-        _check_ttl(self.ttl_seconds)
-        _check_holder(self.holder)
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        check_ttl(self.ttl_seconds)
+        check_holder(self.holder)
 
 
 @dataclass(frozen=True)
@@ -143,19 +86,19 @@ class TakeoverInput:
     authority_sha256: str | None = None
 
     def __post_init__(self) -> None:
-        _check_controller_id(self.controller_id)
+        check_controller_id(self.controller_id)
         if not isinstance(self.expected_lease_id, str) or not UUID.match(self.expected_lease_id):
             raise InputError("expected_lease_id", f"{self.expected_lease_id!r} is not a lease id (a UUID)")
-        _check_ttl(self.ttl_seconds, required=True)
-        _check_holder(self.holder)
+        check_ttl(self.ttl_seconds, required=True)
+        check_holder(self.holder)
         if (self.authority_ref is None) != (self.authority_sha256 is None):
             raise InputError(
                 "authority_sha256" if self.authority_ref else "authority_ref",
                 "authority_ref and authority_sha256 go together",
             )
         if self.authority_ref is not None and self.authority_sha256 is not None:
-            _check_ref("authority_ref", self.authority_ref)
-            _check_sha256("authority_sha256", self.authority_sha256)
+            check_ref("authority_ref", self.authority_ref)
+            check_sha256("authority_sha256", self.authority_sha256)
 
 
 @dataclass(frozen=True)
@@ -168,10 +111,10 @@ class ReleaseInput:
     checkpoint_sha256: str
 
     def __post_init__(self) -> None:
-        _check_controller_id(self.controller_id)
-        _check_credential(self.credential, self.controller_id)
-        _check_ref("checkpoint_ref", self.checkpoint_ref)
-        _check_sha256("checkpoint_sha256", self.checkpoint_sha256)
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        check_ref("checkpoint_ref", self.checkpoint_ref)
+        check_sha256("checkpoint_sha256", self.checkpoint_sha256)
 
 
 @dataclass(frozen=True)
@@ -182,32 +125,7 @@ class ListLeasesInput:
 
     def __post_init__(self) -> None:
         if self.controller_id is not None:
-            _check_controller_id(self.controller_id)
-
-
-@dataclass(frozen=True)
-class EventsInput:
-    """The event log after ``since``, optionally of one instance, at most ``limit`` events."""
-
-    since: int = 0
-    limit: int | None = None
-    instance_id: str | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.since, int) or self.since < 0:
-            raise InputError("since", f"{self.since!r} is not a sequence number (an integer >= 0)")
-        if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 1):
-            raise InputError("limit", f"{self.limit!r} is not a positive integer")
-
-
-@dataclass(frozen=True)
-class ValidateInput:
-    """Definition files to validate; empty means the built-in and local machines."""
-
-    paths: tuple[Path, ...] = ()
-
-
-# --- results ------------------------------------------------------------------------------------
+            check_controller_id(self.controller_id)
 
 
 @dataclass(frozen=True)
@@ -239,31 +157,8 @@ class Grant:
     event_seq: int
 
 
-@dataclass(frozen=True)
-class MachineSummary:
-    """One machine as ``corral machines`` lists it; an invalid file is listed with its first error."""
-
-    name: str
-    version: int | None
-    description: str
-    path: str
-    builtin: bool
-    states: int
-    transitions: int
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-class Service:
-    """corral's operations over one store."""
-
-    def __init__(self, store: Store, library: Library, actor: str | None = None) -> None:
-        self.store = store
-        self.library = library
-        self.engine = Engine(store, library)
-        self.actor = actor or default_holder()
+class ControllerOps(ServiceBase):
+    """The controller lease."""
 
     # --- controller lease -----------------------------------------------------------------------
 
@@ -419,75 +314,3 @@ class Service:
                 )
             return [self._view(found)]
         return [self._view(i) for i in self.store.find("controller")]
-
-    # --- events, definitions --------------------------------------------------------------------
-
-    def events(self, inp: EventsInput) -> list[Event]:
-        return self.store.events(inp.since, inp.limit, inp.instance_id)
-
-
-def validate(library: Library, inp: ValidateInput) -> list[Report]:
-    """Validate definition files (default: every built-in and local machine); never raises for them."""
-    from runner.errors import Diagnostic
-    from runner.spec.library import validate_file
-
-    paths = list(inp.paths)
-    if not paths:
-        paths = library.builtin_paths() + library.local_paths()
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            files += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
-        else:
-            files.append(path)
-    builtin_names = {p.stem for p in library.builtin_paths()}
-    builtin_dir = library.builtin_paths()[0].parent.resolve() if library.builtin_paths() else None
-    reports = []
-    for path in files:
-        if not path.exists():
-            reports.append(
-                Report(
-                    str(path),
-                    "unknown",
-                    None,
-                    [Diagnostic("spec_unreadable", "error", "no such file or directory", str(path))],
-                )
-            )
-            continue
-        report, _ = validate_file(path)
-        if report.kind == "machine" and report.name in builtin_names and path.resolve().parent != builtin_dir:
-            report.diagnostics.append(
-                Diagnostic(
-                    "spec_shadows_builtin",
-                    "error",
-                    f"machine {report.name!r} is a built-in name; a local machine may not replace a built-in lifecycle",
-                    report.path,
-                    pointer="/machine",
-                )
-            )
-        reports.append(report)
-    return reports
-
-
-def machines(library: Library) -> list[MachineSummary]:
-    """Every machine the library can find, built-ins first."""
-    out = []
-    builtin_paths = set(library.builtin_paths())
-    for path in library.builtin_paths() + library.local_paths():
-        try:
-            spec = library.load(path)
-        except SpecError as exc:  # one broken local file must not hide the others
-            out.append(MachineSummary(path.stem, None, "", str(path), path in builtin_paths, 0, 0, exc.message))
-            continue
-        out.append(
-            MachineSummary(
-                spec.name,
-                spec.version,
-                spec.description,
-                spec.path,
-                path in builtin_paths,
-                len(spec.states),
-                len(spec.transitions),
-            )
-        )
-    return out

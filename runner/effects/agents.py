@@ -1,0 +1,107 @@
+"""Effects on agents: start one, close one, deliver a prompt. Each acts through ``ctx.resources["agents"]``.
+
+Outcomes follow the two-phase protocol: ``success``; ``failure`` when it is certain nothing (more)
+happened; ``ambiguous`` when the world may have changed in a way that could not be confirmed.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from runner.agents.abc import PROMPTABLE, AgentBusyError, AgentError, AgentHost, StartOptions
+from runner.context import Context, EffectResult, format_time
+from runner.effects import EFFECTS
+
+logger = logging.getLogger(__name__)
+
+IDENTITY = ("pane_id", "name", "kind", "cwd")
+
+
+def _host(ctx: Context) -> AgentHost:
+    host = ctx.resources.get("agents")
+    if not isinstance(host, AgentHost):
+        raise TypeError("this transition needs an agent host in resources['agents']")
+    return host
+
+
+@EFFECTS.register("start_agent")
+def start_agent(ctx: Context) -> EffectResult:
+    """Start the leased agent; if that fails, close the pane it got (orphaned if that fails too)."""
+    host = _host(ctx)
+    data = ctx.data
+    options = data.get("options") or {}
+    try:
+        started = host.start(
+            data["name"],
+            data["kind"],
+            data["cwd"],
+            StartOptions(model=options.get("model"), effort=options.get("effort")),
+        )
+    except AgentError as exc:
+        pane_id = exc.details.get("pane_id")
+        if pane_id is None:
+            return EffectResult("failure", {"failure": exc.message}, message=exc.message)
+        try:
+            host.close(pane_id)
+        except AgentError as close_exc:
+            why = f"{exc.message}; closing its pane {pane_id} failed too: {close_exc.message}"
+            return EffectResult("ambiguous", {"pane_id": pane_id, "failure": why}, message=why)
+        return EffectResult("failure", {"pane_id": pane_id, "failure": exc.message}, message=exc.message)
+    if (started.name, started.kind) != (data["name"], data["kind"]):
+        why = f"the started agent reports itself as {started.name}/{started.kind}"
+        return EffectResult("ambiguous", {"pane_id": started.pane_id, "failure": why}, message=why)
+    return EffectResult(
+        "success",
+        {
+            "pane_id": started.pane_id,
+            "started_seq": started.seq,
+            "started_at": format_time(ctx.now),
+        },
+    )
+
+
+@EFFECTS.register("close_agent")
+def close_agent(ctx: Context) -> EffectResult:
+    """Close the leased agent's pane. Never touches its working directory."""
+    try:
+        _host(ctx).close(ctx.data["pane_id"])
+    except AgentError as exc:
+        return EffectResult("failure", {"failure": exc.message}, message=exc.message)
+    return EffectResult("success", {"closed_at": format_time(ctx.now)})
+
+
+def _fail(message: str) -> EffectResult:
+    return EffectResult("failure", {"reason": "delivery_failed", "message": message}, message=message)
+
+
+def _ambiguous(message: str) -> EffectResult:
+    return EffectResult("ambiguous", {"message": message}, message=message)
+
+
+@EFFECTS.register("deliver_prompt")
+def deliver_prompt(ctx: Context) -> EffectResult:
+    """Hand the prompt over; delivery is confirmed only by ``working`` at exactly ``before_seq + 1``."""
+    host = _host(ctx)
+    data = ctx.data
+    expected: tuple[Any, ...] = tuple(data.get(k) for k in IDENTITY)
+    before_seq = data["before_seq"]
+    try:
+        before = host.get(data["pane_id"])
+    except AgentError as exc:
+        return _fail(f"not delivered: the agent could not be observed ({exc.message})")
+    if before.identity != expected or before.seq != before_seq or before.status not in PROMPTABLE:
+        return _fail(f"not delivered: the agent moved before delivery ({before.status} at seq {before.seq})")
+    try:
+        after = host.prompt(data["pane_id"], ctx.secrets["prompt"])
+    except AgentBusyError as exc:
+        return _fail(f"not delivered: {exc.message}")
+    except AgentError as exc:
+        if exc.details.get("delivered") is False:
+            return _fail(f"not delivered: {exc.message}")
+        return _ambiguous(f"delivery unconfirmed: {exc.message}")
+    if after.identity == expected and after.status == "working" and after.seq == before_seq + 1:
+        return EffectResult("success", {"after_seq": after.seq, "delivered_at": format_time(ctx.now)})
+    return _ambiguous(
+        f"delivery unconfirmed: expected working at seq {before_seq + 1}, saw {after.status} at seq {after.seq}"
+    )

@@ -1,0 +1,275 @@
+"""Guards over leased agents and receipts: identity, status, cursors, names and open receipts.
+
+They judge the observations the service made just before the transaction:
+
+==================  =====================================================================
+observation         meaning
+==================  =====================================================================
+``agent``           the agent observed before acting (``exists`` False: its pane is gone)
+``agent_after``     the agent observed again after its output was captured
+``capture_sha256``  SHA-256 of that capture
+``cwd``             ``{"given", "real", "is_dir"}`` for a start
+``kinds``           the agent kinds configured on this machine
+==================  =====================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from runner.context import Context, Rejection
+from runner.guards import GUARDS
+
+# Machines whose instances lease one agent each (writer lanes join with the writer machine).
+LEASE_MACHINES = ("reviewer", "writer")
+# Invariant: a lease in one of these states may still hold a pane, so its name is taken.
+LIVE_LEASE_STATES = ("provisioning", "active", "closing", "orphaned", "close_failed", "releasing", "release_failed")
+OPEN_RECEIPT_STATES = ("reserved", "pending")
+IDENTITY = ("pane_id", "name", "kind", "cwd")
+
+
+def _agent(ctx: Context, key: str = "agent") -> Mapping[str, Any]:
+    observed = ctx.observations.get(key)
+    return observed if isinstance(observed, Mapping) else {"exists": False}
+
+
+def _identity(data: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(data.get(k) for k in IDENTITY)
+
+
+def _same_identity(observed: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+    return bool(observed.get("exists")) and _identity(observed) == _identity(expected)
+
+
+def _identity_rejection(observed: Mapping[str, Any], expected: Mapping[str, Any]) -> Rejection:
+    if not observed.get("exists"):
+        return Rejection(
+            "agent_gone", f"the pane {expected.get('pane_id')!r} no longer exists", {"pane_id": expected.get("pane_id")}
+        )
+    return Rejection(
+        "identity_changed",
+        f"the agent in pane {expected.get('pane_id')!r} is not the leased one",
+        {
+            "expected": dict(zip(IDENTITY, _identity(expected), strict=True)),
+            "observed": dict(zip(IDENTITY, _identity(observed), strict=True)),
+        },
+    )
+
+
+@GUARDS.register("agent_name_free")
+def agent_name_free(ctx: Context) -> Rejection | None:
+    """No live lease (reviewer or writer, any controller) holds the requested agent name."""
+    name = ctx.params.get("name")
+    for machine in LEASE_MACHINES:
+        for lease in ctx.view.find(machine, LIVE_LEASE_STATES):
+            if lease.data.get("name") == name:
+                return Rejection(
+                    "agent_name_taken",
+                    f"the name {name!r} is held by the live lease {lease.id}",
+                    {"name": name, "holder": lease.id, "state": lease.state},
+                )
+    return None
+
+
+@GUARDS.register("agent_cwd")
+def agent_cwd(ctx: Context) -> Rejection | None:
+    """The working directory was given absolute and resolves to an existing directory."""
+    cwd = ctx.observations.get("cwd") or {}
+    given = cwd.get("given")
+    if not isinstance(given, str) or not given.startswith("/"):
+        return Rejection("cwd_invalid", f"the working directory {given!r} is not an absolute path", {"cwd": given})
+    if not cwd.get("is_dir"):
+        return Rejection(
+            "cwd_invalid", f"the working directory {given!r} does not exist or is not a directory", {"cwd": given}
+        )
+    return None
+
+
+@GUARDS.register("agent_kind_known")
+def agent_kind_known(ctx: Context) -> Rejection | None:
+    """The agent kind is configured on this machine (an unknown kind is never guessed)."""
+    kinds = ctx.observations.get("kinds") or ()
+    kind = ctx.params.get("kind")
+    if kind in kinds:
+        return None
+    return Rejection(
+        "agent_kind_unknown",
+        f"unknown agent kind {kind!r} (configured: {', '.join(kinds)})",
+        {"kind": kind, "configured": list(kinds)},
+    )
+
+
+@GUARDS.register("owner")
+def owner(ctx: Context) -> Rejection | None:
+    """The instance belongs to the requesting controller."""
+    holder = ctx.instance.data.get("controller_id")
+    if holder == ctx.params.get("controller_id"):
+        return None
+    return Rejection(
+        "not_owner",
+        f"{ctx.instance.id} belongs to controller {holder!r}",
+        {"owner": holder, "controller_id": ctx.params.get("controller_id")},
+    )
+
+
+@GUARDS.register("agent_identity")
+def agent_identity(ctx: Context) -> Rejection | None:
+    """The observed agent is exactly the one recorded: same pane, name, kind and cwd."""
+    observed = _agent(ctx)
+    if _same_identity(observed, ctx.instance.data):
+        return None
+    return _identity_rejection(observed, ctx.instance.data)
+
+
+@GUARDS.register("identity_changed")
+def identity_changed(ctx: Context) -> Rejection | None:
+    """The observed agent is not the recorded one (or its pane is gone): the receipt cannot complete."""
+    if not _same_identity(_agent(ctx), ctx.instance.data):
+        return None
+    return Rejection("identity_unchanged", "the agent is still the recorded one")
+
+
+@GUARDS.register("agent_settled")
+def agent_settled(ctx: Context, allow_blocked: bool = False) -> Rejection | None:
+    """The agent is idle or done (or blocked, where allowed): it is working on nothing."""
+    observed = _agent(ctx)
+    allowed = ("idle", "done", "blocked") if allow_blocked else ("idle", "done")
+    if not observed.get("exists"):
+        return Rejection("agent_gone", "the agent's pane no longer exists")
+    if observed.get("status") in allowed:
+        return None
+    return Rejection(
+        "agent_not_settled",
+        f"the agent is {observed.get('status')} at seq {observed.get('seq')}; it must be {' or '.join(allowed)}",
+        {"status": observed.get("status"), "seq": observed.get("seq")},
+    )
+
+
+@GUARDS.register("agent_cursor")
+def agent_cursor(ctx: Context) -> Rejection | None:
+    """The agent sits at exactly the cursor the caller saw (``expected_state_change_seq``)."""
+    expected = ctx.params.get("expected_state_change_seq")
+    seen = _agent(ctx).get("seq")
+    if seen == expected:
+        return None
+    return Rejection(
+        "cursor_mismatch",
+        f"the agent is at seq {seen}, not the expected {expected}",
+        {"expected_seq": expected, "observed_seq": seen},
+    )
+
+
+@GUARDS.register("capture_stable")
+def capture_stable(ctx: Context) -> Rejection | None:
+    """Nothing moved while the output was captured: identity, status and cursor read the same after."""
+    before, after = _agent(ctx), _agent(ctx, "agent_after")
+    keys = (*IDENTITY, "status", "seq", "exists")
+    if all(before.get(k) == after.get(k) for k in keys):
+        return None
+    return Rejection(
+        "cursor_superseded",
+        f"the agent moved while its output was captured (seq {before.get('seq')} -> {after.get('seq')}, "
+        f"{before.get('status')} -> {after.get('status')})",
+        {"before_seq": before.get("seq"), "after_seq": after.get("seq")},
+    )
+
+
+def _receipt_target(ctx: Context) -> str:
+    return str(ctx.params.get("target") or ctx.instance.id)
+
+
+@GUARDS.register("no_open_receipt")
+def no_open_receipt(ctx: Context) -> Rejection | None:
+    """No receipt for this target is reserved or pending (one prompt at a time per agent)."""
+    target = _receipt_target(ctx)
+    for receipt in ctx.view.find("receipt", OPEN_RECEIPT_STATES):
+        if receipt.data.get("target") == target and receipt.id != ctx.instance.id:
+            return Rejection(
+                "receipt_outstanding",
+                f"receipt {receipt.data.get('token')} for {receipt.data.get('name')!r} is {receipt.state}; "
+                "collect or abandon it first",
+                {"receipt": receipt.data.get("token"), "state": receipt.state, "target": target},
+            )
+    return None
+
+
+@GUARDS.register("agent_gone")
+def agent_gone(ctx: Context) -> Rejection | None:
+    """The lease's pane no longer exists (what reconcile settles on)."""
+    if not _agent(ctx).get("exists"):
+        return None
+    return Rejection(
+        "agent_present",
+        f"the pane {ctx.instance.data.get('pane_id')!r} still exists; close it instead",
+        {"pane_id": ctx.instance.data.get("pane_id")},
+    )
+
+
+@GUARDS.register("target_leased")
+def target_leased(ctx: Context) -> Rejection | None:
+    """The target is exactly one active lease of this controller, and the observed agent is it."""
+    target_id = ctx.params.get("target")
+    controller_id = ctx.params.get("controller_id")
+    lease = ctx.view.get(str(target_id)) if target_id else None
+    if lease is None or lease.machine not in LEASE_MACHINES or lease.state != "active":
+        return Rejection("target_not_leased", f"{target_id} is not an active lease", {"target": target_id})
+    if lease.data.get("controller_id") != controller_id:
+        return Rejection(
+            "not_owner", f"{target_id} belongs to controller {lease.data.get('controller_id')!r}", {"target": target_id}
+        )
+    name = lease.data.get("name")
+    same_name = [
+        other.id
+        for machine in LEASE_MACHINES
+        for other in ctx.view.find(machine, ["active"])
+        if other.data.get("name") == name and other.data.get("controller_id") == controller_id
+    ]
+    if same_name != [lease.id]:
+        return Rejection("target_ambiguous", f"{name!r} names {len(same_name)} active leases", {"leases": same_name})
+    observed = _agent(ctx)
+    if not _same_identity(observed, lease.data):
+        return _identity_rejection(observed, lease.data)
+    return None
+
+
+@GUARDS.register("collect_cursor")
+def collect_cursor(ctx: Context) -> Rejection | None:
+    """The agent settled at exactly the cursor after the one it took the prompt at."""
+    observed = _agent(ctx)
+    after_seq = ctx.instance.data.get("after_seq")
+    expected = after_seq + 1 if isinstance(after_seq, int) else None
+    if observed.get("seq") == expected and observed.get("status") in ("idle", "done", "blocked"):
+        return None
+    return Rejection(
+        "cursor_mismatch",
+        f"the agent is {observed.get('status')} at seq {observed.get('seq')}, expected settled at {expected}",
+        {"expected_seq": expected, "observed_seq": observed.get("seq"), "status": observed.get("status")},
+    )
+
+
+@GUARDS.register("cursor_superseded")
+def cursor_superseded(ctx: Context) -> Rejection | None:
+    """The agent moved past the receipt's window (or moved during the capture)."""
+    observed, after = _agent(ctx), _agent(ctx, "agent_after")
+    after_seq = ctx.instance.data.get("after_seq")
+    seq = observed.get("seq")
+    past = isinstance(seq, int) and isinstance(after_seq, int) and seq > after_seq + 1
+    moved = "agent_after" in ctx.observations and (after.get("seq"), after.get("status")) != (
+        seq,
+        observed.get("status"),
+    )
+    if past or moved:
+        return None
+    return Rejection("cursor_not_superseded", "the agent is still within the receipt's window")
+
+
+@GUARDS.register("agent_quiet")
+def agent_quiet(ctx: Context) -> Rejection | None:
+    """Fresh evidence that nothing runs for this receipt: the exact agent is settled, or its pane is gone."""
+    observed = _agent(ctx)
+    if not observed.get("exists"):
+        return None
+    if not _same_identity(observed, ctx.instance.data):
+        return _identity_rejection(observed, ctx.instance.data)
+    return agent_settled(ctx, allow_blocked=True)

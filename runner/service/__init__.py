@@ -1,0 +1,74 @@
+"""Operations every surface shares: one typed ``*Input`` per operation, validated on construction.
+
+The CLI (and later HTTP and MCP) parse their arguments into these inputs, call :class:`Service`,
+and render what comes back; no surface holds a business rule. An input that fails validation raises
+:class:`~runner.errors.InputError` naming the field, before anything is read or written.
+
+Operations are grouped by lifecycle: :mod:`~runner.service.controller` (the lease),
+:mod:`~runner.service.definitions` (validate, machines).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runner.context import Event
+from runner.errors import InputError
+from runner.service.checks import TTL_DEFAULT, TTL_MAX, TTL_MIN, default_holder
+from runner.service.controller import (
+    AcquireInput,
+    ControllerOps,
+    Grant,
+    LeaseView,
+    ListLeasesInput,
+    ReleaseInput,
+    RenewInput,
+    ResumeInput,
+    TakeoverInput,
+)
+from runner.service.definitions import MachineSummary, ValidateInput, machines, validate
+
+
+@dataclass(frozen=True)
+class EventsInput:
+    """The event log after ``since``, optionally of one instance, at most ``limit`` events."""
+
+    since: int = 0
+    limit: int | None = None
+    instance_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.since, int) or self.since < 0:
+            raise InputError("since", f"{self.since!r} is not a sequence number (an integer >= 0)")
+        if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 1):
+            raise InputError("limit", f"{self.limit!r} is not a positive integer")
+
+
+class Service(ControllerOps):
+    """corral's operations over one store."""
+
+    def events(self, inp: EventsInput) -> list[Event]:
+        """The event log after ``inp.since``."""
+        return self.store.events(inp.since, inp.limit, inp.instance_id)
+
+
+__all__ = [
+    "TTL_DEFAULT",
+    "TTL_MAX",
+    "TTL_MIN",
+    "AcquireInput",
+    "EventsInput",
+    "Grant",
+    "LeaseView",
+    "ListLeasesInput",
+    "MachineSummary",
+    "ReleaseInput",
+    "RenewInput",
+    "ResumeInput",
+    "Service",
+    "TakeoverInput",
+    "ValidateInput",
+    "default_holder",
+    "machines",
+    "validate",
+]

@@ -1,0 +1,101 @@
+"""Operations on definitions: validate files, list machines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.errors import SpecError
+from runner.spec.library import Library, Report
+
+
+@dataclass(frozen=True)
+class ValidateInput:
+    """Definition files to validate; empty means the built-in and local machines."""
+
+    paths: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class MachineSummary:
+    """One machine as ``corral machines`` lists it; an invalid file is listed with its first error."""
+
+    name: str
+    version: int | None
+    description: str
+    path: str
+    builtin: bool
+    states: int
+    transitions: int
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def validate(library: Library, inp: ValidateInput) -> list[Report]:
+    """Validate definition files (default: every built-in and local machine); never raises for them."""
+    from runner.errors import Diagnostic
+    from runner.spec.library import validate_file
+
+    paths = list(inp.paths)
+    if not paths:
+        paths = library.builtin_paths() + library.local_paths()
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
+        else:
+            files.append(path)
+    builtin_names = {p.stem for p in library.builtin_paths()}
+    builtin_dir = library.builtin_paths()[0].parent.resolve() if library.builtin_paths() else None
+    reports = []
+    for path in files:
+        if not path.exists():
+            reports.append(
+                Report(
+                    str(path),
+                    "unknown",
+                    None,
+                    [Diagnostic("spec_unreadable", "error", "no such file or directory", str(path))],
+                )
+            )
+            continue
+        report, _ = validate_file(path)
+        if report.kind == "machine" and report.name in builtin_names and path.resolve().parent != builtin_dir:
+            report.diagnostics.append(
+                Diagnostic(
+                    "spec_shadows_builtin",
+                    "error",
+                    f"machine {report.name!r} is a built-in name; a local machine may not replace a built-in lifecycle",
+                    report.path,
+                    pointer="/machine",
+                )
+            )
+        reports.append(report)
+    return reports
+
+
+def machines(library: Library) -> list[MachineSummary]:
+    """Every machine the library can find, built-ins first."""
+    out = []
+    builtin_paths = set(library.builtin_paths())
+    for path in library.builtin_paths() + library.local_paths():
+        try:
+            spec = library.load(path)
+        except SpecError as exc:  # one broken local file must not hide the others
+            out.append(MachineSummary(path.stem, None, "", str(path), path in builtin_paths, 0, 0, exc.message))
+            continue
+        out.append(
+            MachineSummary(
+                spec.name,
+                spec.version,
+                spec.description,
+                spec.path,
+                path in builtin_paths,
+                len(spec.states),
+                len(spec.transitions),
+            )
+        )
+    return out

@@ -1,0 +1,99 @@
+"""Updates of agent leases and receipts: what is recorded, never a prompt or an output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runner.context import Context, Update, format_time
+from runner.updates import UPDATES
+
+IDENTITY = ("pane_id", "name", "kind", "cwd")
+
+
+def _observed(ctx: Context) -> dict[str, Any]:
+    observed = ctx.observations.get("agent")
+    return dict(observed) if isinstance(observed, dict) else {}
+
+
+@UPDATES.register("record_agent_lease")
+def record_agent_lease(ctx: Context) -> Update:
+    """Record who holds the lease and what agent it is for (the cwd as resolved)."""
+    cwd = ctx.observations.get("cwd") or {}
+    return Update(
+        data={
+            "controller_id": ctx.params["controller_id"],
+            "lease_id": ctx.instance.id.split("/", 1)[1],
+            "name": ctx.params["name"],
+            "kind": ctx.params["kind"],
+            "cwd": cwd.get("real") or ctx.params.get("cwd"),
+            "host": ctx.params.get("host"),
+            "options": dict(ctx.params.get("options") or {}),
+            "requested_at": format_time(ctx.now),
+        }
+    )
+
+
+@UPDATES.register("record_capture")
+def record_capture(ctx: Context) -> Update:
+    """Record the SHA-256 of the output captured at the cursor the close is bound to."""
+    return Update(
+        data={"capture_sha256": ctx.observations.get("capture_sha256"), "closing_seq": _observed(ctx).get("seq")}
+    )
+
+
+@UPDATES.register("record_reconcile")
+def record_reconcile(ctx: Context) -> Update:
+    """Record when reconcile settled the lease on the evidence that its pane is gone."""
+    return Update(data={"reconciled_at": format_time(ctx.now)})
+
+
+@UPDATES.register("record_receipt")
+def record_receipt(ctx: Context) -> Update:
+    """Bind the receipt to its target's identity and to the cursor seen before delivery."""
+    lease = ctx.view.get(str(ctx.params["target"]))
+    assert lease is not None  # target_leased passed in this same transaction
+    return Update(
+        data={
+            "token": ctx.params["token"],
+            "controller_id": ctx.params["controller_id"],
+            "target": lease.id,
+            "target_machine": lease.machine,
+            **{k: lease.data.get(k) for k in IDENTITY},
+            "host": lease.data.get("host"),
+            "batch_id": ctx.params.get("batch_id"),
+            "prompt_sha256": ctx.params["prompt_sha256"],
+            "before_seq": _observed(ctx)["seq"],
+            "reserved_at": format_time(ctx.now),
+        }
+    )
+
+
+@UPDATES.register("record_completion")
+def record_completion(ctx: Context) -> Update:
+    """Record the settled cursor and the SHA-256 of the output captured there."""
+    return Update(
+        data={
+            "settled_seq": _observed(ctx)["seq"],
+            "output_sha256": ctx.observations.get("capture_sha256"),
+            "completed_at": format_time(ctx.now),
+        }
+    )
+
+
+@UPDATES.register("record_failure")
+def record_failure(ctx: Context, reason: str) -> Update:
+    """Record why the receipt can never complete, and the cursor that showed it."""
+    return Update(data={"reason": reason, "observed_seq": _observed(ctx).get("seq"), "failed_at": format_time(ctx.now)})
+
+
+@UPDATES.register("record_abandon")
+def record_abandon(ctx: Context) -> Update:
+    """Record the operator's release of the target and the evidence it rested on."""
+    return Update(
+        data={
+            "reason": "abandoned",
+            "observed_seq": _observed(ctx).get("seq"),
+            "message": ctx.params.get("message"),
+            "abandoned_at": format_time(ctx.now),
+        }
+    )
