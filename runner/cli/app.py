@@ -35,6 +35,8 @@ class App:
     _store: Any = None
     _library: Any = None
     _service: Any = field(default=None, repr=False)
+    _kinds: Any = None
+    _hosts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def library(self) -> Any:
@@ -52,8 +54,35 @@ class App:
 
             self.home.ensure()
             self._store = open_store(self.store_url)
-            self._service = Service(self._store, self.library, actor=f"cli:{default_holder()}")
+            self._service = Service(
+                self._store, self.library, actor=f"cli:{default_holder()}", hosts=self.host, kinds=lambda: self.kinds
+            )
         return self._service
+
+    @property
+    def kinds(self) -> Any:
+        """Agent kinds: built-ins, then $CORRAL_HOME/agents.yaml, then ./.corral/agents.yaml."""
+        if self._kinds is None:
+            from runner.agents.kinds import Kinds, config_files
+
+            self._kinds = Kinds.load(config_files(self.home.root), cache_dir=self.home.cache / "config")
+        return self._kinds
+
+    def host(self, name: str) -> Any:
+        """The agent host called ``name``, opened once per command."""
+        if name not in self._hosts:
+            if name == "process":
+                from runner.agents.process import ProcessHost
+
+                store = self.service.store
+                self._hosts[name] = ProcessHost(store, self.home.ensure("agents"), self.kinds, store.url)
+            elif name == "herdr":
+                from runner.agents.herdr import HerdrHost
+
+                self._hosts[name] = HerdrHost(self.kinds, binary=os.environ.get("CORRAL_HERDR", "herdr"))
+            else:
+                raise InputError("host", f"unknown agent host {name!r} (process, herdr)")
+        return self._hosts[name]
 
     def close(self) -> None:
         if self._store is not None:

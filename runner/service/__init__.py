@@ -5,7 +5,8 @@ and render what comes back; no surface holds a business rule. An input that fail
 :class:`~runner.errors.InputError` naming the field, before anything is read or written.
 
 Operations are grouped by lifecycle: :mod:`~runner.service.controller` (the lease),
-:mod:`~runner.service.definitions` (validate, machines).
+:mod:`~runner.service.agents` (reviewers, receipts, waits), :mod:`~runner.service.definitions`
+(validate, machines).
 """
 
 from __future__ import annotations
@@ -14,6 +15,27 @@ from dataclasses import dataclass
 
 from runner.context import Event
 from runner.errors import InputError
+from runner.service.agents import (
+    AbandonInput,
+    AgentLeaseView,
+    AgentOps,
+    AskManyInput,
+    AskManyResult,
+    CloseResult,
+    CollectInput,
+    CollectResult,
+    ControllerInput,
+    DeliveryError,
+    Housekeeping,
+    ReceiptsInput,
+    ReceiptView,
+    RelayInput,
+    ReviewerCloseInput,
+    ReviewerListInput,
+    ReviewerStartInput,
+    WaitAnyInput,
+    WaitAnyResult,
+)
 from runner.service.checks import TTL_DEFAULT, TTL_MAX, TTL_MIN, default_holder
 from runner.service.controller import (
     AcquireInput,
@@ -44,7 +66,7 @@ class EventsInput:
             raise InputError("limit", f"{self.limit!r} is not a positive integer")
 
 
-class Service(ControllerOps):
+class Service(ControllerOps, AgentOps):
     """corral's operations over one store."""
 
     def events(self, inp: EventsInput) -> list[Event]:
@@ -56,18 +78,36 @@ __all__ = [
     "TTL_DEFAULT",
     "TTL_MAX",
     "TTL_MIN",
+    "AbandonInput",
     "AcquireInput",
+    "AgentLeaseView",
+    "AskManyInput",
+    "AskManyResult",
+    "CloseResult",
+    "CollectInput",
+    "CollectResult",
+    "ControllerInput",
+    "DeliveryError",
     "EventsInput",
     "Grant",
+    "Housekeeping",
     "LeaseView",
     "ListLeasesInput",
     "MachineSummary",
+    "ReceiptView",
+    "ReceiptsInput",
+    "RelayInput",
     "ReleaseInput",
     "RenewInput",
     "ResumeInput",
+    "ReviewerCloseInput",
+    "ReviewerListInput",
+    "ReviewerStartInput",
     "Service",
     "TakeoverInput",
     "ValidateInput",
+    "WaitAnyInput",
+    "WaitAnyResult",
     "default_holder",
     "machines",
     "validate",

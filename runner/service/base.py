@@ -18,7 +18,7 @@ class ServiceBase:
     """State shared by the operation mixins that make up :class:`runner.service.Service`.
 
     ``hosts`` maps an agent host name (``process``, ``herdr``) to the host, opened on first use;
-    ``kinds`` are the agent kinds configured on this machine.
+    ``kinds`` are the agent kinds configured on this machine (or a function loading them on first use).
     """
 
     def __init__(
@@ -27,7 +27,7 @@ class ServiceBase:
         library: Library,
         actor: str | None = None,
         hosts: Callable[[str], AgentHost] | None = None,
-        kinds: Kinds | None = None,
+        kinds: Kinds | Callable[[], Kinds] | None = None,
     ) -> None:
         from runner.service.checks import default_holder
 

@@ -304,7 +304,7 @@ class SQLiteStore(Store):
     """
 
     def __init__(self, path: str | Path, *, clock: Clock | None = None, busy_deadline: float = 15.0) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # supervisors open it from the agent's cwd
         self.url = f"sqlite://{self.path}"
         self._clock = clock or _wall_clock
         self._deadline = busy_deadline

@@ -1,0 +1,530 @@
+"""The Herdr agent host: agents in panes of the Herdr terminal multiplexer, driven through its CLI.
+
+Every operation runs the ``herdr`` executable with a fixed argv (never a shell; a prompt is one argv
+element) and reads its JSON: success is ``{"result": {...}}`` on stdout with exit 0; a refusal is
+``{"error": {"code", "message"}}`` on stderr with exit 1; a usage error exits 2. The commands used::
+
+    tab create [--workspace W] --cwd DIR --label NAME --no-focus   -> result.root_pane.pane_id
+    agent start NAME --kind K --pane P --timeout MS [-- ARGS]      (agent_pane_busy: retried)
+    agent get P | agent list                                       -> result.agent | result.agents
+    agent prompt P TEXT --wait --until working --timeout MS        -> result.agent (working)
+    agent wait P --until STATUS --timeout MS                       -> returns when STATUS is shown
+    agent read P --source recent --lines N                         -> plain text on stdout
+    pane close P
+
+Herdr owns the status and the cursor (``state_change_seq``); this host keeps nothing between calls,
+so any process observes the same agent the same way. Waits are event-driven: ``agent wait``
+subprocesses race, the first to return wins and the others are killed, and the agent is then
+observed again; a wait returns only a settled state strictly after its cursor.
+
+Herdr reports an agent's kind in its own words (``herdr_kind``); it is mapped back to the one corral
+kind that uses that word, so two corral kinds may not share a Herdr kind (they could not be told apart).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+
+from runner.agents.abc import (
+    NAME_PATTERN,
+    PROMPTABLE,
+    SETTLED,
+    STATUSES,
+    AgentBusyError,
+    AgentError,
+    AgentGoneError,
+    AgentHost,
+    AgentKindError,
+    Observation,
+    StartOptions,
+    WaitTimeoutError,
+)
+from runner.agents.kinds import Kind, Kinds
+from runner.errors import CorralError, InputError
+
+logger = logging.getLogger(__name__)
+
+BUSY_RETRY = 0.1  # seconds between agent starts while Herdr says the new pane is busy
+GRACE = 5.0  # seconds a herdr call may run past the timeout it was given before it is killed
+MAX_PROMPT_BYTES = 128 * 1024 - 1  # Linux refuses a longer single argv element (MAX_ARG_STRLEN)
+
+# Herdr's error codes, by what they mean to corral.
+GONE_CODES = frozenset({"agent_not_found", "pane_not_found"})
+# A prompt refused with one of these was not typed into the pane.
+NOT_DELIVERED_CODES = frozenset({"agent_blocked", "agent_not_ready", "agent_busy", "agent_working", "agent_pane_busy"})
+# Codes re-exposed as corral codes; any other Herdr code becomes ``herdr_error`` (the code is in details).
+PASSED_CODES = frozenset({"agent_name_taken", "agent_pane_busy", "agent_prompt_stalled", *NOT_DELIVERED_CODES})
+
+
+@dataclass(frozen=True)
+class Completed:
+    """How one herdr invocation ended."""
+
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+class CommandRunner(Protocol):
+    """Runs one argv to completion. Raises :class:`OSError` if it cannot start, :class:`TimeoutError`."""
+
+    def run(self, argv: Sequence[str], timeout: float) -> Completed: ...
+
+    async def run_async(self, argv: Sequence[str], timeout: float) -> Completed:
+        """As :meth:`run`; when cancelled, the process is killed before the cancellation propagates."""
+        ...
+
+
+class SubprocessRunner:
+    """The real thing: a child process per call, stdin closed, output captured."""
+
+    def run(self, argv: Sequence[str], timeout: float) -> Completed:
+        try:
+            done = subprocess.run(
+                list(argv), stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"{argv[0]} did not finish within {timeout:g} s") from None
+        return Completed(done.returncode, done.stdout, done.stderr)
+
+    async def run_async(self, argv: Sequence[str], timeout: float) -> Completed:
+        process = await anyio.open_process(list(argv), stdin=subprocess.DEVNULL)
+        chunks: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+
+        async def drain(name: str, stream: Any) -> None:
+            async for chunk in stream:
+                chunks[name].append(chunk)
+
+        try:
+            with anyio.fail_after(timeout):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(drain, "stdout", process.stdout)
+                    tg.start_soon(drain, "stderr", process.stderr)
+                    await process.wait()
+        finally:
+            # Cancelled, timed out or failed: the process must not outlive the call.
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+            with anyio.CancelScope(shield=True):
+                await process.aclose()
+        if process.returncode is None:  # aclose() waited for it; this never happens
+            raise OSError(f"{argv[0]} ended without an exit status")
+        return Completed(process.returncode, b"".join(chunks["stdout"]), b"".join(chunks["stderr"]))
+
+
+def _ms(seconds: float) -> str:
+    return str(max(1, round(seconds * 1000)))
+
+
+class HerdrHost(AgentHost):
+    """Agents in Herdr panes, one new tab per agent.
+
+    Args:
+        kinds: the configured kinds; a kind's ``herdr_kind`` (default: its name) is what Herdr runs.
+        binary: the ``herdr`` executable (looked up on ``PATH``).
+        workspace: the Herdr workspace new tabs go into (default: ``$HERDR_WORKSPACE_ID`` when
+            corral runs inside Herdr, else Herdr's own default).
+        busy_timeout: how long to keep retrying ``agent start`` while Herdr says the new pane is busy.
+        runner: runs herdr (default: :class:`SubprocessRunner`); tests may record or replace calls.
+        start_timeout: the ``--timeout`` given to ``agent start``.
+        prompt_timeout: how long ``agent prompt`` may take to see the agent ``working``.
+        call_timeout: the limit on any other herdr call.
+        wait_slice: the longest single ``agent wait`` before the agent is observed afresh (bounds the
+            cost of a change that happened between an observation and the start of a wait).
+    """
+
+    name = "herdr"
+
+    def __init__(
+        self,
+        kinds: Kinds,
+        binary: str = "herdr",
+        workspace: str | None = None,
+        busy_timeout: float = 10.0,
+        runner: CommandRunner | None = None,
+        *,
+        start_timeout: float = 30.0,
+        prompt_timeout: float = 30.0,
+        call_timeout: float = 30.0,
+        wait_slice: float = 3.0,
+    ) -> None:
+        self.kinds = kinds
+        self.binary = binary
+        self.workspace = workspace
+        self.busy_timeout = busy_timeout
+        self.runner: CommandRunner = runner or SubprocessRunner()
+        self.start_timeout = start_timeout
+        self.prompt_timeout = prompt_timeout
+        self.call_timeout = call_timeout
+        self.wait_slice = wait_slice
+
+    # --- calling herdr -----------------------------------------------------------------------------
+
+    def _call(self, args: Sequence[str], timeout: float | None = None, *, json_out: bool = True) -> Completed:
+        argv = [self.binary, *args]
+        try:
+            completed = self.runner.run(argv, timeout or self.call_timeout)
+        except (OSError, ValueError) as exc:
+            raise _unavailable(self.binary, args, exc) from None
+        except TimeoutError as exc:
+            raise AgentError(f"herdr {_command(args)}: {exc}", code="herdr_timeout", command=_command(args)) from None
+        _check(completed, args, json_out=json_out)
+        return completed
+
+    async def _call_async(self, args: Sequence[str], timeout: float) -> Completed:
+        argv = [self.binary, *args]
+        try:
+            completed = await self.runner.run_async(argv, timeout)
+        except (OSError, ValueError) as exc:
+            raise _unavailable(self.binary, args, exc) from None
+        except TimeoutError as exc:
+            raise AgentError(f"herdr {_command(args)}: {exc}", code="herdr_timeout", command=_command(args)) from None
+        _check(completed, args)
+        return completed
+
+    # --- observing ---------------------------------------------------------------------------------
+
+    def get(self, pane_id: str) -> Observation:
+        return self._observation(_result(self._call(["agent", "get", pane_id]), "agent", ["agent", "get"]))
+
+    async def _get_async(self, pane_id: str) -> Observation:
+        completed = await self._call_async(["agent", "get", pane_id], self.call_timeout)
+        return self._observation(_result(completed, "agent", ["agent", "get"]))
+
+    def list(self) -> list[Observation]:
+        agents = _result(self._call(["agent", "list"]), "agents", ["agent", "list"])
+        if not isinstance(agents, list):
+            raise _protocol(["agent", "list"], "result.agents is not a list")
+        return [self._observation(agent) for agent in agents]
+
+    def read(self, pane_id: str, lines: int) -> str:
+        args = ["agent", "read", pane_id, "--source", "recent", "--lines", str(max(1, lines))]
+        completed = self._call(args, json_out=False)
+        text = completed.stdout.decode("utf-8", errors="replace")
+        if lines <= 0:
+            return ""
+        kept = text.splitlines()
+        if len(kept) <= lines:
+            return text
+        return "\n".join(kept[-lines:]) + ("\n" if text.endswith("\n") else "")
+
+    async def wait(self, pane_id: str, after_seq: int, timeout: float) -> Observation:
+        deadline = time.monotonic() + timeout
+        while True:
+            began = time.monotonic()
+            observation = await self._get_async(pane_id)
+            if observation.seq > after_seq and observation.settled:
+                return observation
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WaitTimeoutError(
+                    f"agent {pane_id!r} did not settle after seq {after_seq} within {timeout:g} s "
+                    f"(now {observation.status} at seq {observation.seq})",
+                    pane_id=pane_id,
+                    after_seq=after_seq,
+                    status=observation.status,
+                    seq=observation.seq,
+                )
+            # Wait for any status other than the one just seen: from a settled state at or before the
+            # cursor that is first of all ``working``, but racing the settled statuses too means a
+            # prompt that finishes before the waits start is still caught.
+            statuses = sorted(({"working"} | SETTLED) - {observation.status})
+            await self._race(pane_id, statuses, min(remaining, self.wait_slice))
+            if time.monotonic() - began < 0.01:
+                await anyio.sleep(0.01)  # a herdr that answers at once without a change must not spin us
+
+    async def _race(self, pane_id: str, statuses: Sequence[str], limit: float) -> None:
+        """Run one ``agent wait`` per status; return when the first ends or after ``limit`` seconds.
+
+        Herdr's own timeout is set past ``limit`` so that the slice always ends here, by killing the
+        waits, and a Herdr timeout never has to be told apart from a failure.
+        """
+        failures: list[CorralError] = []
+
+        async def until(status: str, scope: anyio.CancelScope) -> None:
+            args = ["agent", "wait", pane_id, "--until", status, "--timeout", _ms(limit + GRACE)]
+            try:
+                await self._call_async(args, limit + 2 * GRACE)
+            except CorralError as exc:
+                failures.append(exc)
+            scope.cancel()
+
+        with anyio.move_on_after(limit):
+            async with anyio.create_task_group() as tg:
+                for status in statuses:
+                    tg.start_soon(until, status, tg.cancel_scope)
+        if failures:
+            raise failures[0]
+
+    # --- acting ------------------------------------------------------------------------------------
+
+    def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
+        spec = self.kinds.get(kind)
+        spec.check_options(options)
+        herdr_kind = self._herdr_kind(spec)
+        if not re.fullmatch(NAME_PATTERN, name):
+            raise InputError("name", f"{name!r} is not an agent name (pattern {NAME_PATTERN})")
+        args = ["tab", "create"]
+        if self.workspace:
+            args += ["--workspace", self.workspace]
+        args += ["--cwd", cwd, "--label", name, "--no-focus"]
+        created = _result(self._call(args), "root_pane", ["tab", "create"])
+        pane_id = created.get("pane_id") if isinstance(created, dict) else None
+        if not isinstance(pane_id, str) or not pane_id:
+            raise _protocol(["tab", "create"], "result.root_pane.pane_id is missing")
+        try:
+            self._start_in(pane_id, name, spec, herdr_kind, options)
+            return self.get(pane_id)
+        except AgentKindError:
+            self._close_after_failed_start(pane_id)
+            raise
+        except AgentError as exc:
+            exc.details["pane_id"] = pane_id
+            raise
+        except CorralError as exc:
+            raise AgentError(
+                f"agent {name!r} did not start in pane {pane_id}: {exc.message}",
+                code="agent_start_failed",
+                pane_id=pane_id,
+                cause=exc.to_dict(),
+            ) from None
+
+    def _start_in(self, pane_id: str, name: str, spec: Kind, herdr_kind: str, options: StartOptions) -> None:
+        args = ["agent", "start", name, "--kind", herdr_kind, "--pane", pane_id, "--timeout", _ms(self.start_timeout)]
+        extra: list[str] = []
+        for option, flag in sorted(spec.options.items()):
+            value = getattr(options, option, None)
+            if value is not None:
+                extra += [flag, value]
+        if extra:
+            args += ["--", *extra]
+        deadline = time.monotonic() + self.busy_timeout
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                self._call(args, self.start_timeout + GRACE)
+                return
+            except AgentError as exc:
+                if exc.details.get("herdr_code") != "agent_pane_busy":
+                    raise
+                if time.monotonic() + BUSY_RETRY > deadline:
+                    raise AgentError(
+                        f"pane {pane_id} stayed busy for {self.busy_timeout:g} s ({attempts} attempts to start "
+                        f"agent {name!r})",
+                        code="agent_pane_busy",
+                        pane_id=pane_id,
+                        attempts=attempts,
+                        herdr_code="agent_pane_busy",
+                    ) from None
+            time.sleep(BUSY_RETRY)
+
+    def _close_after_failed_start(self, pane_id: str) -> None:
+        """Close the pane of a start Herdr refused for its kind; if that fails the caller must close it."""
+        try:
+            self.close(pane_id)
+        except CorralError as exc:
+            raise AgentError(
+                f"herdr does not run this kind, and closing pane {pane_id} failed: {exc.message}",
+                code="agent_kind_unknown",
+                pane_id=pane_id,
+            ) from None
+
+    def prompt(self, pane_id: str, text: str) -> Observation:
+        if "\x00" in text or len(text.encode("utf-8", errors="surrogatepass")) > MAX_PROMPT_BYTES:
+            raise AgentError(
+                f"the prompt cannot be passed to herdr as one argument (NUL byte, or over {MAX_PROMPT_BYTES} bytes)",
+                code="prompt_invalid",
+                pane_id=pane_id,
+                delivered=False,
+            )
+        before = self.get(pane_id)
+        if before.status not in PROMPTABLE:
+            raise AgentBusyError(
+                f"agent {pane_id!r} is {before.status}; only an idle or done agent takes a prompt",
+                pane_id=pane_id,
+                status=before.status,
+                seq=before.seq,
+                delivered=False,
+            )
+        args = ["agent", "prompt", pane_id, text, "--wait", "--until", "working", "--timeout"]
+        args.append(_ms(self.prompt_timeout))
+        try:
+            completed = self._call(args, self.prompt_timeout + GRACE)
+        except AgentGoneError as exc:
+            exc.details["delivered"] = False
+            raise
+        except AgentError as exc:
+            herdr_code = exc.details.get("herdr_code")
+            if herdr_code in NOT_DELIVERED_CODES:
+                raise AgentBusyError(
+                    f"agent {pane_id!r} did not take the prompt: {exc.message}",
+                    pane_id=pane_id,
+                    herdr_code=herdr_code,
+                    delivered=False,
+                ) from None
+            # Herdr refused the command line or never ran: nothing was typed. Anything else (a stall,
+            # a timeout, a failure mid-way) may have typed some or all of it.
+            exc.details["delivered"] = False if exc.code in ("herdr_usage", "herdr_unavailable") else None
+            exc.details["pane_id"] = pane_id
+            raise
+        try:
+            return self._observation(_result(completed, "agent", ["agent", "prompt"]))
+        except AgentError as exc:
+            exc.details["delivered"] = None  # herdr said yes but its answer could not be read
+            raise
+
+    def close(self, pane_id: str) -> None:
+        try:
+            self._call(["pane", "close", pane_id])
+        except AgentGoneError:
+            return
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "binary": self.binary,
+            "workspace": self.workspace,
+            "kinds": self.kinds.names(),
+        }
+
+    # --- kinds and observations --------------------------------------------------------------------
+
+    def _herdr_kind(self, spec: Kind) -> str:
+        """The Herdr kind for ``spec``; refused if another corral kind would be reported the same way."""
+        herdr_kind = spec.herdr_kind or spec.name
+        sharing: list[str] = [
+            k.name for k in self.kinds if (k.herdr_kind or k.name) == herdr_kind and k.name != spec.name
+        ]
+        if sharing:
+            raise AgentKindError(
+                f"agent kind {spec.name!r} runs as herdr kind {herdr_kind!r}, as do {', '.join(sharing)}; "
+                "herdr could not tell them apart",
+                code="agent_kind_ambiguous",
+                kind=spec.name,
+                herdr_kind=herdr_kind,
+            )
+        return herdr_kind
+
+    def _corral_kind(self, herdr_kind: str) -> str:
+        """The corral kind that runs as ``herdr_kind`` (itself, if none does: an agent corral did not start)."""
+        matching: list[str] = [k.name for k in self.kinds if (k.herdr_kind or k.name) == herdr_kind]
+        if len(matching) == 1:
+            return matching[0]
+        return herdr_kind
+
+    def _observation(self, raw: Any) -> Observation:
+        if not isinstance(raw, dict):
+            raise _protocol(["agent"], "an agent is not a JSON object")
+        pane_id, name, status, seq = (raw.get(k) for k in ("pane_id", "name", "agent_status", "state_change_seq"))
+        herdr_kind = raw.get("agent") if isinstance(raw.get("agent"), str) else raw.get("kind")
+        cwd = raw.get("cwd", "")
+        if not (isinstance(pane_id, str) and isinstance(name, str) and isinstance(status, str)):
+            raise _protocol(["agent"], f"an agent lacks pane_id, name or agent_status: {_clip(json.dumps(raw))}")
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise _protocol(["agent"], f"agent {pane_id} has no integer state_change_seq")
+        if not isinstance(herdr_kind, str) or not isinstance(cwd, str):
+            raise _protocol(["agent"], f"agent {pane_id} has no kind (agent or kind) or cwd")
+        if status not in STATUSES:
+            logger.warning("herdr reported status %r for %s; treating it as unknown", status, pane_id)
+            status = "unknown"
+        return Observation(pane_id, name, self._corral_kind(herdr_kind), cwd, status, seq)
+
+
+# --- herdr's answers -------------------------------------------------------------------------------
+
+
+def _command(args: Sequence[str]) -> str:
+    """The subcommand words (``agent prompt``): safe to log, unlike a prompt's text."""
+    return " ".join(args[:2])
+
+
+def _clip(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _unavailable(binary: str, args: Sequence[str], exc: Exception) -> AgentError:
+    return AgentError(
+        f"could not run {binary!r}: {exc}", code="herdr_unavailable", binary=binary, command=_command(args)
+    )
+
+
+def _protocol(args: Sequence[str], why: str) -> AgentError:
+    return AgentError(
+        f"herdr {_command(args)}: unexpected answer: {why}", code="herdr_protocol", command=_command(args)
+    )
+
+
+def _check(completed: Completed, args: Sequence[str], *, json_out: bool = True) -> None:
+    """Raise the corral error for a failed herdr call.
+
+    Herdr prints ``{"id", "error": {"code", "message"}}`` on stderr and exits 1; some versions have
+    been seen to print such an error on stdout with exit 0, so a JSON answer is checked for it too.
+    """
+    command = _command(args)
+    if completed.returncode == 0:
+        error = _error_in(completed.stdout) if json_out else None
+        if error is None:
+            return
+        herdr_code, message = error
+        raise _mapped(herdr_code, f"herdr {command}: {herdr_code}: {message}", command=command)
+    stderr = completed.stderr.decode("utf-8", errors="replace").strip()
+    if completed.returncode == 2:
+        raise AgentError(f"herdr {command}: usage error: {_clip(stderr)}", code="herdr_usage", command=command)
+    error = _error_in(completed.stderr) or _error_in(completed.stdout)
+    if error is None:
+        raise AgentError(
+            f"herdr {command} exited {completed.returncode}: {_clip(stderr) or '(no error output)'}",
+            code="herdr_protocol",
+            command=command,
+            exit_status=completed.returncode,
+        )
+    herdr_code, message = error
+    raise _mapped(herdr_code, f"herdr {command}: {herdr_code}: {message}", command=command)
+
+
+def _error_in(output: bytes) -> tuple[str, str] | None:
+    """``(code, message)`` of the JSON error in ``output`` (all of it, or else its last line), if any."""
+    text = output.decode("utf-8", errors="replace").strip()
+    lines = text.splitlines()
+    for candidate in (text, lines[-1] if lines else ""):
+        try:
+            document = json.loads(candidate)
+        except ValueError:
+            continue
+        error = document.get("error") if isinstance(document, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("code"), str):
+            return error["code"], str(error.get("message", ""))
+        return None
+    return None
+
+
+def _mapped(herdr_code: str, message: str, **details: Any) -> CorralError:
+    """The corral error for one of Herdr's error codes."""
+    details["herdr_code"] = herdr_code
+    if herdr_code in GONE_CODES:
+        return AgentGoneError(message, **details)
+    if herdr_code == "unsupported_agent_kind":
+        return AgentKindError(message, **details)
+    return AgentError(message, code=herdr_code if herdr_code in PASSED_CODES else "herdr_error", **details)
+
+
+def _result(completed: Completed, key: str, args: Sequence[str]) -> Any:
+    """``result[key]`` from a successful call's stdout."""
+    try:
+        document = json.loads(completed.stdout)
+        return document["result"][key]
+    except (ValueError, KeyError, TypeError):
+        text = completed.stdout.decode("utf-8", errors="replace")
+        raise _protocol(args, f"expected JSON with result.{key}, got {_clip(text)!r}") from None

@@ -1,0 +1,529 @@
+"""CLI commands for agents: reviewer leases, relay/ask/collect/abandon, receipts, waits, status.
+
+Every acting command takes ``--controller`` and loads the credential from the state home (or
+``--credential FILE``); prompts come from ``--text`` or standard input, never from argv of another
+process. Output as in :mod:`runner.cli.app`: text for people, ``--json`` for programs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from runner import credentials
+from runner.cli import render
+from runner.cli.app import App, cli, controller_option, credential_option, json_option
+from runner.errors import InputError, UsageError
+from runner.fence import Credential
+
+DEFAULT_TIMEOUT = 600.0
+
+
+def _credential(app: App, controller_id: str, path: Path | None) -> Credential:
+    chosen = path if path is not None else credentials.path_for(app.home.credentials, controller_id)
+    return credentials.load(chosen, controller_id, app.service.store.url)
+
+
+def _prompt_text(text: str | None) -> str:
+    if text is not None:
+        return text
+    if sys.stdin.isatty():
+        raise UsageError("give the prompt with --text or on standard input")
+    return sys.stdin.read()
+
+
+def timeout_option(fn: Any) -> Any:
+    return click.option(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        show_default=True,
+        help="Seconds to wait for the agent to settle.",
+    )(fn)
+
+
+def lines_option(fn: Any) -> Any:
+    return click.option(
+        "--lines", type=int, default=200, show_default=True, help="How many lines of output to capture."
+    )(fn)
+
+
+def _show_output(header: str, output: str) -> None:
+    click.echo(header)
+    click.echo(output.rstrip("\n") if output.strip() else "(no output)")
+
+
+def _describe_receipt(receipt: Any) -> str:
+    data = receipt.data
+    cursors = ", ".join(f"{k}={data[k]}" for k in ("before_seq", "after_seq", "settled_seq") if data.get(k) is not None)
+    reason = f" ({data['reason']})" if data.get("reason") else ""
+    return f"receipt {data['token']}: {receipt.state}{reason}, {data.get('name')} [{cursors}]"
+
+
+# --- reviewer leases ----------------------------------------------------------------------------------
+
+
+@cli.group()
+def reviewer() -> None:
+    """Reviewer leases: an agent started in a directory, held by a controller until closed."""
+
+
+@reviewer.command(name="start")
+@controller_option
+@click.option("--name", required=True, help="The agent's name: [a-z][a-z0-9_-]{0,31}, unique among live leases.")
+@click.option("--kind", required=True, help="The agent kind (claude, codex, script, or one from agents.yaml).")
+@click.option("--cwd", required=True, help="The agent's working directory (absolute).")
+@click.option(
+    "--host",
+    "host_name",
+    envvar="CORRAL_AGENT_HOST",
+    default="process",
+    show_default=True,
+    type=click.Choice(["process", "herdr"]),
+    help="The agent host.",
+)
+@click.option("--model", help="Model for kinds that take one (claude).")
+@click.option("--effort", help="Effort for kinds that take one (claude).")
+@credential_option
+@json_option
+@click.pass_obj
+def reviewer_start(
+    app: App,
+    controller_id: str,
+    name: str,
+    kind: str,
+    cwd: str,
+    host_name: str,
+    model: str | None,
+    effort: str | None,
+    credential_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Start a reviewer agent and lease it to the controller."""
+    from runner.service import ReviewerStartInput
+
+    credential = _credential(app, controller_id, credential_path)
+    lease = app.service.reviewer_start(
+        ReviewerStartInput(controller_id, credential, name, kind, cwd, host_name, model, effort)
+    )
+    if as_json:
+        render.emit_json({"lease": lease.to_dict()})
+        return
+    click.echo(
+        f"started reviewer {name} ({kind}) in {lease.data.get('cwd')}: pane {lease.data.get('pane_id')}, "
+        f"seq {lease.data.get('started_seq')}, lease {lease.id}"
+    )
+
+
+@reviewer.command(name="close")
+@controller_option
+@click.argument("name")
+@click.option(
+    "--expect-seq",
+    "expected_seq",
+    type=int,
+    required=True,
+    help="The cursor you saw the agent settle at (corral agents / the last collect).",
+)
+@lines_option
+@credential_option
+@json_option
+@click.pass_obj
+def reviewer_close(
+    app: App, controller_id: str, name: str, expected_seq: int, lines: int, credential_path: Path | None, as_json: bool
+) -> None:
+    """Capture the reviewer's output at the expected cursor and close its pane."""
+    from runner.service import ReviewerCloseInput
+
+    credential = _credential(app, controller_id, credential_path)
+    result = app.service.reviewer_close(ReviewerCloseInput(controller_id, credential, name, expected_seq, lines))
+    if as_json:
+        render.emit_json(result.to_dict())
+        return
+    _show_output(
+        f"closed reviewer {name} at seq {result.lease.data.get('closing_seq')} "
+        f"(capture sha256 {str(result.lease.data.get('capture_sha256'))[:16]}…); its last output:",
+        result.output,
+    )
+
+
+@reviewer.command(name="list")
+@click.option("--controller", "controller_id", help="Only this controller's reviewers.")
+@click.option("--all", "include_ended", is_flag=True, help="Include closed and failed leases.")
+@json_option
+@click.pass_obj
+def reviewer_list(app: App, controller_id: str | None, include_ended: bool, as_json: bool) -> None:
+    """Reviewer leases (live ones unless --all)."""
+    from runner.service import ReviewerListInput
+
+    leases = app.service.reviewers(ReviewerListInput(controller_id, include_ended))
+    if as_json:
+        render.emit_json({"reviewers": [lease.to_dict() for lease in leases]})
+        return
+    render.table(
+        None,
+        ["name", "state", "kind", "pane", "controller", "cwd", "lease"],
+        [
+            (
+                lease.data.get("name"),
+                lease.state,
+                lease.data.get("kind"),
+                lease.data.get("pane_id"),
+                lease.data.get("controller_id"),
+                lease.data.get("cwd"),
+                lease.id,
+            )
+            for lease in leases
+        ],
+    )
+
+
+def _show_housekeeping(result: Any, as_json: bool, verb: str) -> None:
+    if as_json:
+        render.emit_json(result.to_dict())
+        return
+    if not result.actions:
+        click.echo(f"nothing to {verb}")
+    for action in result.actions:
+        why = f": {action['why']}" if action.get("why") else ""
+        click.echo(f"{action['action']:>12} {action['name']} ({action['lease']}){why}")
+    if not result.applied:
+        click.echo("(dry run: nothing was closed; add --apply to close)")
+
+
+@reviewer.command(name="cleanup")
+@controller_option
+@click.option("--apply", is_flag=True, help="Really close (default: a dry run that only reports).")
+@credential_option
+@json_option
+@click.pass_obj
+def reviewer_cleanup(app: App, controller_id: str, apply: bool, credential_path: Path | None, as_json: bool) -> None:
+    """Close this controller's idle or done, identity-matched reviewers with no unresolved receipt."""
+    from runner.service import ControllerInput
+
+    credential = _credential(app, controller_id, credential_path)
+    _show_housekeeping(
+        app.service.reviewer_cleanup(ControllerInput(controller_id, credential, apply)), as_json, "clean up"
+    )
+
+
+@reviewer.command(name="reconcile")
+@controller_option
+@credential_option
+@json_option
+@click.pass_obj
+def reviewer_reconcile(app: App, controller_id: str, credential_path: Path | None, as_json: bool) -> None:
+    """Settle reviewers left in intermediate states whose pane is gone."""
+    from runner.service import ControllerInput
+
+    credential = _credential(app, controller_id, credential_path)
+    _show_housekeeping(
+        app.service.reviewer_reconcile(ControllerInput(controller_id, credential, True)), as_json, "reconcile"
+    )
+
+
+# --- receipts --------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("target")
+@controller_option
+@click.option("--text", help="The prompt (default: standard input).")
+@credential_option
+@json_option
+@click.pass_obj
+def relay(
+    app: App, target: str, controller_id: str, text: str | None, credential_path: Path | None, as_json: bool
+) -> None:
+    """Hand a prompt to the leased agent TARGET with a receipt (does not wait)."""
+    from runner.service import RelayInput
+
+    credential = _credential(app, controller_id, credential_path)
+    receipt = app.service.relay(RelayInput(controller_id, credential, target, _prompt_text(text)))
+    if as_json:
+        render.emit_json({"receipt": receipt.to_dict()})
+        return
+    click.echo(_describe_receipt(receipt))
+    click.echo(f"collect it with: corral collect --controller {controller_id} --receipt {receipt.token}")
+
+
+def _print_results(results: list[Any], as_json: bool) -> None:
+    if as_json:
+        render.emit_json({"results": [r.to_dict() for r in results]})
+        return
+    for result in results:
+        _show_output(_describe_receipt(result.receipt) + (" (replayed)" if result.replayed else ""), result.output)
+
+
+@cli.command()
+@click.argument("target")
+@controller_option
+@click.option("--text", help="The prompt (default: standard input).")
+@timeout_option
+@lines_option
+@credential_option
+@json_option
+@click.pass_obj
+def ask(
+    app: App,
+    target: str,
+    controller_id: str,
+    text: str | None,
+    timeout: float,
+    lines: int,
+    credential_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Relay a prompt to TARGET and collect its result."""
+    from runner.service import RelayInput
+
+    credential = _credential(app, controller_id, credential_path)
+    relay_input = RelayInput(controller_id, credential, target, _prompt_text(text))
+    import anyio  # only the commands that wait pay for it
+
+    result = anyio.run(app.service.ask, relay_input, timeout, lines)
+    if as_json:
+        render.emit_json(result.to_dict())
+        return
+    _print_results([result], False)
+
+
+def _parse_request(raw: str) -> tuple[str, str]:
+    target, sep, text = raw.partition("=")
+    if not sep:
+        raise InputError("request", f"{raw!r} is not TARGET=PROMPT")
+    return target, text
+
+
+@cli.command(name="ask-many")
+@controller_option
+@click.option(
+    "--request",
+    "requests",
+    multiple=True,
+    required=True,
+    metavar="TARGET=PROMPT",
+    help="One prompt for one target (1-8 distinct targets).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["all", "first"]),
+    default="all",
+    show_default=True,
+    help="Collect every result, or the first to settle (the rest stay pending).",
+)
+@timeout_option
+@lines_option
+@credential_option
+@json_option
+@click.pass_obj
+def ask_many(
+    app: App,
+    controller_id: str,
+    requests: tuple[str, ...],
+    mode: str,
+    timeout: float,
+    lines: int,
+    credential_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Ask several leased agents at once."""
+    from runner.service import AskManyInput
+
+    credential = _credential(app, controller_id, credential_path)
+    parsed = tuple(_parse_request(r) for r in requests)
+    import anyio
+
+    result = anyio.run(app.service.ask_many, AskManyInput(controller_id, credential, parsed, mode, timeout, lines))
+    if as_json:
+        render.emit_json(result.to_dict())
+        return
+    _print_results(result.results, False)
+    for pending in result.pending_receipts:
+        click.echo(f"still pending: {_describe_receipt(pending)}")
+
+
+@cli.command()
+@controller_option
+@click.option("--receipt", "tokens", multiple=True, required=True, help="A receipt token (repeatable).")
+@timeout_option
+@lines_option
+@credential_option
+@json_option
+@click.pass_obj
+def collect(
+    app: App,
+    controller_id: str,
+    tokens: tuple[str, ...],
+    timeout: float,
+    lines: int,
+    credential_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Wait for receipts' agents to settle and collect exactly their results (or replay completed ones)."""
+    from runner.service import CollectInput
+
+    credential = _credential(app, controller_id, credential_path)
+    import anyio
+
+    results = anyio.run(app.service.collect, CollectInput(controller_id, credential, tokens, timeout, lines))
+    _print_results(results, as_json)
+
+
+@cli.command()
+@controller_option
+@click.option("--receipt", "token", required=True, help="The receipt token.")
+@click.option("--message", help="Why (recorded with the receipt).")
+@credential_option
+@json_option
+@click.pass_obj
+def abandon(
+    app: App, controller_id: str, token: str, message: str | None, credential_path: Path | None, as_json: bool
+) -> None:
+    """Abandon a reserved or pending receipt on fresh evidence that its agent is settled."""
+    from runner.service import AbandonInput
+
+    credential = _credential(app, controller_id, credential_path)
+    receipt = app.service.abandon(AbandonInput(controller_id, credential, token, message))
+    if as_json:
+        render.emit_json({"receipt": receipt.to_dict()})
+        return
+    click.echo(_describe_receipt(receipt))
+
+
+@cli.command()
+@click.option("--controller", "controller_id", help="Only this controller's receipts.")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(["reserved", "pending", "completed", "failed", "abandoned"]),
+    help="Only receipts in this state (repeatable).",
+)
+@json_option
+@click.pass_obj
+def receipts(app: App, controller_id: str | None, states: tuple[str, ...], as_json: bool) -> None:
+    """Receipts: states and cursors, never prompts or outputs."""
+    from runner.service import ReceiptsInput
+
+    found = app.service.receipts(ReceiptsInput(controller_id, states))
+    if as_json:
+        render.emit_json({"receipts": [r.to_dict() for r in found]})
+        return
+    render.table(
+        None,
+        ["token", "state", "target", "before", "after", "settled", "reason"],
+        [
+            (
+                r.token,
+                r.state,
+                r.data.get("name"),
+                r.data.get("before_seq"),
+                r.data.get("after_seq"),
+                r.data.get("settled_seq"),
+                r.data.get("reason"),
+            )
+            for r in found
+        ],
+    )
+
+
+# --- waits, observations, status -----------------------------------------------------------------------
+
+
+def _parse_target(raw: str) -> tuple[str, int | None]:
+    name, sep, after = raw.partition(":")
+    if not sep:
+        return name, None
+    if not after.isdigit():
+        raise InputError("target", f"{raw!r} is not TARGET or TARGET:AFTER_SEQ")
+    return name, int(after)
+
+
+@cli.command(name="wait-any")
+@controller_option
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    required=True,
+    metavar="TARGET[:AFTER_SEQ]",
+    help="A leased agent, and the cursor to wait past (default: its cursor now).",
+)
+@timeout_option
+@credential_option
+@json_option
+@click.pass_obj
+def wait_any(
+    app: App, controller_id: str, targets: tuple[str, ...], timeout: float, credential_path: Path | None, as_json: bool
+) -> None:
+    """Wait until the first of 1-16 leased agents settles after its cursor."""
+    from runner.service import WaitAnyInput
+
+    credential = _credential(app, controller_id, credential_path)
+    parsed = tuple(_parse_target(t) for t in targets)
+    import anyio
+
+    result = anyio.run(app.service.wait_any, WaitAnyInput(controller_id, credential, parsed, timeout))
+    if as_json:
+        render.emit_json(result.to_dict())
+        return
+    observed = result.observation
+    click.echo(f"{result.target} settled: {observed.status} at seq {observed.seq}")
+
+
+@cli.command()
+@click.option(
+    "--host",
+    "host_name",
+    envvar="CORRAL_AGENT_HOST",
+    default="process",
+    show_default=True,
+    type=click.Choice(["process", "herdr"]),
+    help="The agent host to observe.",
+)
+@json_option
+@click.pass_obj
+def agents(app: App, host_name: str, as_json: bool) -> None:
+    """Live observations of the host's agents and the lease holding each."""
+    found = app.service.agents(host_name)
+    if as_json:
+        render.emit_json({"agents": found})
+        return
+    render.table(
+        None,
+        ["pane", "name", "kind", "status", "seq", "lease", "controller", "cwd"],
+        [
+            (a["pane_id"], a["name"], a["kind"], a["status"], a["seq"], a["lease_state"], a["controller_id"], a["cwd"])
+            for a in found
+        ],
+    )
+
+
+@cli.command()
+@json_option
+@click.pass_obj
+def status(app: App, as_json: bool) -> None:
+    """Version, store, agent host, leases and receipts by state, and what needs reconcile."""
+    report = app.service.status()
+    if as_json:
+        render.emit_json(report)
+        return
+    store = report["store"]
+    click.echo(
+        f"corral {report['version']}; store {store.get('adapter')} {store.get('path')} "
+        f"(schema {store.get('schema_version')})"
+    )
+    host = report.get("agent_host") or {}
+    click.echo(f"agent host: {host.get('name')}; kinds: {', '.join(host.get('kinds', []))}")
+    for machine, by_state in sorted(report["counts"].items()):
+        click.echo(f"{machine}: " + ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())))
+    if report["needs_attention"]:
+        click.echo("needs attention (reconcile, collect or abandon):")
+        for item in report["needs_attention"]:
+            click.echo(f"  {item['machine']} {item.get('name') or item.get('token') or item['id']}: {item['state']}")
+    else:
+        click.echo("nothing needs attention")

@@ -1,0 +1,912 @@
+"""Operations on leased agents: reviewer leases, handoff receipts, cursor-bound waits.
+
+Every operation that acts takes the controller's credential: its public parts go into the request's
+params (and the event log), the token into its secrets. Before each transition the service observes
+the world afresh (the agent's identity, status and cursor; its output and a second observation when
+output is captured) and hands those observations to the machine's guards; it never decides a rule
+itself. Waits are the only long operations, and they are async (AnyIO).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from runner import fence
+from runner.agents.abc import (
+    GONE,
+    NAME_PATTERN,
+    AgentGoneError,
+    AgentHost,
+    Observation,
+    WaitTimeoutError,
+)
+from runner.agents.kinds import Kinds
+from runner.context import Instance
+from runner.engine import Request, Result
+from runner.errors import ConflictError, CorralError, InputError, NotFoundError, RefusedError
+from runner.fence import Credential
+from runner.guards.agents import LEASE_MACHINES, LIVE_LEASE_STATES, OPEN_RECEIPT_STATES
+from runner.service.base import ServiceBase
+from runner.service.checks import check_controller_id, check_credential
+
+HOSTS = ("process", "herdr")
+TOKEN_PREFIX = "corral-receipt-v1."
+TOKEN = re.compile(r"^corral-receipt-v1\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+OPTION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+CAPTURE_LINES_DEFAULT, CAPTURE_LINES_MAX = 200, 10000
+TIMEOUT_DEFAULT, TIMEOUT_MAX = 600.0, 86400.0
+PROMPT_MAX = 1_000_000
+BATCH_MAX = 8
+WAIT_TARGETS_MAX = 16
+
+
+class DeliveryError(ConflictError):
+    """The prompt was not confirmed delivered (``delivery_ambiguous``: the receipt stays reserved and
+    blocks the target until abandoned; ``delivery_failed``: it certainly was not, the receipt failed).
+    Observe the agent, then abandon the receipt on fresh evidence or ask again."""
+
+    default_code = "delivery_ambiguous"
+
+
+class AgentOperationError(CorralError):
+    """Starting or closing an agent failed; ``details`` says where the lease was left. Inspect the
+    host (``corral agents``), then ``reconcile`` or close again."""
+
+    default_code = "agent_operation_failed"
+
+
+def _check_name(field_name: str, value: str) -> None:
+    if not isinstance(value, str) or not re.match(NAME_PATTERN, value):
+        raise InputError(field_name, f"{value!r} is not an agent name ([a-z][a-z0-9_-]{{0,31}})")
+
+
+def _check_timeout(value: float) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= TIMEOUT_MAX:
+        raise InputError("timeout", f"{value!r} is not a timeout in seconds (0 < t <= {TIMEOUT_MAX:g})")
+
+
+def _check_lines(value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= CAPTURE_LINES_MAX:
+        raise InputError("lines", f"{value!r} is not a line count (1..{CAPTURE_LINES_MAX})")
+
+
+def _check_text(value: str, field_name: str = "text") -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(field_name, "the prompt is empty")
+    if len(value) > PROMPT_MAX:
+        raise InputError(field_name, f"the prompt is longer than {PROMPT_MAX} characters")
+
+
+def _check_token(value: str) -> None:
+    if not isinstance(value, str) or not TOKEN.match(value):
+        raise InputError("receipt", f"{value!r} is not a receipt token ({TOKEN_PREFIX}<uuid>)")
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --- inputs -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReviewerStartInput:
+    """Start an agent of ``kind`` named ``name`` in ``cwd`` (absolute), leased to the controller."""
+
+    controller_id: str
+    credential: Credential
+    name: str
+    kind: str
+    cwd: str
+    host: str = "process"
+    model: str | None = None
+    effort: str | None = None
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        _check_name("name", self.name)
+        if not isinstance(self.kind, str) or not re.match(NAME_PATTERN, self.kind):
+            raise InputError("kind", f"{self.kind!r} is not an agent kind name")
+        if not isinstance(self.cwd, str) or not self.cwd:
+            raise InputError("cwd", "the working directory is required")
+        if self.host not in HOSTS:
+            raise InputError("host", f"{self.host!r} is not an agent host ({', '.join(HOSTS)})")
+        for option in ("model", "effort"):
+            value = getattr(self, option)
+            if value is not None and not OPTION.match(value):
+                raise InputError(option, f"{value!r} is not a plain option value")
+
+
+@dataclass(frozen=True)
+class ReviewerCloseInput:
+    """Close the reviewer ``name`` if it sits settled at ``expected_state_change_seq``."""
+
+    controller_id: str
+    credential: Credential
+    name: str
+    expected_state_change_seq: int
+    lines: int = CAPTURE_LINES_DEFAULT
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        _check_name("name", self.name)
+        seq = self.expected_state_change_seq
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            raise InputError("expected_state_change_seq", f"{seq!r} is not a cursor (an integer >= 0)")
+        _check_lines(self.lines)
+
+
+@dataclass(frozen=True)
+class ReviewerListInput:
+    """Reviewer leases (of one controller, if given); ``include_ended`` adds closed and failed ones."""
+
+    controller_id: str | None = None
+    include_ended: bool = False
+
+    def __post_init__(self) -> None:
+        if self.controller_id is not None:
+            check_controller_id(self.controller_id)
+
+
+@dataclass(frozen=True)
+class ControllerInput:
+    """An operation over everything a controller holds (cleanup, reconcile)."""
+
+    controller_id: str
+    credential: Credential
+    apply: bool = False
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+
+
+@dataclass(frozen=True)
+class RelayInput:
+    """Hand ``text`` to the leased agent ``target`` with a receipt."""
+
+    controller_id: str
+    credential: Credential
+    target: str
+    text: str = field(repr=False)
+    batch_id: str | None = None
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        _check_name("target", self.target)
+        _check_text(self.text)
+
+
+@dataclass(frozen=True)
+class CollectInput:
+    """Collect the results of receipts, waiting up to ``timeout`` seconds for each."""
+
+    controller_id: str
+    credential: Credential
+    tokens: tuple[str, ...]
+    timeout: float = TIMEOUT_DEFAULT
+    lines: int = CAPTURE_LINES_DEFAULT
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        if not self.tokens:
+            raise InputError("receipt", "give at least one receipt token")
+        for token in self.tokens:
+            _check_token(token)
+        if len(set(self.tokens)) != len(self.tokens):
+            raise InputError("receipt", "a receipt token is given twice")
+        _check_timeout(self.timeout)
+        _check_lines(self.lines)
+
+
+@dataclass(frozen=True)
+class AskManyInput:
+    """Relay to 1-8 distinct targets, then collect all, or the first to settle (mode ``first``)."""
+
+    controller_id: str
+    credential: Credential
+    requests: tuple[tuple[str, str], ...] = field(repr=False)
+    mode: str = "all"
+    timeout: float = TIMEOUT_DEFAULT
+    lines: int = CAPTURE_LINES_DEFAULT
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        if not 1 <= len(self.requests) <= BATCH_MAX:
+            raise InputError("request", f"give 1-{BATCH_MAX} requests, not {len(self.requests)}")
+        targets = [target for target, _ in self.requests]
+        if len(set(targets)) != len(targets):
+            raise InputError("request", "each target may appear once in a batch")
+        for target, text in self.requests:
+            _check_name("request", target)
+            _check_text(text, "request")
+        if self.mode not in ("all", "first"):
+            raise InputError("mode", f"{self.mode!r} is not all or first")
+        _check_timeout(self.timeout)
+        _check_lines(self.lines)
+
+
+@dataclass(frozen=True)
+class AbandonInput:
+    """Release a reserved or pending receipt's target on fresh evidence that the agent is settled."""
+
+    controller_id: str
+    credential: Credential
+    token: str
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        _check_token(self.token)
+        if self.message is not None and len(self.message) > 1000:
+            raise InputError("message", "is longer than 1000 characters")
+
+
+@dataclass(frozen=True)
+class ReceiptsInput:
+    """Receipts (of one controller, in some states), newest last."""
+
+    controller_id: str | None = None
+    states: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.controller_id is not None:
+            check_controller_id(self.controller_id)
+        known = ("reserved", "pending", "completed", "failed", "abandoned")
+        for state in self.states:
+            if state not in known:
+                raise InputError("state", f"{state!r} is not a receipt state ({', '.join(known)})")
+
+
+@dataclass(frozen=True)
+class WaitAnyInput:
+    """Wait for the first of 1-16 leased agents to settle after its cursor (default: the current one)."""
+
+    controller_id: str
+    credential: Credential
+    targets: tuple[tuple[str, int | None], ...]
+    timeout: float = TIMEOUT_DEFAULT
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        if not 1 <= len(self.targets) <= WAIT_TARGETS_MAX:
+            raise InputError("target", f"give 1-{WAIT_TARGETS_MAX} targets, not {len(self.targets)}")
+        names = [name for name, _ in self.targets]
+        if len(set(names)) != len(names):
+            raise InputError("target", "each target may appear once")
+        for name, after in self.targets:
+            _check_name("target", name)
+            if after is not None and (not isinstance(after, int) or isinstance(after, bool) or after < 0):
+                raise InputError("target", f"{after!r} is not a cursor (an integer >= 0)")
+        _check_timeout(self.timeout)
+
+
+# --- results ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentLeaseView:
+    """A reviewer (or writer) lease as listings show it."""
+
+    id: str
+    machine: str
+    state: str
+    version: int
+    data: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "machine": self.machine, "state": self.state, "version": self.version, **self.data}
+
+
+@dataclass(frozen=True)
+class ReceiptView:
+    """A receipt: its state and cursors; never a prompt or an output."""
+
+    state: str
+    version: int
+    data: Mapping[str, Any]
+
+    @property
+    def token(self) -> str:
+        return str(self.data["token"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"state": self.state, "version": self.version, **self.data}
+
+
+@dataclass(frozen=True)
+class CollectResult:
+    """A collected (or replayed) result: the receipt and the output captured at its settled cursor."""
+
+    receipt: ReceiptView
+    output: str = field(repr=False)
+    replayed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"receipt": self.receipt.to_dict(), "output": self.output, "replayed": self.replayed}
+
+
+@dataclass(frozen=True)
+class CloseResult:
+    lease: AgentLeaseView
+    output: str = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lease": self.lease.to_dict(), "output": self.output}
+
+
+@dataclass(frozen=True)
+class AskManyResult:
+    """Mode ``all``: every result. Mode ``first``: the first result and the other receipts, still pending."""
+
+    results: list[CollectResult]
+    pending_receipts: list[ReceiptView]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "results": [r.to_dict() for r in self.results],
+            "pending_receipts": [r.to_dict() for r in self.pending_receipts],
+        }
+
+
+@dataclass(frozen=True)
+class WaitAnyResult:
+    target: str
+    observation: Observation
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"target": self.target, "observation": self.observation.to_dict()}
+
+
+@dataclass(frozen=True)
+class Housekeeping:
+    """What cleanup or reconcile did (or, for a dry run, would do) to each lease it looked at."""
+
+    applied: bool
+    actions: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"applied": self.applied, "actions": self.actions}
+
+
+class AgentOps(ServiceBase):
+    """Reviewer leases, receipts and waits."""
+
+    # --- plumbing -------------------------------------------------------------------------------------
+
+    def host(self, name: str) -> AgentHost:
+        if self._hosts is None:
+            raise CorralError("no agent host is configured for this service", code="internal")
+        return self._hosts(name)
+
+    @property
+    def kinds(self) -> Kinds:
+        if self._kinds is None:
+            self._kinds = Kinds.load([])
+        elif not isinstance(self._kinds, Kinds):
+            self._kinds = self._kinds()
+        return self._kinds
+
+    def _credential_params(self, credential: Credential) -> dict[str, Any]:
+        return {
+            "controller_id": credential.controller_id,
+            "lease_id": credential.lease_id,
+            "generation": credential.generation,
+        }
+
+    def _fire_on(
+        self,
+        machine: str,
+        instance_id: str,
+        trigger: str,
+        credential: Credential,
+        params: Mapping[str, Any],
+        observations: Mapping[str, Any],
+        *,
+        secrets: Mapping[str, str] | None = None,
+        host: AgentHost | None = None,
+    ) -> Result:
+        request = Request(
+            instance_id=instance_id,
+            trigger=trigger,
+            params={**self._credential_params(credential), **{k: v for k, v in params.items() if v is not None}},
+            secrets={"token": credential.token, **(secrets or {})},
+            observations=observations,
+            actor=self.actor,
+            resources={"agents": host} if host is not None else {},
+        )
+        return self.engine.fire(self.library.builtin(machine), request)
+
+    @staticmethod
+    def _observe(host: AgentHost, pane_id: str | None) -> dict[str, Any]:
+        if pane_id is None:
+            return dict(GONE)
+        try:
+            return host.get(pane_id).to_dict()
+        except AgentGoneError:
+            return dict(GONE)
+
+    def _capture(
+        self, host: AgentHost, pane_id: str, lines: int, first: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], str, dict[str, Any]]:
+        """Observe, read the output, observe again: the guards compare the two observations."""
+        before = first if first is not None else self._observe(host, pane_id)
+        output = ""
+        if before.get("exists"):
+            try:
+                output = host.read(pane_id, lines)
+            except AgentGoneError:
+                output = ""
+        return before, output, self._observe(host, pane_id)
+
+    def _check_fence(self, credential: Credential) -> None:
+        """A read-only fence check for operations that change nothing (waits)."""
+        lease = self.store.get(fence.instance_id(credential.controller_id))
+        rejection = fence.check(lease, credential, self.store.now())
+        if rejection is not None:
+            raise RefusedError(rejection.message, code=rejection.code, **dict(rejection.details))
+
+    def _lease_by_name(
+        self,
+        controller_id: str,
+        name: str,
+        states: tuple[str, ...] = ("active",),
+        machines: tuple[str, ...] = LEASE_MACHINES,
+    ) -> Instance:
+        found = [
+            lease
+            for machine in machines
+            for lease in self.store.find(machine, states)
+            if lease.data.get("name") == name and lease.data.get("controller_id") == controller_id
+        ]
+        if not found:
+            raise NotFoundError(
+                f"controller {controller_id!r} holds no {' or '.join(states)} lease named {name!r}",
+                code="target_unknown",
+                target=name,
+                states=list(states),
+            )
+        if len(found) > 1:
+            raise RefusedError(
+                f"{name!r} names {len(found)} leases", code="target_ambiguous", leases=[lease.id for lease in found]
+            )
+        return found[0]
+
+    def _lease_view(self, instance: Instance) -> AgentLeaseView:
+        spec = self.library.builtin(instance.machine)
+        return AgentLeaseView(
+            instance.id, instance.machine, instance.state, instance.version, spec.public_data(instance.data)
+        )
+
+    def _receipt(self, token: str) -> Instance:
+        match = TOKEN.match(token)
+        found = self.store.get(f"receipt/{match.group(1)}") if match else None
+        if found is None:
+            raise NotFoundError(f"no receipt {token}", code="receipt_unknown", receipt=token)
+        return found
+
+    @staticmethod
+    def _receipt_view(instance: Instance) -> ReceiptView:
+        return ReceiptView(instance.state, instance.version, dict(instance.data))
+
+    # --- reviewer leases ----------------------------------------------------------------------------
+
+    def reviewer_start(self, inp: ReviewerStartInput) -> AgentLeaseView:
+        """Start a reviewer. Refused: fence_stale, agent_name_taken, cwd_invalid, agent_kind_unknown."""
+        host = self.host(inp.host)
+        real = os.path.realpath(inp.cwd)
+        observations = {
+            "cwd": {"given": inp.cwd, "real": real, "is_dir": os.path.isdir(real)},
+            "kinds": self.kinds.names(),
+        }
+        if inp.kind in self.kinds.names():
+            from runner.agents.abc import StartOptions
+
+            self.kinds.get(inp.kind).check_options(StartOptions(model=inp.model, effort=inp.effort))
+        options = {k: v for k, v in (("model", inp.model), ("effort", inp.effort)) if v is not None}
+        result = self._fire_on(
+            "reviewer",
+            f"reviewer/{uuid.uuid4()}",
+            "start",
+            inp.credential,
+            {"name": inp.name, "kind": inp.kind, "cwd": inp.cwd, "host": inp.host, "options": options},
+            observations,
+            host=host,
+        )
+        view = self._lease_view(result.instance)
+        if result.outcome != "success":
+            raise AgentOperationError(
+                f"the agent did not start; the lease is {result.instance.state}: {result.instance.data.get('failure')}",
+                code="agent_start_failed",
+                lease=view.to_dict(),
+            )
+        return view
+
+    def reviewer_close(self, inp: ReviewerCloseInput) -> CloseResult:
+        """Capture the output at the expected cursor and close the pane."""
+        lease = self._lease_by_name(inp.controller_id, inp.name, ("active", "close_failed"), ("reviewer",))
+        host = self.host(lease.data["host"])
+        before, output, after = self._capture(host, lease.data["pane_id"], inp.lines)
+        result = self._fire_on(
+            "reviewer",
+            lease.id,
+            "close",
+            inp.credential,
+            {"expected_state_change_seq": inp.expected_state_change_seq},
+            {"agent": before, "agent_after": after, "capture_sha256": _sha256(output)},
+            host=host,
+        )
+        view = self._lease_view(result.instance)
+        if result.outcome != "success":
+            raise AgentOperationError(
+                f"closing the pane failed; the lease is {result.instance.state}: {result.instance.data.get('failure')}",
+                code="agent_close_failed",
+                lease=view.to_dict(),
+            )
+        return CloseResult(view, output)
+
+    def reviewers(self, inp: ReviewerListInput) -> list[AgentLeaseView]:
+        states = None if inp.include_ended else LIVE_LEASE_STATES
+        found = self.store.find("reviewer", states)
+        return [
+            self._lease_view(i)
+            for i in found
+            if inp.controller_id is None or i.data.get("controller_id") == inp.controller_id
+        ]
+
+    def reviewer_cleanup(self, inp: ControllerInput) -> Housekeeping:
+        """Close this controller's reviewers that are identity-matched, idle or done, with no open receipt.
+
+        A dry run (the default) only reports what it would close.
+        """
+        self._check_fence(inp.credential)
+        actions: list[dict[str, Any]] = []
+        open_targets = {r.data.get("target") for r in self.store.find("receipt", OPEN_RECEIPT_STATES)}
+        for lease in self.store.find("reviewer", ["active"]):
+            if lease.data.get("controller_id") != inp.controller_id:
+                continue
+            host = self.host(lease.data["host"])
+            observed = self._observe(host, lease.data.get("pane_id"))
+            action = {
+                "name": lease.data.get("name"),
+                "lease": lease.id,
+                "status": observed.get("status"),
+                "seq": observed.get("seq"),
+            }
+            identity = tuple(observed.get(k) for k in ("pane_id", "name", "kind", "cwd"))
+            expected = tuple(lease.data.get(k) for k in ("pane_id", "name", "kind", "cwd"))
+            if not observed.get("exists") or identity != expected:
+                action.update(action="skip", why="identity does not match (reconcile or inspect it)")
+            elif observed.get("status") not in ("idle", "done"):
+                action.update(action="skip", why=f"the agent is {observed.get('status')}")
+            elif lease.id in open_targets:
+                action.update(action="skip", why="a receipt for it is unresolved")
+            elif not inp.apply:
+                action.update(action="would_close")
+            else:
+                try:
+                    self.reviewer_close(
+                        ReviewerCloseInput(
+                            inp.controller_id, inp.credential, str(lease.data["name"]), int(observed["seq"])
+                        )
+                    )
+                    action.update(action="closed")
+                except CorralError as exc:
+                    action.update(action="failed", code=exc.code, why=exc.message)
+            actions.append(action)
+        return Housekeeping(inp.apply, actions)
+
+    def reviewer_reconcile(self, inp: ControllerInput) -> Housekeeping:
+        """Settle this controller's reviewers left in intermediate states whose pane is gone."""
+        self._check_fence(inp.credential)
+        actions: list[dict[str, Any]] = []
+        unsettled = ("provisioning", "orphaned", "closing", "close_failed")
+        for lease in self.store.find("reviewer", unsettled):
+            if lease.data.get("controller_id") != inp.controller_id:
+                continue
+            host = self.host(lease.data["host"])
+            observed = self._observe(host, lease.data.get("pane_id"))
+            action: dict[str, Any] = {"name": lease.data.get("name"), "lease": lease.id, "state": lease.state}
+            if observed.get("exists"):
+                action.update(action="skip", why="its pane still exists")
+            else:
+                result = self._fire_on("reviewer", lease.id, "reconcile", inp.credential, {}, {"agent": observed})
+                action.update(action="reconciled", to=result.instance.state)
+            actions.append(action)
+        return Housekeeping(True, actions)
+
+    # --- receipts -------------------------------------------------------------------------------------
+
+    def relay(self, inp: RelayInput) -> ReceiptView:
+        """Reserve a receipt and deliver the prompt; returns it pending.
+
+        Raises:
+            RefusedError: ``receipt_outstanding``, ``agent_not_settled``, ``fence_stale``… (nothing sent).
+            DeliveryError: ``delivery_ambiguous`` (still reserved, blocking) or ``delivery_failed``.
+        """
+        lease = self._lease_by_name(inp.controller_id, inp.target)
+        host = self.host(lease.data["host"])
+        receipt_id = uuid.uuid4()
+        token = f"{TOKEN_PREFIX}{receipt_id}"
+        result = self._fire_on(
+            "receipt",
+            f"receipt/{receipt_id}",
+            "relay",
+            inp.credential,
+            {"target": lease.id, "token": token, "prompt_sha256": _sha256(inp.text), "batch_id": inp.batch_id},
+            {"agent": self._observe(host, lease.data.get("pane_id"))},
+            secrets={"prompt": inp.text},
+            host=host,
+        )
+        view = self._receipt_view(result.instance)
+        if result.outcome == "success":
+            return view
+        if result.outcome == "failure":
+            raise DeliveryError(
+                f"receipt {token}: {view.data.get('message')}", code="delivery_failed", receipt=view.to_dict()
+            )
+        raise DeliveryError(
+            f"receipt {token} stays reserved and blocks {inp.target!r}: {view.data.get('message')}; observe the "
+            "agent and abandon the receipt on fresh evidence",
+            code="delivery_ambiguous",
+            receipt=view.to_dict(),
+        )
+
+    async def _collect_one(self, inp: CollectInput, token: str) -> CollectResult:
+        receipt = self._receipt(token)
+        if receipt.data.get("controller_id") != inp.controller_id:
+            raise RefusedError(
+                f"receipt {token} belongs to controller {receipt.data.get('controller_id')!r}",
+                code="not_owner",
+                receipt=token,
+            )
+        host = self.host(receipt.data["host"])
+        pane_id = receipt.data["pane_id"]
+        if receipt.state == "completed":
+            return self._replay(receipt, host, inp.lines)
+        if receipt.state != "pending":
+            view = self._receipt_view(receipt)
+            code = "receipt_reserved" if receipt.state == "reserved" else "receipt_ended"
+            raise RefusedError(
+                f"receipt {token} is {receipt.state}"
+                + (f" ({receipt.data.get('reason')})" if receipt.data.get("reason") else "")
+                + (
+                    "; its delivery was never confirmed: abandon it on fresh evidence"
+                    if receipt.state == "reserved"
+                    else ""
+                ),
+                code=code,
+                receipt=view.to_dict(),
+            )
+        try:
+            settled: dict[str, Any] | None = (
+                await host.wait(pane_id, int(receipt.data["after_seq"]), inp.timeout)
+            ).to_dict()
+        except AgentGoneError:
+            settled = dict(GONE)
+        before, output, after = self._capture(host, pane_id, inp.lines, settled)
+        result = self._fire_on(
+            "receipt",
+            receipt.id,
+            "collect",
+            inp.credential,
+            {},
+            {"agent": before, "agent_after": after, "capture_sha256": _sha256(output)},
+        )
+        view = self._receipt_view(result.instance)
+        if result.instance.state != "completed":
+            raise RefusedError(
+                f"receipt {token} failed: {view.data.get('reason')}",
+                code=str(view.data.get("reason")),
+                receipt=view.to_dict(),
+            )
+        return CollectResult(view, output)
+
+    def _replay(self, receipt: Instance, host: AgentHost, lines: int) -> CollectResult:
+        """A completed receipt's output, only while the agent still sits at the settled cursor."""
+        pane_id = receipt.data["pane_id"]
+        first = self._observe(host, pane_id)
+        before, output, after = self._capture(host, pane_id, lines, first)
+        identity = tuple(before.get(k) for k in ("pane_id", "name", "kind", "cwd"))
+        expected = tuple(receipt.data.get(k) for k in ("pane_id", "name", "kind", "cwd"))
+        stable = before == after and identity == expected and before.get("seq") == receipt.data.get("settled_seq")
+        if not stable or _sha256(output) != receipt.data.get("output_sha256"):
+            raise RefusedError(
+                f"receipt {receipt.data['token']} completed at seq {receipt.data.get('settled_seq')}, but the agent "
+                f"has moved on (seq {before.get('seq')}) or its output changed: the result can no longer be replayed",
+                code="cursor_superseded",
+                receipt=self._receipt_view(receipt).to_dict(),
+            )
+        return CollectResult(self._receipt_view(receipt), output, replayed=True)
+
+    async def collect(self, inp: CollectInput) -> list[CollectResult]:
+        """Collect each receipt (concurrently); the first error is raised after all have finished."""
+        results: dict[str, CollectResult] = {}
+        errors: dict[str, CorralError] = {}
+
+        async def one(token: str) -> None:
+            try:
+                results[token] = await self._collect_one(inp, token)
+            except CorralError as exc:
+                errors[token] = exc
+
+        async with anyio.create_task_group() as group:
+            for token in inp.tokens:
+                group.start_soon(one, token)
+        if errors:
+            token, error = next((t, errors[t]) for t in inp.tokens if t in errors)
+            error.details.setdefault("receipt_token", token)
+            if results:
+                error.details["collected"] = [results[t].to_dict() for t in inp.tokens if t in results]
+            raise error
+        return [results[t] for t in inp.tokens]
+
+    async def ask(
+        self, relay: RelayInput, timeout: float = TIMEOUT_DEFAULT, lines: int = CAPTURE_LINES_DEFAULT
+    ) -> CollectResult:
+        """Relay, then collect the one receipt."""
+        receipt = self.relay(relay)
+        collected = await self.collect(
+            CollectInput(relay.controller_id, relay.credential, (receipt.token,), timeout, lines)
+        )
+        return collected[0]
+
+    async def ask_many(self, inp: AskManyInput) -> AskManyResult:
+        """Relay to every target, then collect all, or the first to settle with the rest left pending."""
+        batch_id = str(uuid.uuid4())
+        receipts = [
+            self.relay(RelayInput(inp.controller_id, inp.credential, target, text, batch_id))
+            for target, text in inp.requests
+        ]
+        if inp.mode == "all":
+            tokens = tuple(r.token for r in receipts)
+            return AskManyResult(
+                await self.collect(CollectInput(inp.controller_id, inp.credential, tokens, inp.timeout, inp.lines)), []
+            )
+        winner = await self._first_settled(
+            [
+                (r.token, self.host(str(r.data["host"])), str(r.data["pane_id"]), int(r.data["after_seq"]))
+                for r in receipts
+            ],
+            inp.timeout,
+        )
+        result = (
+            await self.collect(CollectInput(inp.controller_id, inp.credential, (winner,), inp.timeout, inp.lines))
+        )[0]
+        pending = [self._receipt_view(self._receipt(r.token)) for r in receipts if r.token != winner]
+        return AskManyResult([result], pending)
+
+    def abandon(self, inp: AbandonInput) -> ReceiptView:
+        """Abandon a reserved or pending receipt on a fresh observation that its agent is settled."""
+        receipt = self._receipt(inp.token)
+        host = self.host(receipt.data["host"])
+        result = self._fire_on(
+            "receipt",
+            receipt.id,
+            "abandon",
+            inp.credential,
+            {"message": inp.message},
+            {"agent": self._observe(host, receipt.data.get("pane_id"))},
+        )
+        return self._receipt_view(result.instance)
+
+    def receipts(self, inp: ReceiptsInput) -> list[ReceiptView]:
+        found = self.store.find("receipt", inp.states or None)
+        views = [
+            self._receipt_view(r)
+            for r in found
+            if inp.controller_id is None or r.data.get("controller_id") == inp.controller_id
+        ]
+        return sorted(views, key=lambda v: str(v.data.get("reserved_at")))
+
+    # --- waits and observations -----------------------------------------------------------------
+
+    async def _first_settled(self, entries: list[tuple[str, AgentHost, str, int]], timeout: float) -> str:
+        """The key of the first entry whose agent settles after its cursor; the other waits are cancelled."""
+        winner: list[str] = []
+
+        async def watch(key: str, host: AgentHost, pane_id: str, after: int, group: anyio.abc.TaskGroup) -> None:
+            try:
+                await host.wait(pane_id, after, timeout)
+            except AgentGoneError:
+                pass  # a vanished agent ends the wait too: collect will say identity_changed
+            except WaitTimeoutError:
+                return
+            if not winner:
+                winner.append(key)
+                group.cancel_scope.cancel()
+
+        with anyio.move_on_after(timeout):
+            async with anyio.create_task_group() as group:
+                for key, host, pane_id, after in entries:
+                    group.start_soon(watch, key, host, pane_id, after, group)
+        if not winner:
+            raise WaitTimeoutError(
+                f"none of {len(entries)} agents settled within {timeout:g} s", targets=[e[0] for e in entries]
+            )
+        return winner[0]
+
+    async def wait_any(self, inp: WaitAnyInput) -> WaitAnyResult:
+        """The first target to settle strictly after its cursor (default: the cursor observed now)."""
+        self._check_fence(inp.credential)
+        entries = []
+        for name, after in inp.targets:
+            lease = self._lease_by_name(inp.controller_id, name)
+            host = self.host(lease.data["host"])
+            pane_id = str(lease.data["pane_id"])
+            cursor = after if after is not None else host.get(pane_id).seq
+            entries.append((name, host, pane_id, cursor))
+        winner = await self._first_settled(entries, inp.timeout)
+        _, host, pane_id, _ = next(e for e in entries if e[0] == winner)
+        try:
+            observation = host.get(pane_id)
+        except AgentGoneError:
+            raise AgentGoneError(f"the agent {winner!r} is gone", pane_id=pane_id, target=winner) from None
+        return WaitAnyResult(winner, observation)
+
+    def agents(self, host_name: str = "process") -> list[dict[str, Any]]:
+        """Live observations of the host's agents, with the lease holding each (if any)."""
+        host = self.host(host_name)
+        holders = {
+            (lease.data.get("host"), lease.data.get("pane_id")): lease
+            for machine in LEASE_MACHINES
+            for lease in self.store.find(machine, LIVE_LEASE_STATES)
+        }
+        out = []
+        for observation in host.list():
+            lease = holders.get((host_name, observation.pane_id))
+            out.append(
+                {
+                    **observation.to_dict(),
+                    "host": host_name,
+                    "lease": lease.id if lease else None,
+                    "controller_id": lease.data.get("controller_id") if lease else None,
+                    "lease_state": lease.state if lease else None,
+                }
+            )
+        return out
+
+    def status(self) -> dict[str, Any]:
+        """Version, store, hosts, counts by machine and state, and what needs reconcile."""
+        from runner._version import __version__
+
+        counts: dict[str, dict[str, int]] = {}
+        needs: list[dict[str, Any]] = []
+        for path in self.library.builtin_paths():
+            spec = self.library.builtin(path.stem)
+            for instance in self.store.find(spec.name):
+                by_state = counts.setdefault(spec.name, {})
+                by_state[instance.state] = by_state.get(instance.state, 0) + 1
+                state = spec.states[instance.state]
+                if state.intermediate or instance.state in ("orphaned", "close_failed"):
+                    needs.append(
+                        {
+                            "id": instance.id,
+                            "machine": spec.name,
+                            "state": instance.state,
+                            "name": instance.data.get("name"),
+                            "token": instance.data.get("token"),
+                        }
+                    )
+        return {
+            "version": __version__,
+            "store": self.store.info(),
+            "agent_host": self.host("process").describe() if self._hosts is not None else None,
+            "counts": counts,
+            "needs_attention": needs,
+        }
