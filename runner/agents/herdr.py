@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import subprocess
 import time
@@ -161,7 +162,7 @@ class HerdrHost(AgentHost):
     ) -> None:
         self.kinds = kinds
         self.binary = binary
-        self.workspace = workspace
+        self.workspace = workspace or os.environ.get("HERDR_WORKSPACE_ID") or None
         self.busy_timeout = busy_timeout
         self.runner: CommandRunner = runner or SubprocessRunner()
         self.start_timeout = start_timeout
@@ -175,10 +176,10 @@ class HerdrHost(AgentHost):
         argv = [self.binary, *args]
         try:
             completed = self.runner.run(argv, timeout or self.call_timeout)
+        except TimeoutError as exc:  # before OSError, of which it is a subclass
+            raise AgentError(f"herdr {_command(args)}: {exc}", code="herdr_timeout", command=_command(args)) from None
         except (OSError, ValueError) as exc:
             raise _unavailable(self.binary, args, exc) from None
-        except TimeoutError as exc:
-            raise AgentError(f"herdr {_command(args)}: {exc}", code="herdr_timeout", command=_command(args)) from None
         _check(completed, args, json_out=json_out)
         return completed
 
@@ -186,10 +187,10 @@ class HerdrHost(AgentHost):
         argv = [self.binary, *args]
         try:
             completed = await self.runner.run_async(argv, timeout)
+        except TimeoutError as exc:  # before OSError, of which it is a subclass
+            raise AgentError(f"herdr {_command(args)}: {exc}", code="herdr_timeout", command=_command(args)) from None
         except (OSError, ValueError) as exc:
             raise _unavailable(self.binary, args, exc) from None
-        except TimeoutError as exc:
-            raise AgentError(f"herdr {_command(args)}: {exc}", code="herdr_timeout", command=_command(args)) from None
         _check(completed, args)
         return completed
 

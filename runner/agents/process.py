@@ -103,7 +103,7 @@ class ProcessHost(AgentHost):
         slot = self._slot(pane_id)
         if slot.run is None:
             return ""
-        log = self._dir(pane_id) / f"run-{slot.run}.log"
+        log = self._dir(slot) / f"run-{slot.run}.log"
         try:
             text = log.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
@@ -129,8 +129,9 @@ class ProcessHost(AgentHost):
 
     # --- acting ------------------------------------------------------------------------------------
 
-    def _dir(self, pane_id: str) -> Path:
-        return self.root / pane_id
+    @staticmethod
+    def _dir(slot: AgentSlot) -> Path:
+        return Path(slot.dir)
 
     def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
         spec = self.kinds.get(kind)
@@ -138,10 +139,13 @@ class ProcessHost(AgentHost):
         with self.store.write() as tx:
             pane_id = f"p{tx.next_number('pane')}"
             opts = {k: v for k, v in (("model", options.model), ("effort", options.effort)) if v is not None}
-            slot = tx.put_slot(AgentSlot(pane_id, name, kind, cwd, "idle", 0, options=opts), expected_seq=None)
+            slot = tx.put_slot(
+                AgentSlot(pane_id, name, kind, cwd, "idle", 0, options=opts, dir=str(self.root.absolute() / pane_id)),
+                expected_seq=None,
+            )
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            self._dir(pane_id).mkdir(mode=0o700)
+            self._dir(slot).mkdir(mode=0o700)
         except OSError as exc:
             raise AgentError(
                 f"could not create the slot directory for {pane_id}: {exc}", code="agent_start_failed", pane_id=pane_id
@@ -162,7 +166,7 @@ class ProcessHost(AgentHost):
         kind = self.kinds.get(slot.kind)
         options = StartOptions(model=slot.options.get("model"), effort=slot.options.get("effort"))
         run = slot.seq + 1
-        log = self._dir(pane_id) / f"run-{run}.log"
+        log = self._dir(slot) / f"run-{run}.log"
         job = {
             "store": self.store_url,
             "pane_id": pane_id,

@@ -37,6 +37,8 @@ class AgentSlot:
     exit_status: int | None = None
     closed: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    dir: str = ""
+    """The slot's directory (its run logs), recorded so any process sharing the store finds them."""
     created_at: str | None = None
     updated_at: str | None = None
 

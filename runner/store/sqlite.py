@@ -77,6 +77,7 @@ MIGRATIONS: tuple[str, ...] = (
         exit_status  INTEGER,
         closed       INTEGER NOT NULL DEFAULT 0,
         options      TEXT NOT NULL DEFAULT '{}',
+        dir          TEXT NOT NULL,
         created_at   TEXT NOT NULL,
         updated_at   TEXT NOT NULL
     );
@@ -183,7 +184,7 @@ class _Transaction(_Reader, Transaction):
             number = int(slot.pane_id[1:])
             try:
                 self._conn.execute(
-                    f"INSERT INTO agent_slots (number, {_SLOT_COLUMNS}) VALUES ({', '.join('?' * 14)})",
+                    f"INSERT INTO agent_slots (number, {_SLOT_COLUMNS}) VALUES ({', '.join('?' * 15)})",
                     (
                         number,
                         slot.pane_id,
@@ -197,6 +198,7 @@ class _Transaction(_Reader, Transaction):
                         slot.exit_status,
                         int(slot.closed),
                         options,
+                        slot.dir,
                         self.stamp,
                         self.stamp,
                     ),
@@ -265,24 +267,28 @@ class _Transaction(_Reader, Transaction):
         )
 
 
-_SLOT_COLUMNS = "pane_id, name, kind, cwd, status, seq, run, pid, exit_status, closed, options, created_at, updated_at"
+_SLOT_COLUMNS = (
+    "pane_id, name, kind, cwd, status, seq, run, pid, exit_status, closed, options, dir, created_at, updated_at"
+)
 
 
 def _slot(row: tuple[Any, ...]) -> AgentSlot:
+    pane_id, name, kind, cwd, status, seq, run, pid, exit_status, closed, options, directory, created, updated = row
     return AgentSlot(
-        row[0],
-        row[1],
-        row[2],
-        row[3],
-        row[4],
-        row[5],
-        row[6],
-        row[7],
-        row[8],
-        bool(row[9]),
-        json.loads(row[10]),
-        row[11],
-        row[12],
+        pane_id,
+        name,
+        kind,
+        cwd,
+        status,
+        seq,
+        run,
+        pid,
+        exit_status,
+        bool(closed),
+        json.loads(options),
+        directory,
+        created,
+        updated,
     )
 
 
