@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job on the embedded SQLite store: a scripted controller lifecycle.
-# acquire -> renew -> resume (new fence) -> a stale-fence attempt, rejected -> release,
-# then the event log and the drawn machine. Everything lives in .demo/ (recreated each run).
+# The main job on the embedded SQLite store and the process agent host:
+# a controller lease (acquire, renew, resume, a stale-fence attempt rejected), then a scripted
+# reviewer asked for a review through a receipt (reserved -> pending -> completed) and closed at
+# its cursor, the lease released, the event log and the drawn machines.
+# Everything lives in .demo/ (recreated each run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +43,37 @@ echo "-> refused with exit status $status, as it must be"
 step "the leases (no secrets shown)"
 corral controller list
 
+step "a project for the reviewer to read"
+mkdir -p .demo/project/src
+printf 'def add(a, b):\n    return a + b\n' > .demo/project/src/calc.py
+printf '# calc\nA tiny project for the demo reviewer.\n' > .demo/project/README.md
+
+step "start a scripted reviewer in it (process host: a supervised slot in the state home)"
+corral reviewer start --controller demo --name reviewer1 --kind script --cwd "$PWD/.demo/project"
+corral agents
+
+step "relay a prompt with a receipt (reserved -> pending: the agent took it at before_seq + 1)"
+token=$(echo "please review this project" | corral relay reviewer1 --controller demo --json \
+  | python3 -c 'import json, sys; print(json.load(sys.stdin)["receipt"]["token"])')
+corral receipts
+
+step "a second prompt while that receipt is unresolved: refused"
+set +e
+corral relay reviewer1 --controller demo --text "and another thing"
+status=$?
+set -e
+[ "$status" -eq 4 ] || { echo "expected receipt_outstanding (exit 4), got $status" >&2; exit 1; }
+echo "-> refused with exit status $status (receipt_outstanding)"
+
+step "collect exactly its result (pending -> completed at after_seq + 1)"
+corral collect --controller demo --receipt "$token"
+corral receipts
+
+step "close the reviewer at the cursor it settled at"
+seq=$(corral agents --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["agents"][0]["seq"])')
+corral reviewer close reviewer1 --controller demo --expect-seq "$seq"
+corral status
+
 step "release with a checkpoint"
 corral controller release --controller demo \
   --checkpoint-ref "demo checkpoint" --checkpoint-sha256 "$(sha 'demo checkpoint')"
@@ -48,12 +81,14 @@ corral controller release --controller demo \
 step "the event log"
 corral events
 
-step "the controller machine (Mermaid; paste into a GitHub comment to see it drawn)"
-corral draw controller
+step "the receipt machine (Mermaid; paste into a GitHub comment to see it drawn)"
+corral draw receipt
 if command -v dot >/dev/null 2>&1; then
-  corral draw controller --format svg --out .demo/controller.svg
+  for machine in controller reviewer receipt; do
+    corral draw "$machine" --format svg --out ".demo/$machine.svg"
+  done
 else
-  echo "(install Graphviz to also get .demo/controller.svg)"
+  echo "(install Graphviz to also get .demo/*.svg)"
 fi
 
 step "done: state home in .demo/home, database .demo/home/corral.db"
