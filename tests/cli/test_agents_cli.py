@@ -1,0 +1,173 @@
+"""The agent commands through the real ``corral`` executable, each a separate process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SHA = "e" * 64
+
+
+@pytest.fixture
+def corral(cli_env: dict[str, str], tmp_path: Path) -> Any:
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(Path(sys.executable).parent / "corral"), *args],
+            input=stdin, capture_output=True, text=True, env=cli_env, cwd=tmp_path, timeout=60, check=False,
+        )  # fmt: skip
+
+    return run
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "lib.py").write_text("x = 1\ny = 2\n")
+    return root
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> Any:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout) if proc.stdout.startswith("{") else proc.stdout
+
+
+def error(proc: subprocess.CompletedProcess[str], status: int, code: str) -> dict[str, Any]:
+    assert proc.returncode == status, proc.stdout + proc.stderr
+    doc: dict[str, Any] = json.loads(proc.stdout)["error"]
+    assert doc["code"] == code, doc
+    return doc
+
+
+def start(corral: Any, project: Path, name: str) -> dict[str, Any]:
+    return dict(
+        ok(
+            corral(
+                "reviewer",
+                "start",
+                "--controller",
+                "ctl",
+                "--name",
+                name,
+                "--kind",
+                "script",
+                "--cwd",
+                str(project),
+                "--json",
+            )
+        )["lease"]
+    )
+
+
+def test_agent_commands_end_to_end(corral: Any, project: Path) -> None:
+    ok(corral("controller", "acquire", "--controller", "ctl", "--authority-ref", "T", "--authority-sha256", SHA))
+    lease = start(corral, project, "rev")
+    assert (lease["state"], lease["kind"], lease["pane_id"]) == ("active", "script", "p1")
+    start(corral, project, "other")
+
+    asked = ok(corral("ask", "rev", "--controller", "ctl", "--text", "review please", "--json"))
+    assert asked["receipt"]["state"] == "completed" and "lib.py: 2 lines" in asked["output"]
+
+    relayed = ok(corral("relay", "other", "--controller", "ctl", "--json", stdin="sleep 0.3\necho from stdin"))
+    token = relayed["receipt"]["token"]
+    assert relayed["receipt"]["state"] == "pending"
+    error(corral("relay", "other", "--controller", "ctl", "--text", "no", "--json"), 4, "receipt_outstanding")
+    pending = ok(corral("receipts", "--state", "pending", "--json"))["receipts"]
+    assert [r["token"] for r in pending] == [token]
+
+    waited = ok(corral("wait-any", "--controller", "ctl", "--target", "other:1", "--target", "rev:2", "--json"))
+    assert waited["target"] == "other" and waited["observation"]["seq"] == 2
+    collected = ok(corral("collect", "--controller", "ctl", "--receipt", token, "--json"))
+    assert collected["results"][0]["output"].strip() == "from stdin"
+
+    many = ok(
+        corral(
+            "ask-many",
+            "--controller",
+            "ctl",
+            "--request",
+            "rev=echo one",
+            "--request",
+            "other=echo two",
+            "--mode",
+            "all",
+            "--json",
+        )
+    )
+    assert sorted(r["output"].strip() for r in many["results"]) == ["one", "two"]
+
+    agents = ok(corral("agents", "--json"))["agents"]
+    assert [(a["name"], a["status"], a["seq"], a["lease_state"]) for a in agents] == [
+        ("rev", "done", 4, "active"),
+        ("other", "done", 4, "active"),
+    ]
+    error(
+        corral("reviewer", "close", "rev", "--controller", "ctl", "--expect-seq", "3", "--json"), 4, "cursor_mismatch"
+    )
+    closed = ok(corral("reviewer", "close", "rev", "--controller", "ctl", "--expect-seq", "4", "--json"))
+    assert closed["lease"]["state"] == "closed" and closed["output"].strip() == "one"
+
+    dry = ok(corral("reviewer", "cleanup", "--controller", "ctl", "--json"))
+    assert (dry["applied"], [(a["name"], a["action"]) for a in dry["actions"]]) == (False, [("other", "would_close")])
+    applied = ok(corral("reviewer", "cleanup", "--controller", "ctl", "--apply", "--json"))
+    assert [(a["name"], a["action"]) for a in applied["actions"]] == [("other", "closed")]
+    assert ok(corral("reviewer", "list", "--json"))["reviewers"] == []
+    assert len(ok(corral("reviewer", "list", "--all", "--json"))["reviewers"]) == 2
+
+    status = ok(corral("status", "--json"))
+    assert status["counts"]["reviewer"] == {"closed": 2}
+    assert status["counts"]["receipt"] == {"completed": 4}
+    assert status["needs_attention"] == []
+    assert "nothing needs attention" in ok(corral("status"))
+
+
+def test_agent_command_errors(corral: Any, project: Path) -> None:
+    ok(corral("controller", "acquire", "--controller", "ctl", "--authority-ref", "T", "--authority-sha256", SHA))
+    error(
+        corral(
+            "reviewer", "start", "--controller", "ctl", "--name", "r", "--kind", "nope", "--cwd", str(project), "--json"
+        ),
+        4,
+        "agent_kind_unknown",
+    )
+    error(
+        corral(
+            "reviewer",
+            "start",
+            "--controller",
+            "ctl",
+            "--name",
+            "R!",
+            "--kind",
+            "script",
+            "--cwd",
+            str(project),
+            "--json",
+        ),
+        3,
+        "input_invalid",
+    )
+    error(corral("relay", "ghost", "--controller", "ctl", "--text", "x", "--json"), 3, "target_unknown")
+    error(corral("collect", "--controller", "ctl", "--receipt", "not-a-token", "--json"), 3, "input_invalid")
+    error(
+        corral(
+            "collect",
+            "--controller",
+            "ctl",
+            "--receipt",
+            "corral-receipt-v1.00000000-0000-0000-0000-000000000000",
+            "--json",
+        ),
+        3,
+        "receipt_unknown",
+    )
+    error(corral("ask-many", "--controller", "ctl", "--request", "no-equals-sign", "--json"), 3, "input_invalid")
+    error(corral("wait-any", "--controller", "ctl", "--target", "x:abc", "--json"), 3, "input_invalid")
+    start(corral, project, "rev")
+    error(corral("wait-any", "--controller", "ctl", "--target", "rev", "--timeout", "0.2", "--json"), 5, "wait_timeout")
+    error(corral("relay", "rev", "--controller", "ctl", "--text", "   ", "--json"), 3, "input_invalid")
