@@ -1,21 +1,26 @@
 """The Herdr agent host: agents in panes of the Herdr terminal multiplexer, driven through its CLI.
 
 Every operation runs the ``herdr`` executable with a fixed argv (never a shell; a prompt is one argv
-element) and reads its JSON: success is ``{"result": {...}}`` on stdout with exit 0; a refusal is
-``{"error": {"code", "message"}}`` on stderr with exit 1; a usage error exits 2. The commands used::
+element) and reads its JSON: success is ``{"id", "result": {...}}`` on stdout with exit 0; a refusal
+is ``{"id", "error": {"code", "message"}}`` on stderr with exit 1 (also honoured on stdout with exit
+0, as some versions print it); a usage error exits 2. The commands used::
 
     tab create [--workspace W] --cwd DIR --label NAME --no-focus   -> result.root_pane.pane_id
     agent start NAME --kind K --pane P --timeout MS [-- ARGS]      (agent_pane_busy: retried)
     agent get P | agent list                                       -> result.agent | result.agents
-    agent prompt P TEXT --wait --until working --timeout MS        -> result.agent (working)
-    agent wait P --until STATUS --timeout MS                       -> returns when STATUS is shown
+    agent prompt P TEXT --wait --until working --timeout MS        -> result.agent (else: agent get)
+    agent wait P --until STATUS --timeout MS                       -> returns once STATUS is shown
     agent read P --source recent --lines N                         -> plain text on stdout
     pane close P
 
-Herdr owns the status and the cursor (``state_change_seq``); this host keeps nothing between calls,
-so any process observes the same agent the same way. Waits are event-driven: ``agent wait``
-subprocesses race, the first to return wins and the others are killed, and the agent is then
-observed again; a wait returns only a settled state strictly after its cursor.
+An agent record has ``pane_id``, ``name``, ``agent_status`` (idle, working, blocked, done, unknown;
+anything else is read as unknown), ``state_change_seq``, ``cwd``, and its Herdr kind under ``agent``
+(or ``kind``). Herdr owns the status and the cursor; this host keeps nothing between calls, so any
+process observes the same agent the same way.
+
+Waits are event-driven: one ``agent wait`` subprocess per status the agent could move to races the
+others, the first to return wins and the rest are killed, and the agent is observed again; a wait
+returns only a settled state strictly after its cursor.
 
 Herdr reports an agent's kind in its own words (``herdr_kind``); it is mapped back to the one corral
 kind that uses that word, so two corral kinds may not share a Herdr kind (they could not be told apart).
@@ -382,8 +387,16 @@ class HerdrHost(AgentHost):
             raise
         try:
             return self._observation(_result(completed, "agent", ["agent", "prompt"]))
-        except AgentError as exc:
-            exc.details["delivered"] = None  # herdr said yes but its answer could not be read
+        except AgentError:
+            # Herdr took the prompt and saw the agent working, but its answer carries no full agent
+            # record (some versions answer just {"type": "agent_prompted"}): observe afresh. The
+            # caller still judges delivery on ``working`` at exactly one past the cursor.
+            logger.debug("herdr agent prompt %s: no agent record in the answer; observing again", pane_id)
+        try:
+            return self.get(pane_id)
+        except CorralError as exc:
+            exc.details["delivered"] = None  # herdr said yes, but the agent cannot be seen
+            exc.details.setdefault("pane_id", pane_id)
             raise
 
     def close(self, pane_id: str) -> None:
