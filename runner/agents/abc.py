@@ -74,24 +74,28 @@ class StartOptions:
 
 
 class AgentError(CorralError):
-    """An agent host could not do what was asked. ``code`` says what; the host's own words are in details."""
+    """An agent host could not do what was asked. ``code`` says what; the host's own words are in details.
+
+    Every host error is one (the subclasses below also carry the category of their meaning), so an
+    effect that must not let a host failure escape catches ``AgentError``.
+    """
 
     default_code = "agent_error"
 
 
-class AgentGoneError(NotFoundError):
+class AgentGoneError(NotFoundError, AgentError):
     """The pane does not exist (closed, or never did). Raised by ``get``/``read``/``wait``/``prompt``."""
 
     default_code = "agent_gone"
 
 
-class AgentBusyError(RefusedError):
+class AgentBusyError(RefusedError, AgentError):
     """The agent is not in a state that accepts this (e.g. a prompt while it works). Observe again."""
 
     default_code = "agent_busy"
 
 
-class AgentKindError(NotFoundError):
+class AgentKindError(NotFoundError, AgentError):
     """The agent kind is not configured (built-in or agents.yaml). An unknown kind is never guessed."""
 
     default_code = "agent_kind_unknown"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from runner.agents.abc import PROMPTABLE, AgentBusyError, AgentError, AgentHost, StartOptions
+from runner.agents.abc import PROMPTABLE, AgentBusyError, AgentError, AgentGoneError, AgentHost, StartOptions
 from runner.context import Context, EffectResult, format_time
 from runner.effects import EFFECTS
 
@@ -94,7 +94,7 @@ def deliver_prompt(ctx: Context) -> EffectResult:
         return _fail(f"not delivered: the agent moved before delivery ({before.status} at seq {before.seq})")
     try:
         after = host.prompt(data["pane_id"], ctx.secrets["prompt"])
-    except AgentBusyError as exc:
+    except (AgentBusyError, AgentGoneError) as exc:
         return _fail(f"not delivered: {exc.message}")
     except AgentError as exc:
         if exc.details.get("delivered") is False:

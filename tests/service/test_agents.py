@@ -307,6 +307,22 @@ def test_failed_start_closes_its_pane_or_is_orphaned_until_reconciled(tmp_path: 
     assert {x.state for x in world.service.reviewers(ReviewerListInput("ctl", include_ended=True))} == {"failed_closed"}
 
 
+class KindlessHost(ProcessHost):
+    """A host that does not know the kind after all (Herdr's own kind list can differ from corral's)."""
+
+    def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
+        from runner.agents.abc import AgentKindError
+
+        raise AgentKindError(f"the host has no agent kind {kind!r}", kind=kind)
+
+
+def test_a_host_refusing_the_kind_fails_the_start_cleanly(tmp_path: Path) -> None:
+    world = World(tmp_path, lambda store, agents: KindlessHost(store, agents, Kinds.load([])))
+    error = refused("agent_start_failed", world.start)
+    assert error.details["lease"]["state"] == "failed_closed"
+    assert "no agent kind" in error.details["lease"]["failure"]
+
+
 def test_close_failure_then_reconcile(tmp_path: Path) -> None:
     world = World(tmp_path, lambda store, agents: FlakyStartHost(store, agents, Kinds.load([])))
     world.host.start = lambda *a: ProcessHost.start(world.host, *a)  # type: ignore[method-assign, assignment]
