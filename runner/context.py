@@ -92,7 +92,7 @@ class Context:
     instance: Instance
     trigger: str
     params: Mapping[str, Any]
-    secrets: Mapping[str, str]
+    secrets: Mapping[str, str] = field(repr=False)
     observations: Mapping[str, Any]
     now: datetime
     view: View
