@@ -1,0 +1,652 @@
+"""What waiting on an agent and one prompt round trip cost with the embedded process host.
+
+Measured in one run, on a real SQLite store in a temporary directory (WAL, ``synchronous=FULL``):
+
+1. Wake-up latency of a cursor-bound wait: the time from the moment the store records an agent's
+   status change to the moment the waiter returns. As soon as the wait on the agent's pane has begun,
+   a second process (the *writer*, this script run with ``--writer``, its own connection, as a
+   supervisor would) moves the agent's slot to ``working`` and, after a random 1-6 ms (so the change
+   falls at any phase of the waiter's poll), to ``done``; it reads ``time.monotonic_ns()`` just before
+   and just after that COMMIT and reports both. The waiter reads the same clock (``CLOCK_MONOTONIC``
+   is shared by all processes on Linux) when its wait returns. Three waiters: ``ProcessHost.wait``
+   on the pane, and ``Service.wait_any`` over 1 and over 8 leased agents (one of them, chosen at
+   random, changes). ``--changes`` changes each (200), reported as median and p99. Target: median
+   under 10 ms (``--target-ms``).
+2. Round trips with an instant agent (kind ``script``, prompt ``echo hi``): ``Service.relay`` then
+   ``Service.collect``, in-process, as round trips per second and the mean split into *reserve*
+   (relay minus the host's ``prompt``), *deliver* (``ProcessHost.prompt``: the slot writes and
+   starting the detached supervisor), *wait* (``ProcessHost.wait`` inside collect: the agent's
+   remaining run, its outcome recorded by the supervisor, and the wake-up) and *capture + transition*
+   (the rest of collect: two observations, the log read, the receipt's ``collect`` transition).
+   The same via the CLI, ``corral ask`` as a cold process, median over ``--cli-runs`` runs.
+
+For scale, the same run times a cold ``python -c pass`` and a cold demo agent doing ``echo hi``: a
+round trip starts at least two interpreters one after the other (the supervisor's launcher, then the
+agent) and the supervisor's own store write. Everything is interleaved over ``--rounds`` rounds so
+that the drift of a noisy machine hits every figure alike; read the figures as ratios within a run.
+
+Child processes (supervisors, agents, the CLI) get a private ``PYTHONPYCACHEPREFIX`` so they read
+compiled bytecode, as an installed corral does, whatever ``PYTHONDONTWRITEBYTECODE`` says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import random
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from runner._version import __version__
+from runner.agents import process
+from runner.agents.kinds import Kinds
+from runner.agents.process import ProcessHost
+from runner.context import parse_time
+from runner.fence import Credential
+from runner.service import (
+    AcquireInput,
+    CollectInput,
+    RelayInput,
+    ReviewerStartInput,
+    Service,
+    WaitAnyInput,
+)
+from runner.spec.library import Library
+from runner.store.sqlite import SQLiteStore
+
+CONTROLLER = "bench"
+AUTHORITY_SHA = hashlib.sha256(b"bench authority").hexdigest()
+TARGET_MS = 10.0
+WAIT_TIMEOUT = 30.0  # seconds; a wait or round trip this slow means the benchmark is broken
+WIDE = 8  # agents in the wide wait_any
+PROMPT = "echo hi"
+DELAY_US = (1000, 6000)  # the writer's pause between working and done, uniform
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _ms(ns: float) -> float:
+    return ns / 1e6
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def percentile(values: list[float], q: int) -> float:
+    """The q-th percentile (inclusive method); the single value when there is one."""
+    if len(values) < 2:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+# --- the writer: a second process that changes slots and says when ----------------------------------------
+
+
+def writer_main(db: str) -> int:
+    """Per stdin line ``PANE DELAY_US``: slot to working, pause, to done; print when its COMMIT began and
+    returned (``time.monotonic_ns()``) and the new seq."""
+    store = SQLiteStore(db)
+    try:
+        for line in sys.stdin:
+            pane_id, delay_us = line.split()
+            with store.write() as tx:
+                slot = tx.slot(pane_id)
+                assert slot is not None
+                working = tx.put_slot(
+                    replace(slot, status="working", seq=slot.seq + 1, pid=None, exit_status=None), slot.seq
+                )
+            time.sleep(int(delay_us) / 1e6)
+            with store.write() as tx:
+                done = tx.put_slot(replace(working, status="done", seq=working.seq + 1, exit_status=0), working.seq)
+                issued = time.monotonic_ns()  # the COMMIT (with its fsync) is issued as the block exits
+            committed = time.monotonic_ns()  # just after COMMIT returned: the change is durable and visible
+            sys.stdout.write(f"{issued} {committed} {done.seq}\n")
+            sys.stdout.flush()
+    finally:
+        store.close()
+    return 0
+
+
+class Writer:
+    """The writer process, driven line by line."""
+
+    def __init__(self, db: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--writer", str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+            bufsize=1,
+        )
+
+    def change(self, pane_id: str, delay_us: int) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{pane_id} {delay_us}\n")
+        self.proc.stdin.flush()
+
+    def committed(self) -> tuple[int, int, int]:
+        """(monotonic ns as the COMMIT was issued, just after it returned, the new seq) of the last change."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the writer process died (status {self.proc.wait()})")
+        issued, committed, seq = line.split()
+        return int(issued), int(committed), int(seq)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+# --- the world: a store, a lease, leased agents -----------------------------------------------------------
+
+
+class TimedHost(ProcessHost):
+    """The process host, noting how long its last ``prompt`` and ``wait`` took (``perf_counter_ns``)."""
+
+    last_prompt_ns = 0
+    last_wait_ns = 0
+    last_wait_end_wall_ns = 0
+    wait_began: dict[str, int]  # pane -> time.monotonic_ns() when its latest wait began
+    armed: dict[str, Callable[[], None]]  # pane -> called once when a wait on it begins
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.wait_began = {}
+        self.armed = {}
+
+    def prompt(self, pane_id: str, text: str) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return super().prompt(pane_id, text)
+        finally:
+            self.last_prompt_ns = time.perf_counter_ns() - start
+
+    async def wait(self, pane_id: str, after_seq: int, timeout: float) -> Any:
+        self.wait_began[pane_id] = time.monotonic_ns()
+        hook = self.armed.pop(pane_id, None)
+        if hook is not None:
+            hook()
+        start = time.perf_counter_ns()
+        try:
+            return await super().wait(pane_id, after_seq, timeout)
+        finally:
+            self.last_wait_ns = time.perf_counter_ns() - start
+            self.last_wait_end_wall_ns = time.time_ns()
+
+
+@dataclass
+class World:
+    store: SQLiteStore
+    host: TimedHost
+    service: Service
+    credential: Credential
+    panes: dict[str, str]  # agent name -> pane id
+
+    @classmethod
+    def open(cls, directory: Path, names: list[str]) -> World:
+        store = SQLiteStore(directory / "corral.db")
+        library = Library(cache_dir=directory / "cache" / "specs")
+        kinds = Kinds.load([])
+        host = TimedHost(store, directory / "agents", kinds, store.url)
+        service = Service(store, library, actor="bench", hosts=lambda name: host, kinds=kinds)
+        grant = service.acquire(AcquireInput(CONTROLLER, "BENCH-1", AUTHORITY_SHA, 86400, "bench@host"))
+        work = directory / "work"
+        work.mkdir()
+        panes = {}
+        for name in names:
+            lease = service.reviewer_start(ReviewerStartInput(CONTROLLER, grant.credential, name, "script", str(work)))
+            panes[name] = str(lease.data["pane_id"])
+        return cls(store, host, service, grant.credential, panes)
+
+    def seq(self, name: str) -> int:
+        return self.host.get(self.panes[name]).seq
+
+
+# --- 1. wake-up latency -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Latency:
+    key: str
+    label: str
+    samples_ns: list[int] = field(default_factory=list)
+    late_starts: int = 0  # changes committed before the changed pane's wait began (should stay 0)
+    early: int = 0  # waits that returned before the writer's COMMIT call had returned (the writer lagged)
+    commit_ns: list[int] = field(default_factory=list)  # how long each COMMIT call took in the writer
+
+    @property
+    def ms(self) -> list[float]:
+        return [_ms(s) for s in self.samples_ns]
+
+    def to_dict(self) -> dict[str, Any]:
+        ms = self.ms
+        return {
+            "label": self.label,
+            "changes": len(ms),
+            "median_ms": round(median(ms), 3),
+            "p99_ms": round(percentile(ms, 99), 3),
+            "min_ms": round(min(ms), 3),
+            "max_ms": round(max(ms), 3),
+            "late_starts": self.late_starts,
+            "returned_before_commit_returned": self.early,
+            "writer_commit_median_ms": round(_ms(median([float(c) for c in self.commit_ns])), 3),
+            "samples_ms": [round(s, 3) for s in ms],
+        }
+
+
+async def one_change(world: World, writer: Writer, latency: Latency, names: list[str], rng: random.Random) -> None:
+    """Wait on ``names``; once the wait on the changed one has begun, the writer changes it. Note commit-to-return."""
+    changed = rng.choice(names)
+    pane_id, delay_us = world.panes[changed], rng.randint(*DELAY_US)
+    cursors = {name: world.seq(name) for name in names}
+    world.host.wait_began.clear()
+    world.host.armed[pane_id] = lambda: writer.change(pane_id, delay_us)
+    if latency.key == "host_wait":
+        observation = await world.host.wait(pane_id, cursors[changed], WAIT_TIMEOUT)
+        returned = time.monotonic_ns()
+        winner = changed
+    else:
+        targets = tuple((name, cursors[name]) for name in names)
+        result = await world.service.wait_any(WaitAnyInput(CONTROLLER, world.credential, targets, WAIT_TIMEOUT))
+        returned = time.monotonic_ns()
+        observation, winner = result.observation, result.target
+    if pane_id in world.host.armed:
+        raise SystemExit(f"{latency.label}: returned without waiting on {changed}")
+    issued, committed, seq = writer.committed()
+    if winner != changed or observation.seq != seq or observation.status != "done":
+        raise SystemExit(f"{latency.label}: woke on {winner} {observation}, expected {changed} done at seq {seq}")
+    if committed < world.host.wait_began[pane_id]:
+        latency.late_starts += 1  # the change was in before the pane's wait began: a flattering sample
+    if returned < issued:
+        raise SystemExit(f"{latency.label}: returned {issued - returned} ns before the COMMIT began: clocks differ?")
+    # The change turns visible inside the writer's COMMIT call, after the fsync: a wait may return before
+    # the writer reads its clock (when the writer is descheduled), so a sample may be slightly negative.
+    latency.early += int(returned < committed)
+    latency.commit_ns.append(committed - issued)
+    latency.samples_ns.append(returned - committed)
+
+
+def poll_cost_us(world: World, calls: int = 2000) -> float:
+    """µs per ``ProcessHost.get``: the read a waiting target repeats every ``POLL`` seconds."""
+    pane_id = world.panes["w0"]
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        world.host.get(pane_id)
+    return (time.perf_counter_ns() - start) / calls / 1000
+
+
+# --- 2. round trips ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class RoundTrips:
+    """In-process relay + collect round trips and where their time went (ns per part, per round trip)."""
+
+    total: list[int] = field(default_factory=list)
+    reserve: list[int] = field(default_factory=list)
+    deliver: list[int] = field(default_factory=list)
+    wait: list[int] = field(default_factory=list)
+    wake: list[int] = field(default_factory=list)  # of wait: the outcome transaction's start to the wait's return
+    capture: list[int] = field(default_factory=list)
+
+    def mean_ms(self, part: str) -> float:
+        return _ms(statistics.fmean(getattr(self, part)))
+
+    def to_dict(self) -> dict[str, Any]:
+        seconds = sum(self.total) / 1e9
+        total_ms = [_ms(t) for t in self.total]
+        return {
+            "round_trips": len(self.total),
+            "round_trips_per_s": round(len(self.total) / seconds, 2),
+            "median_ms": round(median(total_ms), 2),
+            "p99_ms": round(percentile(total_ms, 99), 2),
+            "mean_ms": {
+                part: round(self.mean_ms(part), 2)
+                for part in ("total", "reserve", "deliver", "wait", "wake", "capture")
+            },
+            "samples_ms": [round(t, 2) for t in total_ms],
+        }
+
+
+async def round_trip(world: World, trips: RoundTrips) -> None:
+    service, host, credential = world.service, world.host, world.credential
+    host.last_prompt_ns = host.last_wait_ns = 0
+    start = time.perf_counter_ns()
+    receipt = service.relay(RelayInput(CONTROLLER, credential, "rt", PROMPT))
+    relayed = time.perf_counter_ns()
+    (result,) = await service.collect(CollectInput(CONTROLLER, credential, (receipt.token,), WAIT_TIMEOUT))
+    done = time.perf_counter_ns()
+    if result.receipt.state != "completed" or result.output.strip() != "hi":
+        raise SystemExit(f"round trip went wrong: {result.receipt.to_dict()} {result.output!r}")
+    if host.last_prompt_ns == 0 or host.last_wait_ns == 0:
+        raise SystemExit("relay or collect did not go through the host's prompt and wait")
+    with world.store.read() as reader:
+        slot = reader.slot(world.panes["rt"])
+    assert slot is not None and slot.updated_at is not None
+    # The store clock (wall time) when the supervisor's outcome transaction began.
+    recorded_wall_ns = (parse_time(slot.updated_at) - EPOCH) // timedelta(microseconds=1) * 1000
+    trips.total.append(done - start)
+    trips.reserve.append(relayed - start - host.last_prompt_ns)
+    trips.deliver.append(host.last_prompt_ns)
+    trips.wait.append(host.last_wait_ns)
+    trips.wake.append(max(0, host.last_wait_end_wall_ns - recorded_wall_ns))
+    trips.capture.append(done - relayed - host.last_wait_ns)
+
+
+# --- cold processes: the CLI and the floors ----------------------------------------------------------------
+
+
+@dataclass
+class Cold:
+    """A command line timed in its own fresh process."""
+
+    key: str
+    label: str
+    argv: list[str]
+    env: dict[str, str]
+    stdin: bytes | None = None
+    expect: bytes | None = None  # must appear in stdout
+    samples_ms: list[float] = field(default_factory=list)
+
+    def run(self) -> float:
+        start = time.perf_counter()
+        done = subprocess.run(self.argv, input=self.stdin, env=self.env, capture_output=True, check=False)
+        elapsed = (time.perf_counter() - start) * 1000
+        if done.returncode != 0 or (self.expect is not None and self.expect not in done.stdout):
+            raise SystemExit(
+                f"{self.label} exited with status {done.returncode}:\n{done.stdout.decode(errors='replace')}"
+                f"{done.stderr.decode(errors='replace')}"
+            )
+        return elapsed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "argv": self.argv,
+            "runs": len(self.samples_ms),
+            "median_ms": round(median(self.samples_ms), 2),
+            "p90_ms": round(percentile(self.samples_ms, 90), 2),
+            "min_ms": round(min(self.samples_ms), 2),
+            "samples_ms": [round(s, 2) for s in self.samples_ms],
+        }
+
+
+def corral_executable() -> str:
+    """The console script next to this interpreter (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).parent / "corral"
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("corral")
+    if found is None:
+        raise SystemExit("no corral executable beside this Python or on PATH: run `make` (pip install -e .) first")
+    return found
+
+
+def child_env(pycache: Path, home: Path | None = None) -> dict[str, str]:
+    """The environment without CORRAL_* leaks, with compiled bytecode in a private cache."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_") and k != "XDG_STATE_HOME"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    if home is not None:
+        env["CORRAL_HOME"] = str(home)
+    return env
+
+
+def cli_setup(corral: str, env: dict[str, str], work: Path) -> None:
+    """A lease and one script reviewer named ``rt`` in the CLI's own state home."""
+    acquire = [corral, "controller", "acquire", "--controller", CONTROLLER, "--ttl", "86400"]
+    acquire += ["--authority-ref", "BENCH-1", "--authority-sha256", AUTHORITY_SHA]
+    start = [corral, "reviewer", "start", "--controller", CONTROLLER, "--name", "rt", "--kind", "script"]
+    start += ["--cwd", str(work)]
+    for argv in (acquire, start):
+        done = subprocess.run(argv, env=env, capture_output=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(argv[1:3])} failed:\n{done.stderr.decode(errors='replace')}")
+
+
+# --- the run ----------------------------------------------------------------------------------------------
+
+
+def split(total: int, rounds: int, index: int) -> int:
+    """How many of ``total`` fall in round ``index`` of ``rounds`` (the first rounds take the remainder)."""
+    return total // rounds + (1 if index < total % rounds else 0)
+
+
+@contextlib.contextmanager
+def bytecode_cache(pycache: Path) -> Iterator[None]:
+    """This process's environment with bytecode in ``pycache``: the host starts supervisors (and they
+    the agents) with it."""
+    saved = {k: os.environ.get(k) for k in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(pycache)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    pycache = tmp / "pycache"
+    env = child_env(pycache)
+    with bytecode_cache(pycache):
+        return await _measure(args, tmp, env)
+
+
+async def _measure(args: argparse.Namespace, tmp: Path, env: dict[str, str]) -> dict[str, Any]:
+    pycache = tmp / "pycache"
+    wide = [f"w{i}" for i in range(WIDE)]
+    world = World.open(tmp, [*wide, "rt"])
+    writer = Writer(world.store.path, env)
+    rng = random.Random(args.seed)
+
+    corral = corral_executable()
+    home, cli_work = tmp / "home", tmp / "cli-work"
+    cli_work.mkdir()
+    cli_env = child_env(pycache, home)
+    cli_setup(corral, cli_env, cli_work)
+    ask = [corral, "ask", "rt", "--controller", CONTROLLER, "--text", PROMPT, "--json"]
+    renew = [corral, "controller", "renew", "--controller", CONTROLLER, "--json"]
+    agent = [sys.executable, "-m", "runner.agents.demo_agent"]
+    colds = [
+        Cold("python_pass", "python -c pass", [sys.executable, "-c", "pass"], env),
+        Cold("demo_agent", f"demo agent, {PROMPT!r} (python -m …)", agent, env, PROMPT.encode(), b"hi"),
+        Cold("cli_renew", "corral controller renew --json", renew, cli_env),
+        Cold("cli_ask", f"corral ask rt --text {PROMPT!r} --json", ask, cli_env, expect=b'"completed"'),
+    ]
+    latencies = [
+        Latency("host_wait", "ProcessHost.wait (1 pane)"),
+        Latency("wait_any_1", "Service.wait_any, 1 target"),
+        Latency("wait_any_8", f"Service.wait_any, {WIDE} targets"),
+    ]
+    targets = {"host_wait": ["w0"], "wait_any_1": ["w0"], "wait_any_8": wide}
+    trips = RoundTrips()
+
+    # Warm-up: caches, bytecode, the WAL; nothing of it is kept.
+    for latency in latencies:
+        for _ in range(args.warmup):
+            await one_change(world, writer, Latency(latency.key, latency.label), targets[latency.key], rng)
+    for _ in range(args.warmup):
+        await round_trip(world, RoundTrips())
+        for cold in colds:
+            cold.run()
+
+    for index in range(args.rounds):
+        order = latencies if index % 2 == 0 else latencies[::-1]
+        for _ in range(split(args.changes, args.rounds, index)):
+            for latency in order:
+                await one_change(world, writer, latency, targets[latency.key], rng)
+        for _ in range(split(args.round_trips, args.rounds, index)):
+            await round_trip(world, trips)
+        for _ in range(split(args.cli_runs, args.rounds, index)):
+            for cold in colds if index % 2 == 0 else colds[::-1]:
+                cold.samples_ms.append(cold.run())
+    poll_us = poll_cost_us(world)
+    writer.close()
+    world.store.close()
+    return summarize(args, latencies, trips, colds, poll_us, tmp)
+
+
+def summarize(
+    args: argparse.Namespace,
+    latencies: list[Latency],
+    trips: RoundTrips,
+    colds: list[Cold],
+    poll_us: float,
+    tmp: Path,
+) -> dict[str, Any]:
+    lat = {latency.key: latency.to_dict() for latency in latencies}
+    cold = {c.key: c.to_dict() for c in colds}
+    rt = trips.to_dict()
+    mean = rt["mean_ms"]
+    python_ms = cold["python_pass"]["median_ms"]
+    host_median = lat["host_wait"]["median_ms"]
+    worst = max(v["median_ms"] for v in lat.values())
+    return {
+        "context": {
+            "corral": __version__,
+            "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version,
+            "directory": str(tmp),
+            "journal_mode": "wal",
+            "synchronous": "full",
+            "poll_s": process.POLL,
+            "rounds": args.rounds,
+            "warmup": args.warmup,
+            "seed": args.seed,
+            "writer_delay_us": list(DELAY_US),
+            "cpus": os.cpu_count(),
+        },
+        "latency": lat,
+        "poll_read_us": round(poll_us, 1),
+        "poll_cpu_share_per_target": round(poll_us / 1e6 / process.POLL, 4),
+        "round_trips": rt,
+        "cold": cold,
+        "ratios": {
+            "wait_any_1_over_host_wait": round(lat["wait_any_1"]["median_ms"] / host_median, 2),
+            "wait_any_8_over_host_wait": round(lat["wait_any_8"]["median_ms"] / host_median, 2),
+            "host_wait_median_over_poll": round(host_median / (process.POLL * 1000), 2),
+            "round_trip_over_python_start": round(mean["total"] / python_ms, 2),
+            "deliver_over_python_start": round(mean["deliver"] / python_ms, 2),
+            "wait_over_demo_agent": round(mean["wait"] / cold["demo_agent"]["median_ms"], 2),
+            "cli_ask_over_round_trip": round(cold["cli_ask"]["median_ms"] / rt["median_ms"], 2),
+            "cli_ask_minus_round_trip_ms": round(cold["cli_ask"]["median_ms"] - rt["median_ms"], 1),
+            "cli_ask_minus_renew_ms": round(cold["cli_ask"]["median_ms"] - cold["cli_renew"]["median_ms"], 1),
+        },
+        "target_ms": args.target_ms,
+        "target_met": worst < args.target_ms,
+    }
+
+
+def render(doc: dict[str, Any]) -> str:
+    ctx, lat, rt, cold, ratios = doc["context"], doc["latency"], doc["round_trips"], doc["cold"], doc["ratios"]
+    mean = rt["mean_ms"]
+    lines = [
+        f"corral {ctx['corral']} agent benchmark: Python {ctx['python']}, SQLite {ctx['sqlite']}, WAL, "
+        f"synchronous=FULL, process host (poll {ctx['poll_s'] * 1000:g} ms), {ctx['cpus']} CPUs",
+        f"  {ctx['rounds']} interleaved rounds after {ctx['warmup']} warm-up runs of each, in {ctx['directory']}",
+        "",
+        "  1. wake-up: the writer's COMMIT returned -> the wait returns",
+        f"  {'':32} {'changes':>7} {'median ms':>10} {'p99 ms':>7} {'min ms':>7} {'max ms':>7}"
+        f" {'COMMIT ms':>10} {'early':>6}",
+    ]
+    for row in lat.values():
+        lines.append(
+            f"  {row['label']:32} {row['changes']:7} {row['median_ms']:10.2f} {row['p99_ms']:7.2f}"
+            f" {row['min_ms']:7.2f} {row['max_ms']:7.2f} {row['writer_commit_median_ms']:10.2f}"
+            f" {row['returned_before_commit_returned']:6}"
+        )
+    late = sum(row["late_starts"] for row in lat.values())
+    lines += [
+        "  (COMMIT ms: the writer's COMMIT call, median; early: waits that returned before it had returned)",
+        f"  one poll's read (ProcessHost.get): {doc['poll_read_us']:.0f} µs, so a waiting target keeps "
+        f"{doc['poll_cpu_share_per_target']:.1%} of a core busy; changes in before their wait began: {late}",
+    ]
+    lines += [
+        "",
+        f"  2. relay + collect round trips, in-process, prompt {PROMPT!r} to a script agent",
+        f"  {rt['round_trips']} round trips: {rt['round_trips_per_s']:.1f}/s, median {rt['median_ms']:.1f} ms, "
+        f"p99 {rt['p99_ms']:.1f} ms",
+        f"  {'mean per round trip':40} {'ms':>8} {'share':>7}",
+    ]
+    parts = [
+        ("reserve", "relay: reserve (relay - prompt)"),
+        ("deliver", "relay: deliver (ProcessHost.prompt)"),
+        ("wait", "collect: wait for the agent"),
+        ("wake", "  of which outcome txn -> wait returns"),
+        ("capture", "collect: capture + transition"),
+        ("total", "total"),
+    ]
+    for part, label in parts:
+        lines.append(f"  {label:40} {mean[part]:8.1f} {mean[part] / mean['total']:7.0%}")
+    lines += [
+        "",
+        f"  cold processes, {len(next(iter(cold.values()))['samples_ms'])} runs each, interleaved",
+        f"  {'':40} {'median ms':>10} {'p90 ms':>8}",
+    ]
+    for row in cold.values():
+        lines.append(f"  {row['label']:40} {row['median_ms']:10.1f} {row['p90_ms']:8.1f}")
+    met = "met" if doc["target_met"] else "NOT met"
+    lines += [
+        "",
+        f"  wait_any 1 / host.wait:          {ratios['wait_any_1_over_host_wait']:6.2f}x",
+        f"  wait_any {WIDE} / host.wait:          {ratios['wait_any_8_over_host_wait']:6.2f}x",
+        f"  host.wait median / poll period:  {ratios['host_wait_median_over_poll']:6.2f}x",
+        f"  round trip / python start:       {ratios['round_trip_over_python_start']:6.2f}x",
+        f"  deliver / python start:          {ratios['deliver_over_python_start']:6.2f}x",
+        f"  wait / cold demo agent:          {ratios['wait_over_demo_agent']:6.2f}x",
+        f"  corral ask / in-process trip:    {ratios['cli_ask_over_round_trip']:6.2f}x "
+        f"(+{ratios['cli_ask_minus_round_trip_ms']:.0f} ms)",
+        f"  corral ask - corral renew:       {ratios['cli_ask_minus_renew_ms']:6.1f} ms",
+        f"  slowest wake-up median vs target < {doc['target_ms']:g} ms: {met}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--changes", type=int, default=200, help="status changes per waiter (default: 200)")
+    parser.add_argument("--round-trips", type=int, default=60, help="in-process round trips (default: 60)")
+    parser.add_argument("--cli-runs", type=int, default=20, help="cold runs of each process (default: 20)")
+    parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds (default: 4)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs of each first (default: 3)")
+    parser.add_argument("--target-ms", type=float, default=TARGET_MS, help="wake-up median target (default: 10)")
+    parser.add_argument("--seed", type=int, default=1, help="seed for the writer's pauses and targets (default: 1)")
+    parser.add_argument("--dir", type=Path, help="where to put the store and state home (default: a new temp dir)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--writer", metavar="DB", help=argparse.SUPPRESS)  # internal: run as the writer process
+    args = parser.parse_args(argv)
+    if args.writer:
+        return writer_main(args.writer)
+    if min(args.changes, args.round_trips, args.cli_runs, args.rounds, args.warmup) < 1:
+        parser.error("--changes, --round-trips, --cli-runs, --rounds and --warmup must be >= 1")
+    with tempfile.TemporaryDirectory(prefix="corral-bench-agents-", dir=args.dir) as tmp:
+        doc = anyio.run(measure, args, Path(tmp))
+    print(json.dumps(doc, indent=2) if args.json else render(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
