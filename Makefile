@@ -25,10 +25,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check runner tests bench
 	$(BIN)/mypy
 
-## bench: transition cost ratios and CLI cold start, measured in one run
+## bench: transition cost ratios, CLI cold start, agent wake-up and round trips, each measured in one run
 bench: $(STAMP)
 	$(BIN)/python bench/transition.py
 	$(BIN)/python bench/coldstart.py
+	$(BIN)/python bench/agents.py
 
 clean:
 	rm -rf $(VENV) .demo build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -7,9 +7,12 @@ which is started hundreds of times by coordinating agents. See ``docs/architectu
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
 from runner._version import __version__
+
+# Not typing.TYPE_CHECKING: importing typing costs ~8 ms, paid by every process that imports corral
+# (the supervisor of every prompt among them). Type checkers treat this name as true.
+TYPE_CHECKING = False
 
 _EXPORTS = {
     "ConflictError": "runner.errors",
@@ -69,6 +72,8 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from runner.engine import Engine, Request, Result
     from runner.errors import (
         ConflictError,

@@ -1,45 +1,48 @@
 """The process host's supervisor: runs one prompt's command and records how it ended.
 
-Started detached (its own session) by :meth:`ProcessHost.prompt` after the slot was set ``working``
-at cursor ``run``; it reads its job as JSON on standard input (so the prompt text never touches the
-disk or argv), runs the kind's fixed argv in the agent's cwd with output appended to the run's log,
-and compare-and-sets the slot from ``run`` to ``run + 1`` as ``done`` or ``blocked`` with the exit
-status. If the slot moved meanwhile (closed, or something else changed it) it records nothing.
-Because it is detached and writes to the store, the agent finishes and is observed even when the
-coordinator that prompted it is gone.
+Started by :meth:`ProcessHost.prompt` after the slot was set ``working`` at cursor ``run``; it reads
+its job as JSON on standard input (so the prompt text never touches the disk or argv), detaches
+(fork + a new session: nobody's child, it outlives its prompter), runs the kind's fixed argv in the
+agent's cwd with output appended to the run's log, and compare-and-sets the slot from ``run`` to
+``run + 1`` as ``done`` or ``blocked`` with the exit status. If the slot moved meanwhile (closed, or
+changed by someone else) it records nothing.
+
+The prompting process waits for the launcher half only, so that half imports nothing beyond ``json``,
+``os`` and ``sys``; the detached half starts the agent first and imports the store while it runs
+(both measured on the relay+collect critical path: bench/agents.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-from dataclasses import replace
-from pathlib import Path
-from typing import Any
 
-from runner.errors import ConflictError
+TYPE_CHECKING = False  # not typing's: importing typing costs ~8 ms on the relay's critical path
+if TYPE_CHECKING:
+    import subprocess
+    from typing import Any
 
 TAIL_BYTES = 64 * 1024
 
 
-def _tail(path: Path) -> str:
-    with path.open("rb") as handle:
+def _tail(path: str) -> str:
+    with open(path, "rb") as handle:
         handle.seek(0, os.SEEK_END)
         size = handle.tell()
         handle.seek(max(0, size - TAIL_BYTES))
         return handle.read().decode("utf-8", "replace")
 
 
-def run(job: dict[str, Any]) -> int:
-    """Run the job's command; returns its exit status (127 if it could not be started)."""
-    log = Path(job["log"])
+def start(job: dict[str, Any]) -> subprocess.Popen[bytes] | None:
+    """Start the job's command (never through a shell); None if it could not be started."""
+    import subprocess
+
     argv = list(job["argv"])
     text = job["text"]
     if job["prompt_mode"] == "argv":
         argv.append(text)
-    with log.open("ab") as output:
+    with open(job["log"], "ab") as output:
         try:
             child = subprocess.Popen(
                 argv,
@@ -50,22 +53,25 @@ def run(job: dict[str, Any]) -> int:
             )
         except OSError as exc:
             output.write(f"corral: could not start {argv[0]!r}: {exc}\n".encode())
-            return 127
-        if child.stdin is not None:
-            try:
-                child.stdin.write(text.encode("utf-8"))
-                child.stdin.close()
-            except BrokenPipeError:  # the command does not read its input; that is its business
-                pass
-        return child.wait()
+            return None
+    if child.stdin is not None:
+        try:
+            child.stdin.write(text.encode("utf-8"))
+            child.stdin.close()
+        except BrokenPipeError:  # the command does not read its input; that is its business
+            pass
+    return child
 
 
 def record(job: dict[str, Any], code: int) -> None:
     """Compare-and-set the slot from the run's cursor to the outcome."""
+    from dataclasses import replace
+
+    from runner.errors import ConflictError
     from runner.store import open_store
 
     blocked = code in job["blocked_exit_codes"] or (
-        job.get("blocked_marker") is not None and job["blocked_marker"] in _tail(Path(job["log"]))
+        job.get("blocked_marker") is not None and job["blocked_marker"] in _tail(job["log"])
     )
     with open_store(job["store"]) as store:
         try:
@@ -80,11 +86,7 @@ def record(job: dict[str, Any], code: int) -> None:
 
 
 def main() -> None:
-    """Read the job, detach (fork + new session), print the detached pid, and let the parent go.
-
-    The prompting process waits only for this short-lived parent, so the supervisor is nobody's
-    child (no zombies, nothing to reap) and survives its prompter.
-    """
+    """Read the job, detach, print the detached pid for the prompter, run and record."""
     job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     pid = os.fork()
     if pid:
@@ -96,7 +98,10 @@ def main() -> None:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     try:
-        record(job, run(job))
+        child = start(job)
+        import runner.store  # noqa: F401  (loaded while the agent runs, not after)
+
+        record(job, 127 if child is None else child.wait())
     finally:
         os._exit(0)
 
