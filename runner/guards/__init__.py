@@ -18,6 +18,7 @@ GuardFn = Callable[..., Rejection | None]
 GUARDS: Registry[GuardFn] = Registry("guard", "corral.guards")
 
 from runner.guards import agents as _agents  # noqa: E402, F401  (registers the built-ins; needs GUARDS)
+from runner.guards import git as _git  # noqa: E402, F401
 from runner.guards import lease as _lease  # noqa: E402, F401
 
 __all__ = ["GUARDS", "GuardFn"]

@@ -1,0 +1,178 @@
+"""Git preflight: the facts about a worktree that a writer lane is gated on, read afresh each time.
+
+Everything comes from git itself, through GitPython, never from the caller:
+
+===================  ========================================================================
+fact                 how
+===================  ========================================================================
+``toplevel``         ``rev-parse --show-toplevel`` (must equal the worktree's realpath)
+``git_dir``          ``rev-parse --absolute-git-dir``
+``common_dir``       ``rev-parse --git-common-dir``, made absolute; differs from git_dir only in
+                     a *linked* worktree (not the main checkout, not an independent clone)
+``branch``           ``symbolic-ref --short -q HEAD`` (None when HEAD is detached)
+``head``             ``rev-parse HEAD``
+``status_sha256``    SHA-256 of ``status --porcelain=v1 --untracked-files=all``, byte for byte
+``default_branch``   origin's HEAD if there is one, else the main worktree's branch
+===================  ========================================================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from runner.errors import InputError
+
+OBJECT_ID_LENGTHS = (40, 64)  # SHA-1 and SHA-256 repositories
+
+
+@dataclass(frozen=True)
+class GitFacts:
+    """One fresh reading of a worktree."""
+
+    worktree: str
+    realpath: str
+    toplevel: str
+    git_dir: str
+    common_dir: str
+    branch: str | None
+    head: str
+    status_sha256: str
+    default_branch: str | None
+
+    @property
+    def linked(self) -> bool:
+        """A linked worktree: its git dir is not the common dir."""
+        return self.git_dir != self.common_dir
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "linked": self.linked, "is_toplevel": self.toplevel == self.realpath}
+
+
+class GitReadError(InputError):
+    """The path is not a git worktree git can read. Give the worktree's own directory."""
+
+    default_code = "git_unreadable"
+
+
+def _repo(path: str) -> Any:
+    import git  # GitPython costs ~0.2 s to import: only writer operations pay it
+
+    try:
+        return git.Repo(path, search_parent_directories=False)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+        raise GitReadError("worktree", f"{path} is not a git worktree ({type(exc).__name__})", path=path) from None
+
+
+def read(worktree: str) -> GitFacts:
+    """Read every fact about ``worktree`` (an absolute path).
+
+    Raises:
+        GitReadError: ``git_unreadable`` when git cannot read it at all.
+    """
+    import git
+
+    if not os.path.isabs(worktree):
+        raise InputError("worktree", f"{worktree!r} is not an absolute path", code="git_worktree_invalid")
+    realpath = os.path.realpath(worktree)
+    if not os.path.isdir(realpath):
+        raise GitReadError("worktree", f"{worktree} is not a directory", path=worktree)
+    repo = _repo(realpath)
+    cmd = repo.git
+    try:
+        toplevel = os.path.realpath(cmd.rev_parse("--show-toplevel"))
+        git_dir = os.path.realpath(cmd.rev_parse("--absolute-git-dir"))
+        common = cmd.rev_parse("--git-common-dir")
+        common_dir = os.path.realpath(common if os.path.isabs(common) else os.path.join(realpath, common))
+        try:
+            branch: str | None = cmd.symbolic_ref("--short", "-q", "HEAD") or None
+        except git.GitCommandError:
+            branch = None
+        head = cmd.rev_parse("HEAD")
+        status = cmd.execute(
+            ["git", "status", "--porcelain=v1", "--untracked-files=all"],
+            stdout_as_string=False,
+            strip_newline_in_stdout=False,
+        )
+    except git.GitCommandError as exc:
+        raise GitReadError(
+            "worktree", f"git could not read {worktree}: {exc.stderr.strip() or exc}", path=worktree
+        ) from None
+    assert isinstance(status, bytes)
+    return GitFacts(
+        worktree=worktree,
+        realpath=realpath,
+        toplevel=toplevel,
+        git_dir=git_dir,
+        common_dir=common_dir,
+        branch=branch,
+        head=head,
+        status_sha256=hashlib.sha256(status).hexdigest(),
+        default_branch=_default_branch(repo),
+    )
+
+
+def _default_branch(repo: Any) -> str | None:
+    import git
+
+    try:
+        ref = repo.git.symbolic_ref("--short", "-q", "refs/remotes/origin/HEAD")
+        if ref:
+            return str(ref).split("/", 1)[1] if "/" in ref else str(ref)
+    except git.GitCommandError:
+        pass
+    try:
+        listing = repo.git.worktree("list", "--porcelain")
+    except git.GitCommandError:
+        return None
+    for line in listing.splitlines():  # the first entry is the main worktree
+        if line.startswith("branch refs/heads/"):
+            return str(line).removeprefix("branch refs/heads/")
+        if line == "":
+            break
+    return None
+
+
+def is_ancestor(worktree: str, ancestor: str, descendant: str) -> bool:
+    """Whether commit ``ancestor`` is an ancestor of (or equal to) ``descendant``."""
+    import git
+
+    repo = _repo(os.path.realpath(worktree))
+    try:
+        repo.git.merge_base("--is-ancestor", ancestor, descendant)
+    except git.GitCommandError as exc:
+        if exc.status == 1:
+            return False
+        raise GitReadError(
+            "base_commit", f"git cannot compare {ancestor} with {descendant}: {exc.stderr.strip()}", path=worktree
+        ) from None
+    return True
+
+
+def file_at(worktree: str, commit: str, path: str) -> bytes | None:
+    """The bytes of ``path`` at ``commit`` (None when the file does not exist there)."""
+    import git
+
+    repo = _repo(os.path.realpath(worktree))
+    try:
+        data = repo.git.execute(
+            ["git", "show", f"{commit}:{path}"], stdout_as_string=False, strip_newline_in_stdout=False
+        )
+    except git.GitCommandError:
+        return None
+    assert isinstance(data, bytes)
+    return data
+
+
+def listed_files(worktree: str) -> list[str]:
+    """Tracked and untracked, not ignored, files of the worktree (what a snapshot copies)."""
+    repo = _repo(os.path.realpath(worktree))
+    out = repo.git.execute(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        stdout_as_string=False,
+        strip_newline_in_stdout=False,
+    )
+    assert isinstance(out, bytes)
+    return sorted({p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p})

@@ -1,0 +1,170 @@
+"""Guards of writer lanes: git facts re-read by the runner, and scopes that must not overlap.
+
+They judge ``observations["git"]`` (a :class:`~runner.git.preflight.GitFacts` as a dict, plus
+``base_is_ancestor``) against what the caller expects (``params``), and the lane's scopes against every
+live lane of the same repository, read inside the serialized transaction. A refusal says which fact
+differed and carries the expected and actual values (digests, never the status text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from runner import scopes
+from runner.context import Context, Rejection
+from runner.guards import GUARDS
+from runner.guards.agents import LEASE_MACHINES, LIVE_LEASE_STATES
+
+LANE_STATES = ("provisioning", "active", "releasing", "orphaned", "release_failed")
+
+
+def _git(ctx: Context) -> Mapping[str, Any]:
+    facts = ctx.observations.get("git")
+    return facts if isinstance(facts, Mapping) else {}
+
+
+@GUARDS.register("git_linked_worktree")
+def git_linked_worktree(ctx: Context) -> Rejection | None:
+    """The worktree is the top level of a linked git worktree: not the main checkout, not a clone."""
+    facts = _git(ctx)
+    if facts.get("toplevel") != facts.get("realpath"):
+        return Rejection(
+            "git_not_toplevel",
+            f"{facts.get('worktree')} resolves to {facts.get('realpath')}, not a worktree's top level "
+            f"({facts.get('toplevel')})",
+            {"realpath": facts.get("realpath"), "toplevel": facts.get("toplevel")},
+        )
+    if not facts.get("linked"):
+        return Rejection(
+            "git_not_linked_worktree",
+            f"{facts.get('worktree')} is a main checkout or a clone, not a linked worktree (git worktree add)",
+            {"git_dir": facts.get("git_dir"), "common_dir": facts.get("common_dir")},
+        )
+    return None
+
+
+@GUARDS.register("git_branch")
+def git_branch(ctx: Context) -> Rejection | None:
+    """HEAD is on the expected branch (not detached), and that branch is not protected."""
+    facts = _git(ctx)
+    branch, expected = facts.get("branch"), ctx.params.get("branch")
+    if branch is None:
+        return Rejection("git_detached_head", "HEAD is detached; a lane works on a branch", {"expected": expected})
+    if branch != expected:
+        return Rejection(
+            "git_branch_mismatch",
+            f"the worktree is on {branch!r}, not {expected!r}",
+            {"expected": expected, "actual": branch},
+        )
+    protected = list(ctx.params.get("protected_branches") or ())
+    if branch in protected:
+        return Rejection("git_branch_protected", f"the branch {branch!r} is protected", {"protected": protected})
+    return None
+
+
+@GUARDS.register("git_head")
+def git_head(ctx: Context) -> Rejection | None:
+    """HEAD is the commit the caller expects."""
+    actual, expected = _git(ctx).get("head"), ctx.params.get("expected_head")
+    if actual == expected:
+        return None
+    return Rejection(
+        "git_head_mismatch", f"HEAD is {actual}, not the expected {expected}", {"expected": expected, "actual": actual}
+    )
+
+
+@GUARDS.register("git_base")
+def git_base(ctx: Context) -> Rejection | None:
+    """The base commit is an ancestor of HEAD."""
+    facts = _git(ctx)
+    if facts.get("base_is_ancestor") is True:
+        return None
+    return Rejection(
+        "git_base_not_ancestor",
+        f"{ctx.params.get('base_commit')} is not an ancestor of HEAD",
+        {"base_commit": ctx.params.get("base_commit"), "head": facts.get("head")},
+    )
+
+
+@GUARDS.register("git_status")
+def git_status(ctx: Context) -> Rejection | None:
+    """The worktree's status digest (SHA-256 of porcelain v1 with untracked files) is the expected one."""
+    actual, expected = _git(ctx).get("status_sha256"), ctx.params.get("expected_status_sha256")
+    if actual == expected:
+        return None
+    return Rejection(
+        "git_status_mismatch",
+        "the worktree's status changed since it was read",
+        {"expected": expected, "actual": actual},
+    )
+
+
+@GUARDS.register("scopes_disjoint")
+def scopes_disjoint(ctx: Context) -> Rejection | None:
+    """The lane's owned scopes do not overlap its own locked scopes."""
+    pairs = scopes.conflicts(ctx.params.get("owned_scopes") or (), ctx.params.get("locked_scopes") or ())
+    if not pairs:
+        return None
+    return Rejection(
+        "scope_overlap",
+        f"owned and locked scopes overlap: {pairs[0][0]} / {pairs[0][1]}",
+        {"pairs": [list(p) for p in pairs]},
+    )
+
+
+@GUARDS.register("lane_conflicts")
+def lane_conflicts(ctx: Context) -> Rejection | None:
+    """No live lane of the same repository shares the worktree or branch, or overlaps the scopes.
+
+    Owned against owned, and owned against locked in both directions: a new lane may not own what
+    another locks, nor lock what another owns.
+    """
+    facts = _git(ctx)
+    owned = tuple(ctx.params.get("owned_scopes") or ())
+    locked = tuple(ctx.params.get("locked_scopes") or ())
+    for lane in ctx.view.find("writer", LANE_STATES):
+        data = lane.data
+        if lane.id == ctx.instance.id or data.get("common_dir") != facts.get("common_dir"):
+            continue
+        who = {"lane": lane.id, "name": data.get("name"), "state": lane.state}
+        if data.get("cwd") == facts.get("realpath"):
+            return Rejection("worktree_taken", f"lane {data.get('name')!r} already works in this worktree", who)
+        if data.get("branch") == facts.get("branch"):
+            return Rejection("branch_taken", f"lane {data.get('name')!r} already works on {data.get('branch')!r}", who)
+        for code, mine, theirs, what in (
+            ("scope_overlap", owned, data.get("owned_scopes") or (), "owns"),
+            ("scope_locked", owned, data.get("locked_scopes") or (), "locks"),
+            ("scope_locked", locked, data.get("owned_scopes") or (), "owns"),
+        ):
+            pairs = scopes.conflicts(mine, theirs)
+            if pairs:
+                return Rejection(
+                    code,
+                    f"lane {data.get('name')!r} {what} {pairs[0][1]}, which overlaps {pairs[0][0]}",
+                    {**who, "pairs": [list(p) for p in pairs]},
+                )
+    return None
+
+
+@GUARDS.register("worktree_free")
+def worktree_free(ctx: Context) -> Rejection | None:
+    """No agent already runs in the worktree: no live lease there, and none observed by the host."""
+    realpath = _git(ctx).get("realpath")
+    for machine in LEASE_MACHINES:
+        for lease in ctx.view.find(machine, LIVE_LEASE_STATES):
+            if lease.data.get("cwd") == realpath and lease.id != ctx.instance.id:
+                return Rejection(
+                    "worktree_busy",
+                    f"lease {lease.id} ({lease.data.get('name')!r}) runs in {realpath}",
+                    {"lease": lease.id},
+                )
+    observed = list(ctx.observations.get("worktree_agents") or ())
+    if observed:
+        agent = observed[0]
+        return Rejection(
+            "worktree_busy",
+            f"agent {agent.get('name')!r} in pane {agent.get('pane_id')} runs in {realpath}",
+            {"pane_id": agent.get("pane_id"), "name": agent.get("name")},
+        )
+    return None

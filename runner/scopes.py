@@ -1,0 +1,71 @@
+"""Path scopes a writer lane owns or locks: literal repo-relative paths, and when two overlap.
+
+A scope is a file or directory path relative to the repository's top level, written literally: no
+globs (``*?[]{}``), no backslashes, no leading ``/``, no ``.`` or ``..`` segments, no empty segments.
+``./`` prefixes and trailing ``/`` are stripped; the list is de-duplicated and sorted. Two scopes
+overlap when they are equal or one is an ancestor directory of the other (``src`` overlaps
+``src/a.py``; ``src`` does not overlap ``srcx``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from runner.errors import InputError
+
+GLOB_CHARACTERS = frozenset("*?[]{}")
+MAX_SCOPE_LENGTH = 4096
+
+
+def normalize_one(raw: str, field: str = "scope") -> str:
+    """One scope in its canonical form, or :class:`InputError` (code ``scope_invalid``) saying why."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise InputError(field, "an empty scope", code="scope_invalid", scope=raw)
+    if len(raw) > MAX_SCOPE_LENGTH:
+        raise InputError(field, f"a scope longer than {MAX_SCOPE_LENGTH} characters", code="scope_invalid")
+    if any(ord(c) < 32 or c == "\x7f" for c in raw):
+        raise InputError(field, f"{raw!r} contains control characters", code="scope_invalid", scope=raw)
+    if "\\" in raw:
+        raise InputError(field, f"{raw!r} contains a backslash; scopes use '/'", code="scope_invalid", scope=raw)
+    globs = sorted(GLOB_CHARACTERS.intersection(raw))
+    if globs:
+        raise InputError(
+            field,
+            f"{raw!r} contains glob characters {''.join(globs)}; scopes are literal paths",
+            code="scope_invalid",
+            scope=raw,
+        )
+    if raw.startswith("/"):
+        raise InputError(
+            field, f"{raw!r} is absolute; scopes are relative to the repository", code="scope_invalid", scope=raw
+        )
+    path = raw
+    while path.startswith("./"):
+        path = path[2:]
+    path = path.rstrip("/")
+    if path in ("", "."):
+        raise InputError(
+            field, f"{raw!r} names the whole repository; name the paths you own", code="scope_invalid", scope=raw
+        )
+    for segment in path.split("/"):
+        if segment == "":
+            raise InputError(field, f"{raw!r} has an empty path segment", code="scope_invalid", scope=raw)
+        if segment in (".", ".."):
+            raise InputError(field, f"{raw!r} has a {segment!r} segment", code="scope_invalid", scope=raw)
+    return path
+
+
+def normalize(raw: Iterable[str], field: str = "scope") -> tuple[str, ...]:
+    """Every scope normalized, de-duplicated and sorted."""
+    return tuple(sorted({normalize_one(item, field) for item in raw}))
+
+
+def overlaps(a: str, b: str) -> bool:
+    """Equal, or one is an ancestor directory of the other (both normalized)."""
+    return a == b or b.startswith(a + "/") or a.startswith(b + "/")
+
+
+def conflicts(mine: Iterable[str], theirs: Iterable[str]) -> list[tuple[str, str]]:
+    """Every overlapping pair (mine, theirs), sorted."""
+    theirs = tuple(theirs)
+    return sorted((a, b) for a in mine for b in theirs if overlaps(a, b))

@@ -1,0 +1,58 @@
+"""Updates of writer lanes: the git facts and scopes a lane starts with, its checkpoint, its validation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from runner.context import Context, Update, format_time
+from runner.updates import UPDATES
+
+
+def _git(ctx: Context) -> Mapping[str, Any]:
+    facts = ctx.observations.get("git")
+    return facts if isinstance(facts, Mapping) else {}
+
+
+@UPDATES.register("record_writer_lane")
+def record_writer_lane(ctx: Context) -> Update:
+    """Record the lane's purpose, authority, git facts as re-read, and its normalized scopes."""
+    facts = _git(ctx)
+    return Update(
+        data={
+            "purpose": ctx.params.get("purpose"),
+            "ticket_ref": ctx.params.get("ticket_ref"),
+            "authority_ref": ctx.params.get("authority_ref"),
+            "authority_sha256": ctx.params.get("authority_sha256"),
+            "worktree": ctx.params.get("worktree"),
+            "cwd": facts.get("realpath"),
+            "common_dir": facts.get("common_dir"),
+            "branch": facts.get("branch"),
+            "base_commit": ctx.params.get("base_commit"),
+            "start_head": facts.get("head"),
+            "start_status_sha256": facts.get("status_sha256"),
+            "owned_scopes": list(ctx.params.get("owned_scopes") or ()),
+            "locked_scopes": list(ctx.params.get("locked_scopes") or ()),
+            "protected_branches": list(ctx.params.get("protected_branches") or ()),
+        }
+    )
+
+
+@UPDATES.register("record_release")
+def record_release(ctx: Context) -> Update:
+    """Record the checkpoint and the HEAD and status digest git read at release."""
+    facts = _git(ctx)
+    return Update(
+        data={
+            "checkpoint_ref": ctx.params["checkpoint_ref"],
+            "checkpoint_sha256": ctx.params["checkpoint_sha256"],
+            "release_head": facts.get("head"),
+            "release_status_sha256": facts.get("status_sha256"),
+        }
+    )
+
+
+@UPDATES.register("record_verification")
+def record_verification(ctx: Context) -> Update:
+    """Record a validation result: per command exit status, duration and output digest."""
+    return Update(data={"verification": dict(ctx.params["verification"]), "verified_at": format_time(ctx.now)})
