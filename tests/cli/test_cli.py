@@ -242,6 +242,7 @@ def test_machines_and_draw(corral: Any, tmp_path: Path) -> None:
         ("controller", True, 3, 5),
         ("receipt", True, 6, 5),
         ("reviewer", True, 8, 4),
+        ("writer", True, 8, 5),
     ]
     mermaid = corral("draw", "controller")
     assert mermaid.code == 0 and mermaid.out.startswith("stateDiagram-v2\n")

@@ -1,0 +1,1 @@
+"""Sandboxed execution: Bubblewrap (``bwrap``) and host validation of writer lanes (``validation``)."""
