@@ -5,8 +5,8 @@ and render what comes back; no surface holds a business rule. An input that fail
 :class:`~runner.errors.InputError` naming the field, before anything is read or written.
 
 Operations are grouped by lifecycle: :mod:`~runner.service.controller` (the lease),
-:mod:`~runner.service.agents` (reviewers, receipts, waits), :mod:`~runner.service.definitions`
-(validate, machines).
+:mod:`~runner.service.agents` (reviewers, receipts, waits), :mod:`~runner.service.writers`
+(writer lanes), :mod:`~runner.service.definitions` (validate, machines).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from runner.errors import InputError
 from runner.service.agents import (
     AbandonInput,
     AgentLeaseView,
-    AgentOps,
     AskManyInput,
     AskManyResult,
     CloseResult,
@@ -49,6 +48,14 @@ from runner.service.controller import (
     TakeoverInput,
 )
 from runner.service.definitions import MachineSummary, ValidateInput, machines, validate
+from runner.service.writers import (
+    ScopesCheckInput,
+    VerifyResult,
+    WriterOps,
+    WriterReleaseInput,
+    WriterStartInput,
+    WriterVerifyInput,
+)
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,7 @@ class EventsInput:
             raise InputError("limit", f"{self.limit!r} is not a positive integer")
 
 
-class Service(ControllerOps, AgentOps):
+class Service(ControllerOps, WriterOps):
     """corral's operations over one store."""
 
     def events(self, inp: EventsInput) -> list[Event]:
@@ -103,11 +110,16 @@ __all__ = [
     "ReviewerCloseInput",
     "ReviewerListInput",
     "ReviewerStartInput",
+    "ScopesCheckInput",
     "Service",
     "TakeoverInput",
     "ValidateInput",
+    "VerifyResult",
     "WaitAnyInput",
     "WaitAnyResult",
+    "WriterReleaseInput",
+    "WriterStartInput",
+    "WriterVerifyInput",
     "default_holder",
     "machines",
     "validate",

@@ -611,12 +611,14 @@ class AgentOps(ServiceBase):
             actions.append(action)
         return Housekeeping(inp.apply, actions)
 
-    def reviewer_reconcile(self, inp: ControllerInput) -> Housekeeping:
-        """Settle this controller's reviewers left in intermediate states whose pane is gone."""
+    def reconcile(self, inp: ControllerInput, machine: str = "reviewer") -> Housekeeping:
+        """Settle this controller's leases (``reviewer`` or ``writer``) left where ``reconcile`` applies
+        (intermediate states, orphaned, a failed close) whose pane is gone; others are reported."""
         self._check_fence(inp.credential)
+        spec = self.library.builtin(machine)
+        unsettled = [state for state in spec.states if spec.transitions_for("reconcile", state)]
         actions: list[dict[str, Any]] = []
-        unsettled = ("provisioning", "orphaned", "closing", "close_failed")
-        for lease in self.store.find("reviewer", unsettled):
+        for lease in self.store.find(machine, unsettled):
             if lease.data.get("controller_id") != inp.controller_id:
                 continue
             host = self.host(lease.data["host"])
@@ -625,10 +627,14 @@ class AgentOps(ServiceBase):
             if observed.get("exists"):
                 action.update(action="skip", why="its pane still exists")
             else:
-                result = self._fire_on("reviewer", lease.id, "reconcile", inp.credential, {}, {"agent": observed})
+                result = self._fire_on(machine, lease.id, "reconcile", inp.credential, {}, {"agent": observed})
                 action.update(action="reconciled", to=result.instance.state)
             actions.append(action)
         return Housekeeping(True, actions)
+
+    def reviewer_reconcile(self, inp: ControllerInput) -> Housekeeping:
+        """:meth:`reconcile` for reviewer leases."""
+        return self.reconcile(inp, "reviewer")
 
     # --- receipts -------------------------------------------------------------------------------------
 

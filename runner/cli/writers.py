@@ -1,0 +1,312 @@
+"""CLI commands for writer lanes: start, release, verify, list, reconcile; preflight; scopes check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from runner.cli import render
+from runner.cli.agents import _credential
+from runner.cli.app import App, cli, controller_option, credential_option, json_option
+
+
+@cli.group()
+def writer() -> None:
+    """Writer lanes: an agent in a linked git worktree that owns a set of path scopes."""
+
+
+@writer.command(name="start")
+@controller_option
+@click.option("--name", required=True, help="The agent's name, unique among live leases.")
+@click.option("--kind", required=True, help="The agent kind (claude, codex, script, …).")
+@click.option("--worktree", required=True, help="The linked worktree (absolute path).")
+@click.option("--branch", required=True, help="The branch the worktree must be on.")
+@click.option("--base-commit", required=True, help="A commit HEAD must descend from (full id).")
+@click.option("--expect-head", "expected_head", required=True, help="The HEAD you saw (corral preflight).")
+@click.option("--expect-status", "expected_status", required=True, help="The status digest you saw (corral preflight).")
+@click.option("--own", "owned", multiple=True, required=True, help="A path the lane owns (repeatable, 1-500).")
+@click.option("--lock", "locked", multiple=True, help="A path no other lane may own (repeatable, 0-500).")
+@click.option(
+    "--protect",
+    "protected",
+    multiple=True,
+    help="A protected branch (repeatable; default: the repository's default branch).",
+)
+@click.option("--purpose", required=True, help="What the lane is for.")
+@click.option("--ticket", "ticket_ref", required=True, help="The ticket it works on.")
+@click.option("--authority-ref", required=True, help="What authorises this lane.")
+@click.option("--authority-sha256", required=True, help="SHA-256 of the authority document.")
+@click.option(
+    "--host",
+    "host_name",
+    envvar="CORRAL_AGENT_HOST",
+    default="process",
+    show_default=True,
+    type=click.Choice(["process", "herdr"]),
+    help="The agent host.",
+)
+@click.option("--model", help="Model for kinds that take one (claude).")
+@click.option("--effort", help="Effort for kinds that take one (claude).")
+@credential_option
+@json_option
+@click.pass_obj
+def writer_start(
+    app: App,
+    controller_id: str,
+    name: str,
+    kind: str,
+    worktree: str,
+    branch: str,
+    base_commit: str,
+    expected_head: str,
+    expected_status: str,
+    owned: tuple[str, ...],
+    locked: tuple[str, ...],
+    protected: tuple[str, ...],
+    purpose: str,
+    ticket_ref: str,
+    authority_ref: str,
+    authority_sha256: str,
+    host_name: str,
+    model: str | None,
+    effort: str | None,
+    credential_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Start a writer lane after Git preflight and scope checks."""
+    from runner.service import WriterStartInput
+
+    credential = _credential(app, controller_id, credential_path)
+    lane = app.service.writer_start(
+        WriterStartInput(
+            controller_id,
+            credential,
+            name,
+            kind,
+            worktree,
+            branch,
+            base_commit.lower(),
+            expected_head.lower(),
+            expected_status.lower(),
+            owned,
+            purpose,
+            ticket_ref,
+            authority_ref,
+            authority_sha256.lower(),
+            locked,
+            protected,
+            host_name,
+            model,
+            effort,
+        )
+    )
+    if as_json:
+        render.emit_json({"lease": lane.to_dict()})
+        return
+    data = lane.data
+    click.echo(
+        f"started writer {name} on {data.get('branch')} in {data.get('cwd')}: pane {data.get('pane_id')}, "
+        f"owns {', '.join(data.get('owned_scopes') or [])}"
+        + (f"; locks {', '.join(data['locked_scopes'])}" if data.get("locked_scopes") else "")
+    )
+
+
+@writer.command(name="release")
+@controller_option
+@click.argument("name")
+@click.option("--expect-seq", "expected_seq", type=int, required=True, help="The cursor the agent settled at.")
+@click.option("--expect-head", "expected_head", required=True, help="The HEAD you expect (corral preflight).")
+@click.option("--expect-status", "expected_status", required=True, help="The status digest you expect.")
+@click.option("--checkpoint-ref", required=True, help="Where the work stands (a commit, a document).")
+@click.option("--checkpoint-sha256", required=True, help="SHA-256 of the checkpoint.")
+@click.option("--lines", type=int, default=200, show_default=True, help="Lines of output to capture.")
+@credential_option
+@json_option
+@click.pass_obj
+def writer_release(
+    app: App,
+    controller_id: str,
+    name: str,
+    expected_seq: int,
+    expected_head: str,
+    expected_status: str,
+    checkpoint_ref: str,
+    checkpoint_sha256: str,
+    lines: int,
+    credential_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Checkpoint the lane and close its agent; never commits, stashes, resets, cleans or deletes."""
+    from runner.service import WriterReleaseInput
+
+    credential = _credential(app, controller_id, credential_path)
+    result = app.service.writer_release(
+        WriterReleaseInput(
+            controller_id,
+            credential,
+            name,
+            expected_seq,
+            expected_head.lower(),
+            expected_status.lower(),
+            checkpoint_ref,
+            checkpoint_sha256.lower(),
+            lines,
+        )
+    )
+    if as_json:
+        render.emit_json(result.to_dict())
+        return
+    data = result.lease.data
+    click.echo(
+        f"released writer {name} at HEAD {str(data.get('release_head'))[:12]}, status "
+        f"{str(data.get('release_status_sha256'))[:12]}…; checkpoint {data.get('checkpoint_ref')}; "
+        "the worktree was not touched"
+    )
+
+
+@writer.command(name="verify")
+@controller_option
+@click.argument("name")
+@click.option("--tails", is_flag=True, help="Also print the end of each command's output (never recorded).")
+@credential_option
+@json_option
+@click.pass_obj
+def writer_verify(
+    app: App, controller_id: str, name: str, tails: bool, credential_path: Path | None, as_json: bool
+) -> None:
+    """Run the repository's .corral/validate.yaml (at the base commit) on a snapshot, in Bubblewrap.
+
+    Exits 0 when the run was recorded, whether or not the validations passed: read "passed".
+    """
+    from runner.service import WriterVerifyInput
+
+    credential = _credential(app, controller_id, credential_path)
+    result = app.service.writer_verify(
+        WriterVerifyInput(controller_id, credential, name, tails), scratch=app.home.ensure("snapshots")
+    )
+    if as_json:
+        render.emit_json(result.to_dict())
+        return
+    verification = result.verification
+    click.echo(
+        f"{'PASSED' if verification['passed'] else 'FAILED'}: writer {name} at HEAD "
+        f"{verification['head'][:12]}, status {verification['status_sha256'][:12]}… "
+        f"({verification['duration_seconds']} s)"
+    )
+    for record in verification["results"]:
+        state = "timed out" if record["timed_out"] else f"exit {record['exit_status']}"
+        click.echo(
+            f"  {'ok  ' if record['passed'] else 'FAIL'} {record['name']}: {state}, "
+            f"{record['duration_seconds']} s, output sha256 {record['output_sha256'][:12]}…"
+        )
+        if result.tails.get(record["name"]):
+            click.echo("    " + result.tails[record["name"]].rstrip("\n").replace("\n", "\n    "))
+
+
+@writer.command(name="list")
+@click.option("--controller", "controller_id", help="Only this controller's lanes.")
+@click.option("--all", "include_ended", is_flag=True, help="Include released and failed lanes.")
+@json_option
+@click.pass_obj
+def writer_list(app: App, controller_id: str | None, include_ended: bool, as_json: bool) -> None:
+    """Writer lanes (live ones unless --all)."""
+    lanes = app.service.writers(controller_id, include_ended)
+    if as_json:
+        render.emit_json({"writers": [lane.to_dict() for lane in lanes]})
+        return
+    render.table(
+        None,
+        ["name", "state", "branch", "owns", "locks", "pane", "worktree"],
+        [
+            (
+                lane.data.get("name"),
+                lane.state,
+                lane.data.get("branch"),
+                ", ".join(lane.data.get("owned_scopes") or []),
+                ", ".join(lane.data.get("locked_scopes") or []),
+                lane.data.get("pane_id"),
+                lane.data.get("cwd"),
+            )
+            for lane in lanes
+        ],
+    )
+
+
+@writer.command(name="reconcile")
+@controller_option
+@credential_option
+@json_option
+@click.pass_obj
+def writer_reconcile(app: App, controller_id: str, credential_path: Path | None, as_json: bool) -> None:
+    """Settle lanes left in intermediate states whose pane is gone."""
+    from runner.cli.agents import _show_housekeeping
+    from runner.service import ControllerInput
+
+    credential = _credential(app, controller_id, credential_path)
+    _show_housekeeping(
+        app.service.reconcile(ControllerInput(controller_id, credential, True), "writer"), as_json, "reconcile"
+    )
+
+
+@cli.command()
+@click.argument("worktree")
+@json_option
+@click.pass_obj
+def preflight(app: App, worktree: str, as_json: bool) -> None:
+    """What a coordinator needs to fill writer start's --expect-*: branch, HEAD, status digest, linked."""
+    import os
+
+    facts = app.service.preflight(os.path.abspath(worktree))
+    if as_json:
+        render.emit_json(facts)
+        return
+    rows: list[tuple[str, Any]] = [
+        ("worktree", facts["realpath"]),
+        ("linked worktree", "yes" if facts["linked"] else "NO (main checkout or clone: a lane cannot start here)"),
+        ("top level", "yes" if facts["is_toplevel"] else f"NO (the top level is {facts['toplevel']})"),
+        ("branch", facts["branch"] or "(detached HEAD)"),
+        ("HEAD", facts["head"]),
+        ("status sha256", facts["status_sha256"]),
+        ("default branch", facts["default_branch"] or "(unknown)"),
+    ]
+    for label, value in rows:
+        click.echo(f"{label:>15}: {value}")
+
+
+@cli.group()
+def scopes() -> None:
+    """Path scopes: normalize them and check them against live writer lanes."""
+
+
+@scopes.command(name="check")
+@click.argument("owned", nargs=-1, required=True)
+@click.option("--locked", multiple=True, help="A locked scope (repeatable).")
+@click.option("--worktree", help="Only compare with lanes of this worktree's repository.")
+@json_option
+@click.pass_obj
+def scopes_check(
+    app: App, owned: tuple[str, ...], locked: tuple[str, ...], worktree: str | None, as_json: bool
+) -> None:
+    """Normalize OWNED (and --locked) scopes and report conflicts; read-only. Exit 4 on a conflict."""
+    import os
+
+    from runner.errors import STATUS
+    from runner.service import ScopesCheckInput
+
+    report = app.service.scopes_check(ScopesCheckInput(owned, locked, os.path.abspath(worktree) if worktree else None))
+    if as_json:
+        render.emit_json(report)
+    else:
+        click.echo(f"owned:  {', '.join(report['owned_scopes'])}")
+        if report["locked_scopes"]:
+            click.echo(f"locked: {', '.join(report['locked_scopes'])}")
+        for a, b in report["own_overlaps"]:
+            click.echo(f"conflict: owned {a} overlaps its own locked {b}")
+        for c in report["conflicts"]:
+            click.echo(f"conflict ({c['kind']}): {c['scope']} overlaps {c['theirs']} of lane {c['lane']}")
+        if report["ok"]:
+            click.echo("no conflicts")
+    if not report["ok"]:
+        raise SystemExit(STATUS["refused"].exit)

@@ -1,0 +1,374 @@
+"""Writer lanes: start an agent in a linked worktree owning path scopes, verify, release.
+
+Git facts are read by the runner itself (``runner.git.preflight``) just before every transition and
+handed to the writer machine's guards as the ``git`` observation; the caller's expectations (HEAD,
+status digest, branch, base) are params the guards compare against. Release records a checkpoint and
+closes the agent's pane; nothing here ever commits, stashes, resets, cleans or deletes in a worktree.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner import scopes
+from runner.errors import ConflictError, InputError, RefusedError
+from runner.fence import Credential
+from runner.guards.git import LANE_STATES
+from runner.service.agents import (
+    CAPTURE_LINES_DEFAULT,
+    HOSTS,
+    OPTION,
+    AgentLeaseView,
+    AgentOperationError,
+    AgentOps,
+    CloseResult,
+    _check_lines,
+    _check_name,
+    _sha256,
+)
+from runner.service.checks import check_controller_id, check_credential, check_ref, check_sha256
+
+OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[^\x00-\x20~^:?*\[\\\x7f]{1,255}$")
+SCOPES_MAX = 500
+PROTECTED_MAX = 20
+
+
+def _check_object_id(name: str, value: str) -> None:
+    if not isinstance(value, str) or not OBJECT_ID.match(value):
+        raise InputError(name, f"{value!r} is not a full commit id (40 or 64 lowercase hex digits)")
+
+
+def _check_branch(name: str, value: str) -> None:
+    if not isinstance(value, str) or not BRANCH.match(value) or value.endswith((".lock", "/", ".")):
+        raise InputError(name, f"{value!r} is not a branch name")
+
+
+def _scope_list(name: str, raw: tuple[str, ...], minimum: int) -> tuple[str, ...]:
+    normalized = scopes.normalize(raw, name)
+    if not minimum <= len(normalized) <= SCOPES_MAX:
+        raise InputError(name, f"give {minimum}-{SCOPES_MAX} scopes, not {len(normalized)}", code="scope_invalid")
+    return normalized
+
+
+@dataclass(frozen=True)
+class WriterStartInput:
+    """Put an agent into a linked worktree, owning ``owned_scopes`` (and locking ``locked_scopes``)."""
+
+    controller_id: str
+    credential: Credential
+    name: str
+    kind: str
+    worktree: str
+    branch: str
+    base_commit: str
+    expected_head: str
+    expected_status_sha256: str
+    owned_scopes: tuple[str, ...]
+    purpose: str
+    ticket_ref: str
+    authority_ref: str
+    authority_sha256: str
+    locked_scopes: tuple[str, ...] = ()
+    protected_branches: tuple[str, ...] = ()
+    host: str = "process"
+    model: str | None = None
+    effort: str | None = None
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        _check_name("name", self.name)
+        _check_name("kind", self.kind)
+        if not isinstance(self.worktree, str) or not self.worktree.startswith("/"):
+            raise InputError("worktree", f"{self.worktree!r} is not an absolute path")
+        _check_branch("branch", self.branch)
+        _check_object_id("base_commit", self.base_commit)
+        _check_object_id("expected_head", self.expected_head)
+        check_sha256("expected_status_sha256", self.expected_status_sha256)
+        object.__setattr__(self, "owned_scopes", _scope_list("owned_scopes", self.owned_scopes, 1))
+        object.__setattr__(self, "locked_scopes", _scope_list("locked_scopes", self.locked_scopes, 0))
+        if len(self.protected_branches) > PROTECTED_MAX:
+            raise InputError("protected_branches", f"give at most {PROTECTED_MAX} protected branches")
+        for branch in self.protected_branches:
+            _check_branch("protected_branches", branch)
+        check_ref("purpose", self.purpose)
+        check_ref("ticket_ref", self.ticket_ref)
+        check_ref("authority_ref", self.authority_ref)
+        check_sha256("authority_sha256", self.authority_sha256)
+        if self.host not in HOSTS:
+            raise InputError("host", f"{self.host!r} is not an agent host ({', '.join(HOSTS)})")
+        for option in ("model", "effort"):
+            value = getattr(self, option)
+            if value is not None and not OPTION.match(value):
+                raise InputError(option, f"{value!r} is not a plain option value")
+
+
+@dataclass(frozen=True)
+class WriterReleaseInput:
+    """Release lane ``name``: the agent settled at the cursor, git at the expected HEAD and status."""
+
+    controller_id: str
+    credential: Credential
+    name: str
+    expected_state_change_seq: int
+    expected_head: str
+    expected_status_sha256: str
+    checkpoint_ref: str
+    checkpoint_sha256: str
+    lines: int = CAPTURE_LINES_DEFAULT
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        _check_name("name", self.name)
+        seq = self.expected_state_change_seq
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            raise InputError("expected_state_change_seq", f"{seq!r} is not a cursor (an integer >= 0)")
+        _check_object_id("expected_head", self.expected_head)
+        check_sha256("expected_status_sha256", self.expected_status_sha256)
+        check_ref("checkpoint_ref", self.checkpoint_ref)
+        check_sha256("checkpoint_sha256", self.checkpoint_sha256)
+        _check_lines(self.lines)
+
+
+@dataclass(frozen=True)
+class WriterVerifyInput:
+    """Run the repository's validations on a snapshot of lane ``name``'s worktree, in the sandbox."""
+
+    controller_id: str
+    credential: Credential
+    name: str
+    tails: bool = False
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        _check_name("name", self.name)
+
+
+@dataclass(frozen=True)
+class ScopesCheckInput:
+    """Normalize scopes and report conflicts with live lanes (of the worktree's repository, if given)."""
+
+    owned_scopes: tuple[str, ...]
+    locked_scopes: tuple[str, ...] = ()
+    worktree: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "owned_scopes", _scope_list("owned_scopes", self.owned_scopes, 1))
+        object.__setattr__(self, "locked_scopes", _scope_list("locked_scopes", self.locked_scopes, 0))
+        if self.worktree is not None and not self.worktree.startswith("/"):
+            raise InputError("worktree", f"{self.worktree!r} is not an absolute path")
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """A recorded validation; ``tails`` (output ends, when asked for) are in the reply only."""
+
+    lease: AgentLeaseView
+    verification: dict[str, Any]
+    tails: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lease": self.lease.to_dict(), "verification": self.verification, "tails": self.tails}
+
+
+class WriterOps(AgentOps):
+    """Writer lanes."""
+
+    def _git(self, worktree: str) -> dict[str, Any]:
+        from runner.git import preflight
+
+        return preflight.read(worktree).to_dict()
+
+    def preflight(self, worktree: str) -> dict[str, Any]:
+        """The facts a coordinator needs to fill ``expected_*``: branch, HEAD, status digest, linked."""
+        if not isinstance(worktree, str) or not worktree.startswith("/"):
+            raise InputError("worktree", f"{worktree!r} is not an absolute path")
+        return self._git(worktree)
+
+    def writer_start(self, inp: WriterStartInput) -> AgentLeaseView:
+        """Start a lane. Refused with the git fact or scope that is wrong (``git_*``, ``scope_*``…)."""
+        from runner.git import preflight
+
+        facts = self._git(inp.worktree)
+        try:
+            facts["base_is_ancestor"] = preflight.is_ancestor(inp.worktree, inp.base_commit, facts["head"])
+        except InputError:
+            facts["base_is_ancestor"] = False  # git does not know the commit at all
+        protected = list(inp.protected_branches)
+        if not protected:
+            if not facts.get("default_branch"):
+                raise InputError(
+                    "protected_branches", "the repository's default branch is unknown: name the protected branches"
+                )
+            protected = [facts["default_branch"]]
+        host = self.host(inp.host)
+        in_worktree = [o.to_dict() for o in host.list() if o.cwd == facts["realpath"]]
+        options = {k: v for k, v in (("model", inp.model), ("effort", inp.effort)) if v is not None}
+        if inp.kind in self.kinds.names():
+            from runner.agents.abc import StartOptions
+
+            self.kinds.get(inp.kind).check_options(StartOptions(model=inp.model, effort=inp.effort))
+        result = self._fire_on(
+            "writer",
+            f"writer/{uuid.uuid4()}",
+            "start",
+            inp.credential,
+            {
+                "name": inp.name,
+                "kind": inp.kind,
+                "cwd": facts["realpath"],
+                "host": inp.host,
+                "options": options,
+                "worktree": inp.worktree,
+                "branch": inp.branch,
+                "base_commit": inp.base_commit,
+                "expected_head": inp.expected_head,
+                "expected_status_sha256": inp.expected_status_sha256,
+                "owned_scopes": list(inp.owned_scopes),
+                "locked_scopes": list(inp.locked_scopes),
+                "protected_branches": protected,
+                "purpose": inp.purpose,
+                "ticket_ref": inp.ticket_ref,
+                "authority_ref": inp.authority_ref,
+                "authority_sha256": inp.authority_sha256,
+            },
+            {
+                "git": facts,
+                "kinds": self.kinds.names(),
+                "worktree_agents": in_worktree,
+                "cwd": {"given": inp.worktree, "real": facts["realpath"], "is_dir": True},
+            },
+            host=host,
+        )
+        view = self._lease_view(result.instance)
+        if result.outcome != "success":
+            raise AgentOperationError(
+                f"the agent did not start; the lane is {result.instance.state}: {result.instance.data.get('failure')}",
+                code="agent_start_failed",
+                lease=view.to_dict(),
+            )
+        return view
+
+    def writer_release(self, inp: WriterReleaseInput) -> CloseResult:
+        """Checkpoint the lane and close its agent's pane; the worktree is left exactly as it is."""
+        lease = self._lease_by_name(inp.controller_id, inp.name, ("active", "release_failed"), ("writer",))
+        host = self.host(lease.data["host"])
+        before, output, after = self._capture(host, lease.data["pane_id"], inp.lines)
+        result = self._fire_on(
+            "writer",
+            lease.id,
+            "release",
+            inp.credential,
+            {
+                "expected_state_change_seq": inp.expected_state_change_seq,
+                "expected_head": inp.expected_head,
+                "expected_status_sha256": inp.expected_status_sha256,
+                "checkpoint_ref": inp.checkpoint_ref,
+                "checkpoint_sha256": inp.checkpoint_sha256,
+            },
+            {
+                "agent": before,
+                "agent_after": after,
+                "capture_sha256": _sha256(output),
+                "git": self._git(lease.data["worktree"]),
+            },
+            host=host,
+        )
+        view = self._lease_view(result.instance)
+        if result.outcome != "success":
+            raise AgentOperationError(
+                f"closing the pane failed; the lane is {result.instance.state}: {result.instance.data.get('failure')}",
+                code="agent_close_failed",
+                lease=view.to_dict(),
+            )
+        return CloseResult(view, output)
+
+    def writer_verify(self, inp: WriterVerifyInput, scratch: Path | None = None) -> VerifyResult:
+        """Run the validations in the sandbox and record the result against the lane and its digest.
+
+        Raises:
+            SandboxUnavailableError: no Bubblewrap here (nothing runs unsandboxed).
+            RefusedError: ``validation_invalidated`` when the fence changed during the run.
+            ConflictError: ``git_status_changed`` when the worktree changed while it was copied.
+        """
+        from runner.sandbox.bwrap import Sandbox
+        from runner.sandbox.validation import load_commands, snapshot
+
+        lease = self._lease_by_name(inp.controller_id, inp.name, ("active",), ("writer",))
+        self._check_fence(inp.credential)
+        sandbox = Sandbox()
+        sandbox.check()
+        worktree = str(lease.data["worktree"])
+        commands = load_commands(worktree, str(lease.data["base_commit"]))
+        started = time.monotonic()
+        before = self._git(worktree)
+        root = scratch or Path(tempfile.gettempdir()) / "corral-snapshots"
+        with snapshot(worktree, root) as (snap, home):
+            after = self._git(worktree)
+            if (before["head"], before["status_sha256"]) != (after["head"], after["status_sha256"]):
+                raise ConflictError(
+                    "the worktree changed while it was being copied; verify again",
+                    code="git_status_changed",
+                    lane=lease.id,
+                )
+            results = sandbox.run_all(snap, home, commands, tail=inp.tails)
+        verification = {
+            "passed": all(r.passed for r in results),
+            "head": before["head"],
+            "status_sha256": before["status_sha256"],
+            "base_commit": lease.data["base_commit"],
+            "fence_generation": inp.credential.generation,
+            "duration_seconds": round(time.monotonic() - started, 3),
+            "results": [r.to_record() for r in results],
+        }
+        try:
+            result = self._fire_on("writer", lease.id, "verify", inp.credential, {"verification": verification}, {})
+        except RefusedError as exc:
+            if exc.code not in ("fence_stale", "lease_expired"):
+                raise
+            raise RefusedError(
+                f"the controller's fence changed during the validation run ({exc.message}); the result was discarded",
+                code="validation_invalidated",
+                lane=lease.id,
+                cause=exc.code,
+            ) from None
+        tails = {r.name: r.tail for r in results if r.tail is not None}
+        return VerifyResult(self._lease_view(result.instance), verification, tails)
+
+    def writers(self, controller_id: str | None = None, include_ended: bool = False) -> list[AgentLeaseView]:
+        found = self.store.find("writer", None if include_ended else LANE_STATES)
+        return [
+            self._lease_view(i) for i in found if controller_id is None or i.data.get("controller_id") == controller_id
+        ]
+
+    def scopes_check(self, inp: ScopesCheckInput) -> dict[str, Any]:
+        """Read-only: the normalized scopes, their own overlaps, and conflicts with live lanes."""
+        common_dir = self._git(inp.worktree)["common_dir"] if inp.worktree else None
+        conflicts = []
+        for lane in self.store.find("writer", LANE_STATES):
+            if common_dir is not None and lane.data.get("common_dir") != common_dir:
+                continue
+            for kind, mine, theirs in (
+                ("owned/owned", inp.owned_scopes, lane.data.get("owned_scopes") or ()),
+                ("owned/locked", inp.owned_scopes, lane.data.get("locked_scopes") or ()),
+                ("locked/owned", inp.locked_scopes, lane.data.get("owned_scopes") or ()),
+            ):
+                for a, b in scopes.conflicts(mine, theirs):
+                    conflicts.append({"lane": lane.data.get("name"), "kind": kind, "scope": a, "theirs": b})
+        own = [list(p) for p in scopes.conflicts(inp.owned_scopes, inp.locked_scopes)]
+        return {
+            "owned_scopes": list(inp.owned_scopes),
+            "locked_scopes": list(inp.locked_scopes),
+            "own_overlaps": own,
+            "conflicts": conflicts,
+            "ok": not own and not conflicts,
+        }
