@@ -74,6 +74,53 @@ seq=$(corral agents --json | python3 -c 'import json, sys; print(json.load(sys.s
 corral reviewer close reviewer1 --controller demo --expect-seq "$seq"
 corral status
 
+step "a repository with a validation recipe, and a linked worktree for a writer lane"
+export GIT_AUTHOR_NAME=demo GIT_AUTHOR_EMAIL=demo@example.invalid GIT_COMMITTER_NAME=demo \
+  GIT_COMMITTER_EMAIL=demo@example.invalid
+git init -q -b main .demo/repo
+mkdir -p .demo/repo/src .demo/repo/.corral
+printf 'def add(a, b):\n    return a + b\n' > .demo/repo/src/calc.py
+cat > .demo/repo/.corral/validate.yaml <<'YAML'
+validations:
+  - name: compiles
+    argv: [python3, -c, "import ast, pathlib; [ast.parse(p.read_text()) for p in pathlib.Path('src').rglob('*.py')]"]
+  - name: no-network
+    argv: [python3, -c, "import socket; s = socket.socket(); s.settimeout(2); assert s.connect_ex(('1.1.1.1', 80)) != 0"]
+YAML
+git -C .demo/repo add . && git -C .demo/repo commit -q -m "demo project"
+git -C .demo/repo worktree add -q -b demo-lane ../lane
+corral preflight "$PWD/.demo/lane"
+field() { corral preflight "$PWD/.demo/lane" --json | python3 -c "import json, sys; print(json.load(sys.stdin)['$1'])"; }
+base=$(field head)
+
+step "start a scripted writer that owns src/ (git preflight and scope checks run first)"
+corral writer start --controller demo --name writer1 --kind script --worktree "$PWD/.demo/lane" \
+  --branch demo-lane --base-commit "$base" --expect-head "$base" --expect-status "$(field status_sha256)" \
+  --own src --lock .corral --purpose "demo feature" --ticket DEMO-1 \
+  --authority-ref "ISSUE-4" --authority-sha256 "$(sha 'ISSUE-4')"
+corral scopes check src/new.py --worktree "$PWD/.demo/lane" || echo "-> src/new.py is owned by writer1: refused for any other lane"
+
+step "ask the writer to edit its owned files"
+corral ask writer1 --controller demo --text "write src/feature.py def feature():
+append src/feature.py     return 42"
+
+step "validate the lane in the sandbox (no network, read-only snapshot, commands from the base commit)"
+corral writer verify writer1 --controller demo
+
+step "release the lane at the HEAD and status the coordinator sees now"
+before=$(field status_sha256)
+seq=$(corral agents --json | python3 -c 'import json, sys; print([a for a in json.load(sys.stdin)["agents"] if a["name"] == "writer1"][0]["seq"])')
+corral writer release writer1 --controller demo --expect-seq "$seq" --expect-head "$(field head)" \
+  --expect-status "$before" --checkpoint-ref "uncommitted work in .demo/lane" \
+  --checkpoint-sha256 "$(sha "$before")"
+after=$(field status_sha256)
+git -C .demo/lane status --short
+if [ "$before" = "$after" ]; then
+  echo "-> the worktree is untouched by the release: status digest still ${after:0:16}…, the edit is still there"
+else
+  echo "the release changed the worktree ($before -> $after)" >&2; exit 1
+fi
+
 step "release with a checkpoint"
 corral controller release --controller demo \
   --checkpoint-ref "demo checkpoint" --checkpoint-sha256 "$(sha 'demo checkpoint')"
