@@ -105,7 +105,11 @@ corral ask writer1 --controller demo --text "write src/feature.py def feature():
 append src/feature.py     return 42"
 
 step "validate the lane in the sandbox (no network, read-only snapshot, commands from the base commit)"
-corral writer verify writer1 --controller demo
+if command -v bwrap >/dev/null 2>&1; then
+  corral writer verify writer1 --controller demo
+else
+  echo "(Bubblewrap is not installed: corral never runs validations unsandboxed; apt-get install bubblewrap)"
+fi
 
 step "release the lane at the HEAD and status the coordinator sees now"
 before=$(field status_sha256)
