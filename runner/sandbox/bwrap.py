@@ -7,6 +7,7 @@ The sandbox for host validation (``corral writer verify``)::
           --proc /proc --dev /dev --tmpfs /tmp --tmpfs /run   (private: host sockets are unreachable)
           --bind HOME HOME                                     (a private writable home per run)
           --ro-bind SNAPSHOT SNAPSHOT --chdir SNAPSHOT         (the worktree's snapshot, read-only)
+          --remount-ro /                                       (bwrap's root tmpfs, read-only too)
           --setenv PATH … --setenv HOME HOME … -- ARGV…
 
 ``--unshare-all`` includes the network namespace; as root, Bubblewrap keeps capabilities unless told
@@ -149,7 +150,8 @@ class Sandbox:
         }
         for key, value in sorted(env.items()):
             argv += ["--setenv", key, value]
-        return [*argv, "--", *command.argv]
+        # bwrap's own root is a writable tmpfs: make it read-only too, once everything is mounted.
+        return [*argv, "--remount-ro", "/", "--", *command.argv]
 
     def run(self, snapshot: Path, home: Path, command: Command, tail: bool = False) -> CommandResult:
         """Run one command in the sandbox; its combined output is digested (and tailed on request)."""

@@ -336,7 +336,8 @@ class SQLiteStore(Store):
     def _setup(self) -> None:
         conn = self._conn
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        # Opening can meet a lock too (another connection checkpointing on close): wait like a writer.
+        version = self._retry(lambda: conn.execute("PRAGMA user_version").fetchone()[0])
         if version > SCHEMA_VERSION:
             raise StoreVersionError(
                 f"the database {self.path} has schema version {version}, newer than this corral understands "
@@ -345,7 +346,7 @@ class SQLiteStore(Store):
                 schema_version=version,
                 supported=SCHEMA_VERSION,
             )
-        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        if self._retry(lambda: conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         conn.execute("PRAGMA synchronous = FULL")
         if version < SCHEMA_VERSION:

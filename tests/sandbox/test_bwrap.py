@@ -271,13 +271,6 @@ def test_only_the_home_is_writable(box: Box) -> None:
     assert not Path(f"/usr/corral-{tag}").exists() and not Path(f"/etc/corral-{tag}").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: the sandbox root is bwrap's tmpfs, mounted rw and never remounted read-only "
-    "(no `--remount-ro /` at the end of the argv): a command can write to `/`. Private and discarded, "
-    "but it contradicts 'nothing writable but a private home'.",
-)
 def test_writing_to_the_root_fails(box: Box) -> None:
     tag = uuid.uuid4().hex[:12]
     found = _write_from_inside(box, {"root": f"/corral-{tag}"})

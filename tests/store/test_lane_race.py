@@ -381,13 +381,6 @@ def test_racing_lane_starts_have_exactly_the_forced_winners(repo: Repo, tmp_path
         workers.kill()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=sqlite3.OperationalError,
-    reason="BUG: SQLiteStore.__init__ reads PRAGMA user_version without the busy retry loop; opening a store "
-    "that another connection holds locked (e.g. the last connection checkpointing its WAL on close) fails after "
-    "20 ms with a raw sqlite3.OperationalError instead of retrying up to busy_deadline (then StoreBusyError)",
-)
 def test_opening_a_locked_store_waits_then_reports_store_busy(tmp_path: Path) -> None:
     db = tmp_path / "corral.db"
     with SQLiteStore(db):
