@@ -35,7 +35,7 @@ from runner.errors import ConflictError, CorralError, InputError, NotFoundError,
 from runner.fence import Credential
 from runner.guards.agents import LEASE_MACHINES, LIVE_LEASE_STATES, OPEN_RECEIPT_STATES
 from runner.service.base import ServiceBase
-from runner.service.checks import check_controller_id, check_credential
+from runner.service.checks import UUID, check_controller_id, check_credential
 
 HOSTS = ("process", "herdr")
 TOKEN_PREFIX = "corral-receipt-v1."
@@ -90,6 +90,11 @@ def _check_token(value: str) -> None:
         raise InputError("receipt", f"{value!r} is not a receipt token ({TOKEN_PREFIX}<uuid>)")
 
 
+def _check_key(name: str, value: str | None) -> None:
+    if value is not None and not (isinstance(value, str) and UUID.match(value)):
+        raise InputError(name, f"{value!r} is not a UUID")
+
+
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -109,11 +114,14 @@ class ReviewerStartInput:
     host: str = "process"
     model: str | None = None
     effort: str | None = None
+    lease_id: str | None = None
+    """An idempotency key: the lease instance is ``reviewer/<lease_id>`` (plans derive it from the step)."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
         _check_name("name", self.name)
+        _check_key("lease_id", self.lease_id)
         if not isinstance(self.kind, str) or not re.match(NAME_PATTERN, self.kind):
             raise InputError("kind", f"{self.kind!r} is not an agent kind name")
         if not isinstance(self.cwd, str) or not self.cwd:
@@ -180,12 +188,15 @@ class RelayInput:
     target: str
     text: str = field(repr=False)
     batch_id: str | None = None
+    receipt_id: str | None = None
+    """An idempotency key: the receipt is ``receipt/<receipt_id>`` (plans derive it from the step)."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
         _check_name("target", self.target)
         _check_text(self.text)
+        _check_key("receipt_id", self.receipt_id)
 
 
 @dataclass(frozen=True)
@@ -521,7 +532,7 @@ class AgentOps(ServiceBase):
         options = {k: v for k, v in (("model", inp.model), ("effort", inp.effort)) if v is not None}
         result = self._fire_on(
             "reviewer",
-            f"reviewer/{uuid.uuid4()}",
+            f"reviewer/{inp.lease_id or uuid.uuid4()}",
             "start",
             inp.credential,
             {"name": inp.name, "kind": inp.kind, "cwd": inp.cwd, "host": inp.host, "options": options},
@@ -647,7 +658,7 @@ class AgentOps(ServiceBase):
         """
         lease = self._lease_by_name(inp.controller_id, inp.target)
         host = self.host(lease.data["host"])
-        receipt_id = uuid.uuid4()
+        receipt_id = inp.receipt_id or str(uuid.uuid4())
         token = f"{TOKEN_PREFIX}{receipt_id}"
         result = self._fire_on(
             "receipt",

@@ -28,6 +28,7 @@ from runner.service.agents import (
     AgentOperationError,
     AgentOps,
     CloseResult,
+    _check_key,
     _check_lines,
     _check_name,
     _sha256,
@@ -80,12 +81,15 @@ class WriterStartInput:
     host: str = "process"
     model: str | None = None
     effort: str | None = None
+    lease_id: str | None = None
+    """An idempotency key: the lane instance is ``writer/<lease_id>``."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
         _check_name("name", self.name)
         _check_name("kind", self.kind)
+        _check_key("lease_id", self.lease_id)
         if not isinstance(self.worktree, str) or not self.worktree.startswith("/"):
             raise InputError("worktree", f"{self.worktree!r} is not an absolute path")
         _check_branch("branch", self.branch)
@@ -219,7 +223,7 @@ class WriterOps(AgentOps):
             self.kinds.get(inp.kind).check_options(StartOptions(model=inp.model, effort=inp.effort))
         result = self._fire_on(
             "writer",
-            f"writer/{uuid.uuid4()}",
+            f"writer/{inp.lease_id or uuid.uuid4()}",
             "start",
             inp.credential,
             {

@@ -1,0 +1,192 @@
+"""The operations a recipe step can ``do``: their parameters, outputs, and whether a retry is safe.
+
+This is the catalogue definitions are checked against (no I/O); the implementations live in
+``runner.plans.operations``. An operation is *safe to retry* when running it twice has the effect
+of running it once (reads, waits, collects, verifications); anything that hands a prompt over or
+starts or closes something is not, and a recipe may not put ``retry`` on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str = "any"  # string, integer, number, boolean, array, object, any
+    required: bool = False
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class OperationSpec:
+    name: str
+    description: str
+    params: tuple[Param, ...] = ()
+    outputs: tuple[str, ...] = ()
+    safe_to_retry: bool = False
+    machine: str | None = None  # the machine the operation drives, for drawings
+    param_index: dict[str, Param] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.param_index.update({p.name: p for p in self.params})
+
+
+def _p(name: str, kind: str = "string", required: bool = False, description: str = "") -> Param:
+    return Param(name, kind, required, description)
+
+
+_AGENT = (_p("host"), _p("model"), _p("effort"))
+
+OPERATIONS: dict[str, OperationSpec] = {
+    spec.name: spec
+    for spec in (
+        OperationSpec(
+            "controller.acquire",
+            "Acquire the plan's controller lease, or resume it with the credential held here.",
+            (_p("authority_ref", required=True), _p("authority_sha256", required=True), _p("ttl_seconds", "integer")),
+            ("lease_id", "generation", "expires_at"),
+            safe_to_retry=True,
+            machine="controller",
+        ),
+        OperationSpec(
+            "controller.release",
+            "Release the plan's controller lease with a checkpoint.",
+            (_p("checkpoint_ref", required=True), _p("checkpoint_sha256", required=True)),
+            ("state",),
+            machine="controller",
+        ),
+        OperationSpec(
+            "reviewer.start",
+            "Start a reviewer agent leased to the plan's controller.",
+            (_p("name", required=True), _p("kind", required=True), _p("cwd", required=True), *_AGENT),
+            ("lease", "pane_id", "seq"),
+            machine="reviewer",
+        ),
+        OperationSpec(
+            "reviewer.close",
+            "Close a reviewer at its cursor (the one observed now unless expected_seq is given).",
+            (_p("name", required=True), _p("expected_seq", "integer"), _p("lines", "integer")),
+            ("capture_sha256", "closing_seq", "state"),
+            machine="reviewer",
+        ),
+        OperationSpec(
+            "receipt.relay",
+            "Hand a prompt to a leased agent with a receipt (does not wait).",
+            (_p("target", required=True), _p("text", required=True)),
+            ("token", "before_seq", "after_seq"),
+            machine="receipt",
+        ),
+        OperationSpec(
+            "receipt.collect",
+            "Collect a receipt's result (replays a completed one).",
+            (_p("receipt", required=True), _p("timeout", "number"), _p("lines", "integer")),
+            ("token", "output", "output_sha256", "settled_seq", "status"),
+            safe_to_retry=True,
+            machine="receipt",
+        ),
+        OperationSpec(
+            "receipt.ask",
+            "Relay a prompt and collect its result (resumable: never delivered twice).",
+            (_p("target", required=True), _p("text", required=True), _p("timeout", "number"), _p("lines", "integer")),
+            ("token", "output", "output_sha256", "settled_seq", "status"),
+            machine="receipt",
+        ),
+        OperationSpec(
+            "receipt.ask_many",
+            "Ask 1-8 leased agents; mode all collects every result, first the first to settle.",
+            (_p("requests", "array", required=True), _p("mode"), _p("timeout", "number"), _p("lines", "integer")),
+            ("results", "pending_receipts", "first"),
+            machine="receipt",
+        ),
+        OperationSpec(
+            "receipt.abandon",
+            "Abandon a receipt on fresh evidence that its agent is settled.",
+            (_p("receipt", required=True), _p("message")),
+            ("state",),
+            machine="receipt",
+        ),
+        OperationSpec(
+            "wait.any",
+            "Wait for the first of several leased agents to settle after its cursor.",
+            (_p("targets", "array", required=True), _p("timeout", "number")),
+            ("target", "status", "seq"),
+            safe_to_retry=True,
+        ),
+        OperationSpec(
+            "git.preflight",
+            "Read a worktree's git facts (branch, HEAD, status digest, linked).",
+            (_p("worktree", required=True),),
+            ("branch", "head", "status_sha256", "linked", "default_branch", "common_dir"),
+            safe_to_retry=True,
+        ),
+        OperationSpec(
+            "writer.start",
+            "Start a writer lane after Git preflight and scope checks.",
+            (
+                _p("name", required=True),
+                _p("kind", required=True),
+                _p("worktree", required=True),
+                _p("branch", required=True),
+                _p("base_commit", required=True),
+                _p("expected_head", required=True),
+                _p("expected_status_sha256", required=True),
+                _p("owned_scopes", "array", required=True),
+                _p("locked_scopes", "array"),
+                _p("protected_branches", "array"),
+                _p("purpose", required=True),
+                _p("ticket_ref", required=True),
+                _p("authority_ref", required=True),
+                _p("authority_sha256", required=True),
+                *_AGENT,
+            ),
+            ("lease", "pane_id", "seq"),
+            machine="writer",
+        ),
+        OperationSpec(
+            "writer.verify",
+            "Run the repository's validations on a snapshot of the lane, in the sandbox.",
+            (_p("name", required=True),),
+            ("passed", "head", "status_sha256", "results"),
+            safe_to_retry=True,
+            machine="writer",
+        ),
+        OperationSpec(
+            "writer.release",
+            "Checkpoint a lane and close its agent (at the cursor, HEAD and status observed now unless given).",
+            (
+                _p("name", required=True),
+                _p("checkpoint_ref", required=True),
+                _p("checkpoint_sha256", required=True),
+                _p("expected_seq", "integer"),
+                _p("expected_head"),
+                _p("expected_status_sha256"),
+                _p("lines", "integer"),
+            ),
+            ("release_head", "release_status_sha256", "capture_sha256", "state"),
+            machine="writer",
+        ),
+        OperationSpec(
+            "recipe.call",
+            "Run another recipe as a nested plan and take its steps' outputs.",
+            (_p("recipe", required=True), _p("inputs", "object")),
+            ("plan", "state", "steps"),
+            machine="plan",
+        ),
+        OperationSpec(
+            "flow.pass",
+            "Do nothing: the step's outputs are its arguments (as in the Amazon States Language).",
+            (_p("values", "object"),),
+            ("values",),
+            safe_to_retry=True,
+        ),
+        OperationSpec(
+            "flow.fail",
+            "Fail with an error code (for catch and finally flows).",
+            (_p("code", required=True), _p("message")),
+            (),
+            safe_to_retry=True,
+        ),
+    )
+}

@@ -1,0 +1,58 @@
+"""Updates of plans: what was submitted, who runs it, each step's record, how it ended."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runner.context import Context, Update, format_time
+from runner.updates import UPDATES
+
+
+@UPDATES.register("record_plan")
+def record_plan(ctx: Context) -> Update:
+    """Record the plan as submitted: recipe, its resolved digest, the plan's digest, its inputs."""
+    return Update(
+        data={
+            "plan_id": ctx.params["plan_id"],
+            "recipe": ctx.params["recipe"],
+            "recipe_version": ctx.params["recipe_version"],
+            "recipe_sha256": ctx.params["recipe_sha256"],
+            "content_sha256": ctx.params["content_sha256"],
+            "controller_id": ctx.params["controller_id"],
+            "parent": ctx.params.get("parent"),
+            # Inputs may hold prompt text: they travel as a secret and the field is secret, so the event
+            # log never shows them.
+            "inputs": json.loads(ctx.secrets.get("inputs", "{}")),
+            "steps": {},
+            "submitted_at": format_time(ctx.now),
+        }
+    )
+
+
+@UPDATES.register("record_runner")
+def record_runner(ctx: Context) -> Update:
+    """Record the runner now executing the plan."""
+    return Update(data={"runner": dict(ctx.params["runner"]), "paused_reason": None})
+
+
+@UPDATES.register("record_step")
+def record_step(ctx: Context) -> Update:
+    """Record one step's state (running, succeeded, failed, skipped), attempt, outputs and error."""
+    steps: dict[str, Any] = dict(ctx.data.get("steps") or {})
+    record = dict(ctx.params["record"])
+    record["at"] = format_time(ctx.now)
+    steps[ctx.params["step_id"]] = record
+    return Update(data={"steps": steps})
+
+
+@UPDATES.register("record_pause")
+def record_pause(ctx: Context) -> Update:
+    """Record why the plan waits for a person."""
+    return Update(data={"paused_reason": ctx.params["reason"]})
+
+
+@UPDATES.register("record_finish")
+def record_finish(ctx: Context) -> Update:
+    """Record the end: when, and the failure (if any)."""
+    return Update(data={"finished_at": format_time(ctx.now), "failure": ctx.params.get("failure")})
