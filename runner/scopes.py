@@ -23,7 +23,7 @@ def normalize_one(raw: str, field: str = "scope") -> str:
         raise InputError(field, "an empty scope", code="scope_invalid", scope=raw)
     if len(raw) > MAX_SCOPE_LENGTH:
         raise InputError(field, f"a scope longer than {MAX_SCOPE_LENGTH} characters", code="scope_invalid")
-    if any(ord(c) < 32 or c == "\x7f" for c in raw):
+    if any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in raw):  # C0, DEL and C1 controls
         raise InputError(field, f"{raw!r} contains control characters", code="scope_invalid", scope=raw)
     if "\\" in raw:
         raise InputError(field, f"{raw!r} contains a backslash; scopes use '/'", code="scope_invalid", scope=raw)
@@ -57,6 +57,8 @@ def normalize_one(raw: str, field: str = "scope") -> str:
 
 def normalize(raw: Iterable[str], field: str = "scope") -> tuple[str, ...]:
     """Every scope normalized, de-duplicated and sorted."""
+    if isinstance(raw, str):  # a string is an iterable of one-letter "scopes": never what was meant
+        raise InputError(field, f"give a list of scopes, not the string {raw!r}", code="scope_invalid")
     return tuple(sorted({normalize_one(item, field) for item in raw}))
 
 

@@ -63,7 +63,7 @@ def test_wheel_ships_definitions_and_works_outside_the_checkout(tmp_path: Path) 
         text=True,
         check=True,
     )
-    assert [m["name"] for m in json.loads(run.stdout)["machines"]] == ["controller", "receipt", "reviewer", "writer"]
+    assert [m["name"] for m in json.loads(run.stdout)["machines"]] == ["controller", "plan", "receipt", "reviewer", "writer"]
     valid = subprocess.run(
         [sys.executable, "-m", "runner.cli", "validate"],
         cwd=elsewhere,

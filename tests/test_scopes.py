@@ -99,11 +99,6 @@ def test_the_longest_allowed_scope_is_accepted() -> None:
     assert scopes.normalize_one(longest) == longest
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (minor): normalize_one refuses only C0 controls and DEL; the C1 controls U+0080-U+009F (Unicode "
-    "category Cc, e.g. U+009B, the one-character CSI) are accepted and recorded as scopes",
-)
 @pytest.mark.parametrize("raw", ["a\x85b", "src\x9b31m"])
 def test_c1_control_characters_are_refused(raw: str) -> None:
     with pytest.raises(InputError) as caught:

@@ -61,7 +61,9 @@ def _repo(path: str) -> Any:
     import git  # GitPython costs ~0.2 s to import: only writer operations pay it
 
     try:
-        return git.Repo(path, search_parent_directories=False)
+        # Search upwards: a subdirectory must be *read* (and then refused by the top-level guard),
+        # not mistaken for an unreadable path.
+        return git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
         raise GitReadError("worktree", f"{path} is not a git worktree ({type(exc).__name__})", path=path) from None
 
@@ -84,8 +86,14 @@ def read(worktree: str) -> GitFacts:
     try:
         toplevel = os.path.realpath(cmd.rev_parse("--show-toplevel"))
         git_dir = os.path.realpath(cmd.rev_parse("--absolute-git-dir"))
-        common = cmd.rev_parse("--git-common-dir")
-        common_dir = os.path.realpath(common if os.path.isabs(common) else os.path.join(realpath, common))
+        # git answers relative to the directory it runs in (the top level GitPython found), so ask
+        # for an absolute path (git >= 2.31) and fall back to resolving against that directory.
+        try:
+            common = cmd.rev_parse("--path-format=absolute", "--git-common-dir")
+        except git.GitCommandError:
+            common = cmd.rev_parse("--git-common-dir")
+        base = repo.working_tree_dir or realpath
+        common_dir = os.path.realpath(common if os.path.isabs(common) else os.path.join(base, common))
         try:
             branch: str | None = cmd.symbolic_ref("--short", "-q", "HEAD") or None
         except git.GitCommandError:

@@ -63,6 +63,25 @@ def git_branch(ctx: Context) -> Rejection | None:
     return None
 
 
+@GUARDS.register("git_same_worktree")
+def git_same_worktree(ctx: Context) -> Rejection | None:
+    """The worktree read now is the lane's: same resolved path, same repository, same branch."""
+    facts = _git(ctx)
+    data = ctx.instance.data
+    recorded = (data.get("cwd"), data.get("common_dir"), data.get("branch"))
+    seen = (facts.get("realpath"), facts.get("common_dir"), facts.get("branch"))
+    if recorded == seen:
+        return None
+    return Rejection(
+        "git_worktree_changed",
+        "the lane's worktree is no longer the one it started in (path, repository or branch differ)",
+        {
+            "expected": dict(zip(("realpath", "common_dir", "branch"), recorded, strict=True)),
+            "actual": dict(zip(("realpath", "common_dir", "branch"), seen, strict=True)),
+        },
+    )
+
+
 @GUARDS.register("git_head")
 def git_head(ctx: Context) -> Rejection | None:
     """HEAD is the commit the caller expects."""

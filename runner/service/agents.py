@@ -636,6 +636,8 @@ class AgentOps(ServiceBase):
             observed = self._observe(host, lease.data.get("pane_id"))
             action: dict[str, Any] = {"name": lease.data.get("name"), "lease": lease.id, "state": lease.state}
             if observed.get("exists"):
+                if lease.state == "active":
+                    continue  # a live lease with its pane: nothing to reconcile, nothing to report
                 action.update(action="skip", why="its pane still exists")
             else:
                 result = self._fire_on(machine, lease.id, "reconcile", inp.credential, {}, {"agent": observed})

@@ -283,7 +283,7 @@ class WriterOps(AgentOps):
                 "agent": before,
                 "agent_after": after,
                 "capture_sha256": _sha256(output),
-                "git": self._git(lease.data["worktree"]),
+                "git": self._git(lease.data["cwd"]),
             },
             host=host,
         )
@@ -311,7 +311,7 @@ class WriterOps(AgentOps):
         self._check_fence(inp.credential)
         sandbox = Sandbox()
         sandbox.check()
-        worktree = str(lease.data["worktree"])
+        worktree = str(lease.data["cwd"])
         commands = load_commands(worktree, str(lease.data["base_commit"]))
         started = time.monotonic()
         before = self._git(worktree)

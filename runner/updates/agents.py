@@ -42,9 +42,12 @@ def record_capture(ctx: Context) -> Update:
 
 
 @UPDATES.register("record_reconcile")
-def record_reconcile(ctx: Context) -> Update:
+def record_reconcile(ctx: Context, lost: bool = False) -> Update:
     """Record when reconcile settled the lease on the evidence that its pane is gone."""
-    return Update(data={"reconciled_at": format_time(ctx.now)})
+    data: dict[str, Any] = {"reconciled_at": format_time(ctx.now)}
+    if lost:
+        data["failure"] = "the pane vanished while the lease was active; nothing was captured"
+    return Update(data=data)
 
 
 @UPDATES.register("record_receipt")

@@ -43,7 +43,13 @@ def record_step(ctx: Context) -> Update:
     record = dict(ctx.params["record"])
     record["at"] = format_time(ctx.now)
     steps[ctx.params["step_id"]] = record
-    return Update(data={"steps": steps})
+    data: dict[str, Any] = {"steps": steps}
+    if ctx.secrets.get("private"):
+        # Agent output text, kept for later steps' references but never logged (a secret field).
+        private = dict(ctx.data.get("private") or {})
+        private[ctx.params["step_id"]] = json.loads(ctx.secrets["private"])
+        data["private"] = private
+    return Update(data=data)
 
 
 @UPDATES.register("record_pause")

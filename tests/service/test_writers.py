@@ -411,11 +411,6 @@ def test_a_subdirectory_of_a_worktree_is_refused_and_writes_nothing(lab: Lab) ->
     assert lab.footprint() == before and lab.store.find("writer") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: runner.git.preflight.read() refuses a subdirectory with git_unreadable (GitPython's "
-    "Repo(search_parent_directories=False)) before the git_linked_worktree guard can say git_not_toplevel",
-)
 def test_a_subdirectory_of_a_worktree_is_refused_as_not_toplevel(lab: Lab) -> None:
     wt = lab.worktree("wt-feat")
     refused_start(lab, "git_not_toplevel", lambda: lab.start("alpha", wt / "src"))
@@ -599,12 +594,6 @@ def test_released_lanes_free_their_worktree_branch_and_scopes(lab: Lab) -> None:
     assert again.state == "active" and again.id != lab.lane("beta").id
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: writer_release re-reads git through the worktree path *as given* (lease.data['worktree']), not "
-    "the resolved cwd the lane started in; retarget a symlink and release checkpoints another worktree's HEAD "
-    "and status (no guard compares the fresh realpath with the lane's cwd)",
-)
 def test_release_through_a_retargeted_symlink_is_refused(lab: Lab) -> None:
     wt_a = lab.worktree("wt-a")
     wt_b = lab.worktree("wt-b")
@@ -709,12 +698,6 @@ def test_a_failed_start_that_closed_its_pane_frees_everything(flaky: tuple[Lab, 
     assert lab.start("alpha", wt).state == "active"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GAP: an *active* lane whose pane vanished (closed outside corral, host state lost) has no way out: "
-    "release is refused (agent_gone) and the writer machine has no reconcile from active, so the lane keeps "
-    "its worktree, branch and scopes for good",
-)
 def test_an_active_lane_whose_pane_vanished_can_be_settled(lab: Lab) -> None:
     wt = lab.worktree("wt-a")
     lane = lab.start("alpha", wt, owned_scopes=("src",))

@@ -76,7 +76,7 @@ def _browser() -> str | None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("machine", ["controller", "reviewer", "receipt", "writer"])
+@pytest.mark.parametrize("machine", ["controller", "reviewer", "receipt", "writer", "plan"])
 def test_mermaid_renders_in_a_browser(tmp_path: Path, machine: str) -> None:
     """The drawing GitHub would show: Mermaid 11 renders it to an SVG without a parse error."""
     browser = _browser()

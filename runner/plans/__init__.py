@@ -1,0 +1,1 @@
+"""Plans: a recipe and its inputs, executed durably, step by step, resumable after any crash."""

@@ -1,0 +1,383 @@
+"""Run plans: submit once (idempotent by plan id), execute step by step, resume after any crash.
+
+The plan is an instance of ``machines/plan.yaml``; every step's start and outcome is a ``step``
+transition, so the store always knows which step was in flight. A runner that finds a step
+``running`` (its predecessor died) asks the step's operation to resolve it from the instances the
+step creates under its deterministic key (see :mod:`runner.plans.operations`): done, not started, or
+a decision for a person (the plan pauses). One runner at a time: the plan records its runner (pid,
+host, boot id, start time) and another may take over only when that one is gone.
+
+Step semantics: ``when`` (skip unless the comparison holds), ``retry`` (safe operations only; full
+jitter: a random wait below ``interval * backoff_rate ** (attempt - 1)``), ``catch`` (error codes,
+or ``*``, to a later step), ``finally`` (runs even after a failure; other steps are then skipped).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+
+from runner import lockstatus
+from runner.context import Instance
+from runner.engine import Request
+from runner.errors import ConflictError, CorralError, InputError, NotFoundError, TransitionNotAllowedError
+from runner.fence import Credential
+from runner.plans import operations
+from runner.plans.references import compare, resolve
+from runner.service import Service
+from runner.spec.recipes import Recipe, RecipeLibrary, Step, validate_inputs
+
+RETRYABLE_CATEGORIES = ("conflict", "internal")
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+class CredentialKeeper(Protocol):
+    """Where a plan's controller credential lives between steps (the CLI: the state home's files)."""
+
+    def load(self, controller_id: str) -> Credential | None: ...
+
+    def save(self, credential: Credential) -> None: ...
+
+    def remove(self, controller_id: str) -> None: ...
+
+
+class PlanConflictError(ConflictError):
+    """A plan id was submitted again with different content. Use a new plan id for a new plan."""
+
+    default_code = "plan_conflict"
+
+
+@dataclass(frozen=True)
+class Submitted:
+    plan: Instance
+    created: bool
+
+
+def plan_instance_id(plan_id: str) -> str:
+    return f"plan/{plan_id}"
+
+
+def check_plan_document(doc: Any, where: str = "plan") -> dict[str, Any]:
+    """The plan document checked against ``schemas/plan.schema.json``."""
+    from runner.spec import schema
+
+    validator = schema.validator("plan")
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        first = errors[0]
+        field = ".".join(map(str, first.absolute_path)) or where
+        raise InputError(field, first.message, code="plan_invalid", problems=[e.message for e in errors])
+    return dict(doc)
+
+
+class Executor:
+    """Submits and runs plans over one service."""
+
+    def __init__(
+        self,
+        service: Service,
+        recipes: RecipeLibrary,
+        credentials: CredentialKeeper,
+        scratch: Path | None = None,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.service = service
+        self.recipes = recipes
+        self.credentials = credentials
+        self.scratch = scratch
+        self.progress = progress or (lambda event: None)
+        self.me = lockstatus.current()
+        self._private: dict[str, dict[str, dict[str, Any]]] = {}
+
+    # --- submission ---------------------------------------------------------------------------------
+
+    def submit(self, doc: Mapping[str, Any], parent: str | None = None) -> Submitted:
+        """Record the plan (or find it): the same id with the same content is the same plan."""
+        doc = check_plan_document(dict(doc))
+        recipe = self.recipes.get(doc["recipe"])
+        inputs = validate_inputs(recipe, dict(doc.get("inputs") or {}))
+        content = {
+            "plan": doc["plan"],
+            "recipe": recipe.name,
+            "recipe_sha256": recipe.sha256,
+            "controller": doc["controller"],
+            "inputs": inputs,
+        }
+        content_sha256 = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+        existing = self.service.store.get(plan_instance_id(doc["plan"]))
+        if existing is not None:
+            if existing.data.get("content_sha256") != content_sha256:
+                raise PlanConflictError(
+                    f"plan {doc['plan']!r} exists with other content (recipe, inputs or controller differ); "
+                    "submit it under a new plan id",
+                    plan=doc["plan"],
+                    state=existing.state,
+                )
+            return Submitted(existing, False)
+        result = self.service.engine.fire(
+            self.service.library.builtin("plan"),
+            Request(
+                plan_instance_id(doc["plan"]),
+                "submit",
+                params={
+                    "plan_id": doc["plan"],
+                    "recipe": recipe.name,
+                    "recipe_version": recipe.version,
+                    "recipe_sha256": recipe.sha256,
+                    "content_sha256": content_sha256,
+                    "controller_id": doc["controller"],
+                    "parent": parent,
+                },
+                secrets={"inputs": json.dumps(inputs)},
+                actor=self.service.actor,
+            ),
+        )
+        return Submitted(result.instance, True)
+
+    # --- transitions ----------------------------------------------------------------------------------
+
+    def _fire(
+        self,
+        plan_id: str,
+        trigger: str,
+        params: Mapping[str, Any] | None = None,
+        secrets: Mapping[str, str] | None = None,
+        observations: Mapping[str, Any] | None = None,
+    ) -> Instance:
+        result = self.service.engine.fire(
+            self.service.library.builtin("plan"),
+            Request(
+                plan_instance_id(plan_id),
+                trigger,
+                params={"runner": self.me, **(params or {})},
+                secrets=secrets or {},
+                observations=observations or {},
+                actor=self.service.actor,
+            ),
+        )
+        return result.instance
+
+    def _emit(self, plan: str, event: str, **fields: Any) -> None:
+        self.progress({"plan": plan, "event": event, **fields})
+
+    def _record(
+        self, plan_id: str, step: Step, record: dict[str, Any], private: Mapping[str, Any] | None = None
+    ) -> Instance:
+        secrets = {"private": json.dumps(private)} if private else None
+        instance = self._fire(plan_id, "step", {"step_id": step.id, "record": record}, secrets=secrets)
+        if private:
+            self._private[plan_id][step.id] = dict(private)
+        return instance
+
+    # --- running ----------------------------------------------------------------------------------------
+
+    async def run(self, plan_id: str) -> Instance:
+        """Run (or continue) the plan until it ends or pauses; returns the plan as it then stands."""
+        plan = self.service.store.get(plan_instance_id(plan_id))
+        if plan is None:
+            raise NotFoundError(f"no plan {plan_id!r}", code="plan_unknown", plan=plan_id)
+        if plan.state in TERMINAL:
+            return plan
+        recipe = self.recipes.get(str(plan.data["recipe"]))
+        if recipe.sha256 != plan.data.get("recipe_sha256"):
+            raise ConflictError(
+                f"recipe {recipe.name!r} changed since plan {plan_id!r} was submitted; finish it with the old recipe "
+                "or submit a new plan",
+                code="recipe_changed",
+                plan=plan_id,
+            )
+        plan = self._fire(plan_id, "start", observations={"runner_status": lockstatus.status(plan.data.get("runner"))})
+        self._emit(plan_id, "plan_started", recipe=recipe.name, steps=[s.id for s in recipe.steps])
+        self._private[plan_id] = dict(plan.data.get("private") or {})
+        try:
+            return await self._steps(plan_id, plan, recipe)
+        except TransitionNotAllowedError:
+            current = self.service.store.get(plan_instance_id(plan_id))
+            if current is not None and current.state == "cancelled":
+                self._emit(plan_id, "plan_cancelled")
+                return current
+            raise
+
+    async def _steps(self, plan_id: str, plan: Instance, recipe: Recipe) -> Instance:
+        inputs = dict(plan.data.get("inputs") or {})
+        failure: dict[str, Any] | None = None
+        index = 0
+        steps = recipe.steps
+        while index < len(steps):
+            step = steps[index]
+            records: dict[str, Any] = dict(plan.data.get("steps") or {})
+            record = records.get(step.id)
+            if record is not None and record["state"] in ("succeeded", "skipped", "failed", "caught"):
+                if record["state"] == "failed" and failure is None:
+                    failure = {"step": step.id, **(record.get("error") or {})}
+                if record["state"] == "caught":
+                    index = next(i for i, s in enumerate(steps) if s.id == record["next"])
+                    continue
+                index += 1
+                continue
+            if failure is not None and not step.final:
+                plan = self._record(plan_id, step, {"state": "skipped", "reason": "an earlier step failed"})
+                self._emit(plan_id, "step_skipped", step=step.id, reason="an earlier step failed")
+                index += 1
+                continue
+            outputs = {
+                sid: {**(rec.get("outputs") or {}), **self._private[plan_id].get(sid, {})}
+                for sid, rec in records.items()
+            }
+            if step.when is not None and record is None:
+                left = resolve(step.when["left"], inputs, outputs)
+                right = resolve(step.when["right"], inputs, outputs)
+                if not compare(left, step.when["op"], right):
+                    plan = self._record(plan_id, step, {"state": "skipped", "reason": "when is false"})
+                    self._emit(plan_id, "step_skipped", step=step.id, reason="when is false")
+                    index += 1
+                    continue
+            outcome = await self._attempts(plan_id, step, record, inputs, outputs)
+            plan = outcome.plan
+            if outcome.kind == "paused":
+                plan = self._fire(plan_id, "pause", {"reason": outcome.reason})
+                self._emit(plan_id, "plan_paused", step=step.id, reason=outcome.reason)
+                return plan
+            if outcome.kind == "caught":
+                index = next(i for i, s in enumerate(steps) if s.id == outcome.next)
+                continue
+            if outcome.kind == "failed" and failure is None:
+                failure = {"step": step.id, **(outcome.error or {})}
+            index += 1
+        if failure is not None:
+            plan = self._fire(plan_id, "fail", {"failure": failure})
+            self._emit(plan_id, "plan_failed", failure=failure)
+        else:
+            plan = self._fire(plan_id, "finish")
+            self._emit(plan_id, "plan_succeeded")
+        return plan
+
+    async def _attempts(
+        self,
+        plan_id: str,
+        step: Step,
+        record: Mapping[str, Any] | None,
+        inputs: Mapping[str, Any],
+        outputs: Mapping[str, Any],
+    ) -> _Outcome:
+        implementation = operations.OPERATIONS[step.do]
+        max_attempts = step.retry.max_attempts if step.retry else 1
+        attempt = int(record.get("attempt", 1)) if record else 1
+        resuming = record is not None and record.get("state") == "running"
+        args = resolve(step.args, inputs, outputs)
+        plan = self.service.store.get(plan_instance_id(plan_id))
+        assert plan is not None
+        controller_id = str(plan.data["controller_id"])
+        while True:
+            ctx = operations.OpContext(self, plan_id, step.id, attempt, controller_id, step.timeout, self.scratch)
+            started = time.monotonic()
+            result: operations.Outputs | None = None
+            error: CorralError | None = None
+            if resuming:
+                resolution = implementation.resume(ctx, args) if implementation.resume else operations.RUN
+                resuming = False
+                self._emit(plan_id, "step_resumed", step=step.id, attempt=attempt, resolution=resolution.kind)
+                if resolution.kind == "pause":
+                    return _Outcome("paused", plan, reason=f"step {step.id}: {resolution.reason}")
+                if resolution.kind == "done":
+                    result = resolution.outputs
+                elif resolution.kind == "fail":
+                    error = resolution.error
+            else:
+                plan = self._record(plan_id, step, {"state": "running", "attempt": attempt, "do": step.do})
+                self._emit(plan_id, "step_started", step=step.id, do=step.do, attempt=attempt)
+            if result is None and error is None:
+                try:
+                    if step.timeout is not None:
+                        with anyio.fail_after(step.timeout):
+                            result = await implementation.run(ctx, dict(args))
+                    else:
+                        result = await implementation.run(ctx, dict(args))
+                except TimeoutError:
+                    error = CorralError(f"step {step.id} took longer than {step.timeout:g} s", code="step_timeout")
+                except CorralError as exc:
+                    error = exc
+            elapsed = round(time.monotonic() - started, 3)
+            if result is not None:
+                plan = self._record(
+                    plan_id,
+                    step,
+                    {
+                        "state": "succeeded",
+                        "attempt": attempt,
+                        "do": step.do,
+                        "outputs": result.public,
+                        "seconds": elapsed,
+                    },
+                    result.private,
+                )
+                self._emit(
+                    plan_id, "step_succeeded", step=step.id, attempt=attempt, outputs=result.public, seconds=elapsed
+                )
+                return _Outcome("succeeded", plan)
+            assert error is not None
+            summary = {"code": error.code, "message": error.message}
+            retryable = error.category in RETRYABLE_CATEGORIES and step.retry is not None
+            if retryable and attempt < max_attempts:
+                assert step.retry is not None
+                delay = random.uniform(0, step.retry.interval * step.retry.backoff_rate ** (attempt - 1))
+                self._emit(
+                    plan_id, "step_retrying", step=step.id, attempt=attempt, error=summary, delay=round(delay, 3)
+                )
+                await anyio.sleep(delay)
+                attempt += 1
+                continue
+            for catch in step.catch:
+                if "*" in catch.errors or error.code in catch.errors:
+                    plan = self._record(
+                        plan_id,
+                        step,
+                        {
+                            "state": "caught",
+                            "attempt": attempt,
+                            "do": step.do,
+                            "error": summary,
+                            "next": catch.next,
+                            "seconds": elapsed,
+                        },
+                    )
+                    self._emit(plan_id, "step_caught", step=step.id, error=summary, next=catch.next)
+                    return _Outcome("caught", plan, next=catch.next)
+            plan = self._record(
+                plan_id,
+                step,
+                {"state": "failed", "attempt": attempt, "do": step.do, "error": summary, "seconds": elapsed},
+            )
+            self._emit(plan_id, "step_failed", step=step.id, attempt=attempt, error=summary)
+            return _Outcome("failed", plan, error=summary)
+
+    async def run_child(
+        self, child_id: str, recipe: str, inputs: dict[str, Any], controller_id: str, parent: str
+    ) -> Instance:
+        """Submit (or find) and run a nested plan for ``recipe.call``."""
+        self.submit({"plan": child_id, "recipe": recipe, "controller": controller_id, "inputs": inputs}, parent=parent)
+        child = Executor(self.service, self.recipes, self.credentials, self.scratch, self.progress)
+        return await child.run(child_id)
+
+    def cancel(self, plan_id: str) -> Instance:
+        plan = self.service.store.get(plan_instance_id(plan_id))
+        if plan is None:
+            raise NotFoundError(f"no plan {plan_id!r}", code="plan_unknown", plan=plan_id)
+        return self._fire(plan_id, "cancel")
+
+
+@dataclass
+class _Outcome:
+    kind: str  # succeeded, failed, caught, paused
+    plan: Instance
+    error: dict[str, Any] | None = None
+    next: str = ""
+    reason: str = ""

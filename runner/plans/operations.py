@@ -1,0 +1,584 @@
+"""What each recipe operation does, and how a step that was in flight when a runner died is resolved.
+
+Every operation is ``run(ctx, args) -> Outputs``. Operations that create an instance (a lease, a
+receipt) use the step's deterministic key as the instance id, so ``resume(ctx, args)`` can look the
+instance up and decide, from its machine's state, whether the step already happened (``done``), never
+happened (``run``), or might have happened in a way only a person can judge (``pause``). Nothing is
+blindly sent twice: a receipt left ``reserved`` pauses the plan.
+
+Outputs are split: ``public`` values (cursors, tokens, digests) are recorded with the step and appear
+in the event log; ``private`` values (agent output text) are kept with the plan but never logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runner.errors import CorralError, CredentialError, InputError, NotFoundError, RefusedError
+from runner.fence import Credential
+
+if TYPE_CHECKING:
+    from runner.plans.executor import Executor
+    from runner.service import Service
+
+
+@dataclass
+class Outputs:
+    public: dict[str, Any] = field(default_factory=dict)
+    private: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """How to continue a step found in flight: ``run`` it, it is ``done``, ``pause`` for a person, or ``fail``."""
+
+    kind: str
+    outputs: Outputs | None = None
+    reason: str = ""
+    error: CorralError | None = None
+
+
+RUN = Resume("run")
+
+
+class StepFailed(CorralError):
+    """A ``flow.fail`` step, or an operation that reports failure without another error. The code is the step's."""
+
+    category = "conflict"
+    default_code = "step_failed"
+
+
+@dataclass
+class OpContext:
+    """What an operation may use: the service, the plan, the step, and the controller's credential."""
+
+    executor: Executor
+    plan_id: str
+    step_id: str
+    attempt: int
+    controller_id: str
+    timeout: float | None
+    scratch: Path | None
+
+    @property
+    def service(self) -> Service:
+        return self.executor.service
+
+    @property
+    def key(self) -> str:
+        """This step's idempotency key: the same for the same plan, step and attempt."""
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"corral-plan:{self.plan_id}/{self.step_id}/{self.attempt}"))
+
+    def subkey(self, index: int) -> str:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"corral-plan:{self.plan_id}/{self.step_id}/{self.attempt}/{index}"))
+
+    def credential(self) -> Credential:
+        found = self.executor.credentials.load(self.controller_id)
+        if found is None:
+            raise CredentialError(
+                f"no credential for controller {self.controller_id!r}: the plan must acquire it "
+                "first (controller.acquire)",
+                code="credential_missing",
+            )
+        return found
+
+
+Run = Callable[[OpContext, dict[str, Any]], Awaitable[Outputs]]
+ResumeFn = Callable[[OpContext, dict[str, Any]], Resume]
+
+
+@dataclass(frozen=True)
+class Operation:
+    run: Run
+    resume: ResumeFn | None = None  # None: safe to run again
+
+
+OPERATIONS: dict[str, Operation] = {}
+
+
+def operation(name: str, resume: ResumeFn | None = None) -> Callable[[Run], Run]:
+    def register(fn: Run) -> Run:
+        OPERATIONS[name] = Operation(fn, resume)
+        return fn
+
+    return register
+
+
+def _timeout(ctx: OpContext, args: Mapping[str, Any], default: float = 600.0) -> float:
+    value = args.get("timeout", ctx.timeout if ctx.timeout is not None else default)
+    return float(value)
+
+
+# --- controller ----------------------------------------------------------------------------------------
+
+
+@operation("controller.acquire")
+async def controller_acquire(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import AcquireInput, ResumeInput
+
+    service = ctx.service
+    held = None
+    try:
+        held = ctx.executor.credentials.load(ctx.controller_id)
+    except CredentialError:
+        held = None
+    grant = None
+    if held is not None:
+        try:
+            grant = service.resume(ResumeInput(ctx.controller_id, held, args.get("ttl_seconds")))
+        except (RefusedError, NotFoundError):
+            grant = None  # the credential is stale: acquire afresh below
+    if grant is None:
+        grant = service.acquire(
+            AcquireInput(
+                ctx.controller_id,
+                str(args["authority_ref"]),
+                str(args["authority_sha256"]).lower(),
+                int(args.get("ttl_seconds") or 900),
+            )
+        )
+    ctx.executor.credentials.save(grant.credential)
+    data = grant.lease.data
+    return Outputs({"lease_id": data["lease_id"], "generation": data["generation"], "expires_at": data["expires_at"]})
+
+
+def _resume_release(ctx: OpContext, args: dict[str, Any]) -> Resume:
+    from runner import fence
+
+    lease = ctx.service.store.get(fence.instance_id(ctx.controller_id))
+    if lease is not None and lease.state == "released":
+        return Resume("done", Outputs({"state": "released"}))
+    return RUN
+
+
+@operation("controller.release", _resume_release)
+async def controller_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import ReleaseInput
+
+    lease = ctx.service.release(
+        ReleaseInput(
+            ctx.controller_id, ctx.credential(), str(args["checkpoint_ref"]), str(args["checkpoint_sha256"]).lower()
+        )
+    )
+    ctx.executor.credentials.remove(ctx.controller_id)
+    return Outputs({"state": lease.state})
+
+
+# --- leases ---------------------------------------------------------------------------------------------
+
+
+def _lease_outputs(view: Any) -> Outputs:
+    return Outputs(
+        {
+            "lease": view.id,
+            "pane_id": view.data.get("pane_id"),
+            "seq": view.data.get("started_seq"),
+            "state": view.state,
+        }
+    )
+
+
+def _resume_start(machine: str) -> ResumeFn:
+    def resume(ctx: OpContext, args: dict[str, Any]) -> Resume:
+        found = ctx.service.store.get(f"{machine}/{ctx.key}")
+        if found is None:
+            return RUN
+        view = ctx.service._lease_view(found)
+        if found.state == "active":
+            return Resume("done", _lease_outputs(view))
+        if found.state in ("provisioning", "orphaned"):
+            return Resume(
+                "pause",
+                reason=f"{machine} {args.get('name')!r} was being started when the runner stopped "
+                f"({found.state}); check `corral agents`, then `corral {machine} reconcile`",
+            )
+        return Resume(
+            "fail",
+            error=CorralError(
+                f"{machine} {args.get('name')!r} did not start ({found.state}): {found.data.get('failure')}",
+                code="agent_start_failed",
+            ),
+        )
+
+    return resume
+
+
+@operation("reviewer.start", _resume_start("reviewer"))
+async def reviewer_start(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import ReviewerStartInput
+
+    view = ctx.service.reviewer_start(
+        ReviewerStartInput(
+            ctx.controller_id,
+            ctx.credential(),
+            str(args["name"]),
+            str(args["kind"]),
+            str(args["cwd"]),
+            str(args.get("host") or "process"),
+            args.get("model"),
+            args.get("effort"),
+            lease_id=ctx.key,
+        )
+    )
+    return _lease_outputs(view)
+
+
+def _current_seq(ctx: OpContext, name: str, machine: str, states: tuple[str, ...]) -> int:
+    """The cursor the leased agent sits at now (what a plan closes or releases at by default)."""
+    lease = ctx.service._lease_by_name(ctx.controller_id, name, states, (machine,))
+    return ctx.service.host(lease.data["host"]).get(lease.data["pane_id"]).seq
+
+
+def _resume_close(machine: str, done_state: str, closing: str) -> ResumeFn:
+    def resume(ctx: OpContext, args: dict[str, Any]) -> Resume:
+        leases = [
+            lease
+            for lease in ctx.service.store.find(machine)
+            if lease.data.get("name") == args.get("name") and lease.data.get("controller_id") == ctx.controller_id
+        ]
+        latest = max(leases, key=lambda lease: lease.created_at or "", default=None)
+        if latest is None:
+            return RUN
+        if latest.state == done_state:
+            return Resume(
+                "done",
+                Outputs(
+                    {
+                        "state": latest.state,
+                        "capture_sha256": latest.data.get("capture_sha256"),
+                        "closing_seq": latest.data.get("closing_seq"),
+                    }
+                ),
+            )
+        if latest.state == closing:
+            return Resume(
+                "pause",
+                reason=f"{machine} {args.get('name')!r} was being closed when the runner stopped; "
+                f"run `corral {machine} reconcile` once its pane is gone, then resume the plan",
+            )
+        return RUN
+
+    return resume
+
+
+@operation("reviewer.close", _resume_close("reviewer", "closed", "closing"))
+async def reviewer_close(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import ReviewerCloseInput
+
+    name = str(args["name"])
+    seq = args.get("expected_seq")
+    if seq is None:
+        seq = _current_seq(ctx, name, "reviewer", ("active", "close_failed"))
+    result = ctx.service.reviewer_close(
+        ReviewerCloseInput(ctx.controller_id, ctx.credential(), name, int(seq), int(args.get("lines") or 200))
+    )
+    data = result.lease.data
+    return Outputs(
+        {
+            "state": result.lease.state,
+            "capture_sha256": data.get("capture_sha256"),
+            "closing_seq": data.get("closing_seq"),
+        },
+        {"output": result.output},
+    )
+
+
+@operation("writer.start", _resume_start("writer"))
+async def writer_start(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import WriterStartInput
+
+    view = ctx.service.writer_start(
+        WriterStartInput(
+            ctx.controller_id,
+            ctx.credential(),
+            str(args["name"]),
+            str(args["kind"]),
+            str(args["worktree"]),
+            str(args["branch"]),
+            str(args["base_commit"]),
+            str(args["expected_head"]),
+            str(args["expected_status_sha256"]),
+            tuple(args["owned_scopes"]),
+            str(args["purpose"]),
+            str(args["ticket_ref"]),
+            str(args["authority_ref"]),
+            str(args["authority_sha256"]).lower(),
+            tuple(args.get("locked_scopes") or ()),
+            tuple(args.get("protected_branches") or ()),
+            str(args.get("host") or "process"),
+            args.get("model"),
+            args.get("effort"),
+            lease_id=ctx.key,
+        )
+    )
+    return _lease_outputs(view)
+
+
+@operation("writer.verify")
+async def writer_verify(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import WriterVerifyInput
+
+    result = ctx.service.writer_verify(
+        WriterVerifyInput(ctx.controller_id, ctx.credential(), str(args["name"])), scratch=ctx.scratch
+    )
+    v = result.verification
+    return Outputs(
+        {"passed": v["passed"], "head": v["head"], "status_sha256": v["status_sha256"], "results": v["results"]}
+    )
+
+
+@operation("writer.release", _resume_close("writer", "released", "releasing"))
+async def writer_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import WriterReleaseInput
+
+    name = str(args["name"])
+    lease = ctx.service._lease_by_name(ctx.controller_id, name, ("active", "release_failed"), ("writer",))
+    facts = ctx.service.preflight(str(lease.data["cwd"]))
+    seq = args.get("expected_seq")
+    if seq is None:
+        seq = ctx.service.host(lease.data["host"]).get(lease.data["pane_id"]).seq
+    result = ctx.service.writer_release(
+        WriterReleaseInput(
+            ctx.controller_id,
+            ctx.credential(),
+            name,
+            int(seq),
+            str(args.get("expected_head") or facts["head"]),
+            str(args.get("expected_status_sha256") or facts["status_sha256"]),
+            str(args["checkpoint_ref"]),
+            str(args["checkpoint_sha256"]).lower(),
+            int(args.get("lines") or 200),
+        )
+    )
+    data = result.lease.data
+    return Outputs(
+        {
+            "state": result.lease.state,
+            "release_head": data.get("release_head"),
+            "release_status_sha256": data.get("release_status_sha256"),
+            "capture_sha256": data.get("capture_sha256"),
+        },
+        {"output": result.output},
+    )
+
+
+@operation("git.preflight")
+async def git_preflight(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    facts = ctx.service.preflight(str(args["worktree"]))
+    keys = ("branch", "head", "status_sha256", "linked", "default_branch", "common_dir")
+    return Outputs({k: facts[k] for k in keys})
+
+
+# --- receipts -------------------------------------------------------------------------------------------
+
+
+def _receipt_outputs(view: Any) -> dict[str, Any]:
+    data = view.data
+    return {
+        "token": data["token"],
+        "before_seq": data.get("before_seq"),
+        "after_seq": data.get("after_seq"),
+        "settled_seq": data.get("settled_seq"),
+        "output_sha256": data.get("output_sha256"),
+        "state": view.state,
+    }
+
+
+def _resume_receipt(ctx: OpContext, receipt_id: str) -> Resume:
+    found = ctx.service.store.get(f"receipt/{receipt_id}")
+    if found is None:
+        return RUN
+    view = ctx.service._receipt_view(found)
+    if found.state == "reserved":
+        return Resume(
+            "pause",
+            reason=f"the delivery of receipt {found.data['token']} was never confirmed; observe "
+            "the agent, abandon the receipt (corral abandon) if it is settled, then resume the plan",
+        )
+    if found.state in ("failed", "abandoned"):
+        return Resume(
+            "fail",
+            error=CorralError(
+                f"receipt {found.data['token']} is {found.state} ({found.data.get('reason')})",
+                code=str(found.data.get("reason") or "receipt_ended"),
+            ),
+        )
+    return Resume("done", Outputs(_receipt_outputs(view)))
+
+
+@operation("receipt.relay", lambda ctx, args: _resume_receipt(ctx, ctx.key))
+async def receipt_relay(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import RelayInput
+
+    view = ctx.service.relay(
+        RelayInput(ctx.controller_id, ctx.credential(), str(args["target"]), str(args["text"]), receipt_id=ctx.key)
+    )
+    return Outputs(_receipt_outputs(view))
+
+
+async def _collect(ctx: OpContext, token: str, args: Mapping[str, Any]) -> Outputs:
+    from runner.service import CollectInput
+
+    (result,) = await ctx.service.collect(
+        CollectInput(ctx.controller_id, ctx.credential(), (token,), _timeout(ctx, args), int(args.get("lines") or 200))
+    )
+    observed_status = "done"
+    with contextlib.suppress(CorralError):
+        observed_status = ctx.service.host(result.receipt.data["host"]).get(result.receipt.data["pane_id"]).status
+    return Outputs({**_receipt_outputs(result.receipt), "status": observed_status}, {"output": result.output})
+
+
+@operation("receipt.collect")
+async def receipt_collect(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    return await _collect(ctx, str(args["receipt"]), args)
+
+
+def _resume_ask(ctx: OpContext, args: dict[str, Any]) -> Resume:
+    resolution = _resume_receipt(ctx, ctx.key)
+    return RUN if resolution.kind == "done" else resolution  # done: collecting again is safe (replay)
+
+
+@operation("receipt.ask", _resume_ask)
+async def receipt_ask(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import RelayInput
+
+    existing = ctx.service.store.get(f"receipt/{ctx.key}")
+    if existing is None:
+        view = ctx.service.relay(
+            RelayInput(ctx.controller_id, ctx.credential(), str(args["target"]), str(args["text"]), receipt_id=ctx.key)
+        )
+        token = view.token
+    else:
+        token = str(existing.data["token"])
+    return await _collect(ctx, token, args)
+
+
+def _resume_ask_many(ctx: OpContext, args: dict[str, Any]) -> Resume:
+    for index, _ in enumerate(args.get("requests") or ()):
+        resolution = _resume_receipt(ctx, ctx.subkey(index))
+        if resolution.kind in ("pause", "fail"):
+            return resolution
+    return RUN
+
+
+@operation("receipt.ask_many", _resume_ask_many)
+async def receipt_ask_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import CollectInput, RelayInput
+
+    requests = list(args["requests"])
+    if not 1 <= len(requests) <= 8:
+        raise InputError("requests", "give 1-8 requests")
+    tokens = []
+    for index, request in enumerate(requests):
+        existing = ctx.service.store.get(f"receipt/{ctx.subkey(index)}")
+        if existing is None:
+            view = ctx.service.relay(
+                RelayInput(
+                    ctx.controller_id,
+                    ctx.credential(),
+                    str(request["target"]),
+                    str(request["text"]),
+                    batch_id=ctx.key,
+                    receipt_id=ctx.subkey(index),
+                )
+            )
+            tokens.append(view.token)
+        else:
+            tokens.append(str(existing.data["token"]))
+    mode = str(args.get("mode") or "all")
+    timeout = _timeout(ctx, args)
+    chosen = tokens
+    if mode == "first":
+        entries: list[tuple[str, Any, str, int]] = []
+        for token in tokens:
+            receipt = ctx.service._receipt(token)
+            if receipt.state == "completed":
+                entries = []
+                chosen = [token]
+                break
+            entries.append(
+                (
+                    token,
+                    ctx.service.host(receipt.data["host"]),
+                    str(receipt.data["pane_id"]),
+                    int(receipt.data["after_seq"]),
+                )
+            )
+        if entries:
+            chosen = [await ctx.service._first_settled(entries, timeout)]
+    results = await ctx.service.collect(
+        CollectInput(ctx.controller_id, ctx.credential(), tuple(chosen), timeout, int(args.get("lines") or 200))
+    )
+    pending = [t for t in tokens if t not in chosen]
+    return Outputs(
+        {
+            "results": [_receipt_outputs(r.receipt) | {"target": r.receipt.data.get("name")} for r in results],
+            "pending_receipts": pending,
+            "first": results[0].receipt.data.get("name"),
+        },
+        {"outputs": {str(r.receipt.data.get("name")): r.output for r in results}},
+    )
+
+
+@operation("receipt.abandon")
+async def receipt_abandon(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import AbandonInput
+
+    receipt = ctx.service._receipt(str(args["receipt"]))
+    if receipt.state == "abandoned":
+        return Outputs({"state": "abandoned"})
+    view = ctx.service.abandon(
+        AbandonInput(ctx.controller_id, ctx.credential(), str(args["receipt"]), args.get("message"))
+    )
+    return Outputs({"state": view.state})
+
+
+@operation("wait.any")
+async def wait_any(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import WaitAnyInput
+
+    targets = tuple(
+        (str(t["target"]), t.get("after_seq")) if isinstance(t, dict) else (str(t), None) for t in args["targets"]
+    )
+    result = await ctx.service.wait_any(WaitAnyInput(ctx.controller_id, ctx.credential(), targets, _timeout(ctx, args)))
+    return Outputs({"target": result.target, "status": result.observation.status, "seq": result.observation.seq})
+
+
+# --- flow ------------------------------------------------------------------------------------------------
+
+
+@operation("flow.pass")
+async def flow_pass(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    values = args.get("values")
+    return Outputs(dict(values) if isinstance(values, dict) else {})
+
+
+@operation("flow.fail")
+async def flow_fail(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    raise StepFailed(str(args.get("message") or f"step {ctx.step_id} failed on purpose"), code=str(args["code"]))
+
+
+@operation("recipe.call")
+async def recipe_call(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    child_id = f"{ctx.plan_id}.{ctx.step_id}"
+    final = await ctx.executor.run_child(
+        child_id,
+        str(args["recipe"]),
+        dict(args.get("inputs") or {}),
+        ctx.controller_id,
+        parent=f"{ctx.plan_id}/{ctx.step_id}",
+    )
+    steps = {sid: rec.get("outputs", {}) for sid, rec in (final.data.get("steps") or {}).items()}
+    if final.state != "succeeded":
+        failure = final.data.get("failure") or {}
+        raise StepFailed(
+            f"the called plan {child_id} ended {final.state}: {failure.get('message')}",
+            code=str(failure.get("code") or "plan_failed"),
+            plan=child_id,
+        )
+    return Outputs({"plan": child_id, "state": final.state, "steps": steps})
