@@ -63,7 +63,8 @@ def test_wheel_ships_definitions_and_works_outside_the_checkout(tmp_path: Path) 
         text=True,
         check=True,
     )
-    assert [m["name"] for m in json.loads(run.stdout)["machines"]] == ["controller", "plan", "receipt", "reviewer", "writer"]
+    names = [m["name"] for m in json.loads(run.stdout)["machines"]]
+    assert names == ["controller", "plan", "receipt", "reviewer", "writer"]
     valid = subprocess.run(
         [sys.executable, "-m", "runner.cli", "validate"],
         cwd=elsewhere,
