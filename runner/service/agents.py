@@ -754,7 +754,12 @@ class AgentOps(ServiceBase):
         return CollectResult(self._receipt_view(receipt), output, replayed=True)
 
     async def collect(self, inp: CollectInput) -> list[CollectResult]:
-        """Collect each receipt (concurrently); the first error is raised after all have finished."""
+        """Collect each receipt (concurrently); the first error is raised after all have finished.
+
+        The fence is checked first: a replay changes nothing, but its output is still only for the
+        controller's current holder.
+        """
+        self._check_fence(inp.credential)
         results: dict[str, CollectResult] = {}
         errors: dict[str, CorralError] = {}
 
