@@ -38,10 +38,13 @@ def validate(library: Library, inp: ValidateInput) -> list[Report]:
     """Validate definition files (default: every built-in and local machine); never raises for them."""
     from runner.errors import Diagnostic
     from runner.spec.library import validate_file
+    from runner.spec.recipes import RecipeLibrary
 
+    recipes = RecipeLibrary()
     paths = list(inp.paths)
     if not paths:
-        paths = library.builtin_paths() + library.local_paths()
+        examples = [d / "examples" for d in recipes.directories if (d / "examples").is_dir()]
+        paths = library.builtin_paths() + library.local_paths() + recipes.files() + examples
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -63,6 +66,10 @@ def validate(library: Library, inp: ValidateInput) -> list[Report]:
             )
             continue
         report, _ = validate_file(path)
+        if report.kind == "recipe":
+            report = Report(report.path, "recipe", path.stem, recipes.validate_file(path))
+        elif report.kind == "plan":
+            report = Report(report.path, "plan", path.stem, _check_plan(path, recipes))
         if report.kind == "machine" and report.name in builtin_names and path.resolve().parent != builtin_dir:
             report.diagnostics.append(
                 Diagnostic(
@@ -75,6 +82,24 @@ def validate(library: Library, inp: ValidateInput) -> list[Report]:
             )
         reports.append(report)
     return reports
+
+
+def _check_plan(path: Path, recipes: Any) -> list[Any]:
+    """A plan file: its schema, its recipe, and its inputs against the recipe's."""
+    from runner.errors import CorralError, Diagnostic
+    from runner.plans.executor import check_plan_document
+    from runner.spec import yamlsource
+    from runner.spec.recipes import validate_inputs
+
+    try:
+        source = yamlsource.parse(path.read_text(encoding="utf-8"), str(path))
+        doc = check_plan_document(source.data)
+        validate_inputs(recipes.get(doc["recipe"]), dict(doc.get("inputs") or {}))
+    except SpecError as exc:
+        return list(exc.diagnostics)
+    except CorralError as exc:
+        return [Diagnostic(exc.code, "error", exc.message, str(path))]
+    return []
 
 
 def machines(library: Library) -> list[MachineSummary]:

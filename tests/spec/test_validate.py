@@ -200,11 +200,18 @@ def test_missing_schema_comment_and_name_mismatch_are_warnings(tmp_path: Path) -
     assert report.ok and spec is not None
 
 
-def test_recipe_and_unknown_documents_are_reported(tmp_path: Path) -> None:
+def test_recipe_plan_and_unknown_documents_are_told_apart(tmp_path: Path) -> None:
+    from runner.service.definitions import ValidateInput, validate
+
     recipe = write(tmp_path, "recipe: review\nsteps: []\n", name="review")
+    plan = write(tmp_path, "plan: p1\nrecipe: review\ncontroller: c\n", name="p1")
     other = write(tmp_path, "hello: world\n", name="other")
-    assert [c for c, _, _ in codes(recipe)] == ["spec_unsupported"]
     assert [c for c, _, _ in codes(other)] == ["spec_unknown_kind"]
+    reports = {r.path.rsplit("/", 1)[-1]: r for r in validate(Library(), ValidateInput((recipe, plan)))}
+    assert reports["review.yaml"].kind == "recipe"
+    assert {d.code for d in reports["review.yaml"].diagnostics} == {"spec_invalid"}
+    assert reports["p1.yaml"].kind == "plan"
+    assert [d.code for d in reports["p1.yaml"].diagnostics] == ["inputs_invalid"]
 
 
 def test_library_load_raises_spec_error_with_every_diagnostic(tmp_path: Path) -> None:
