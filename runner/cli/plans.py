@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import click
 
@@ -44,76 +44,80 @@ def _read_plan(path: Path) -> dict[str, Any]:
 
 
 class Progress:
-    """Live progress for people: the current step, elapsed time, each step's outcome as it lands."""
+    """Live progress for people: each plan's steps, the running one's elapsed time, outcomes as they land."""
+
+    LABELS: ClassVar[dict[str, str]] = {
+        "step_started": "running",
+        "step_resumed": "resuming",
+        "step_succeeded": "succeeded",
+        "step_failed": "failed",
+        "step_caught": "caught",
+        "step_skipped": "skipped",
+        "step_retrying": "retrying",
+    }
 
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
         self.started = time.monotonic()
-        self.states: dict[str, dict[str, Any]] = {}
-        self.order: list[str] = []
+        self.plans: dict[str, dict[str, dict[str, Any]]] = {}
+        self.outcome: dict[str, str] = {}
         self._live: Any = None
 
     def __call__(self, event: dict[str, Any]) -> None:
         if self.as_json:
             render.emit_json({**event, "elapsed": round(time.monotonic() - self.started, 3)})
             return
-        kind = event["event"]
-        if kind == "plan_started" and not self.order:
-            self.order = list(event["steps"])
-            self.states = {s: {"state": "pending"} for s in self.order}
+        plan, kind = event["plan"], event["event"]
+        steps = self.plans.setdefault(plan, {})
+        if kind == "plan_started":
+            for step in event["steps"]:
+                steps.setdefault(step, {"state": "pending"})
+        if kind.startswith("plan_") and kind != "plan_started":
+            self.outcome[plan] = kind.removeprefix("plan_")
         step = event.get("step")
-        if step is not None:
-            entry = self.states.setdefault(step, {"state": "pending"})
-            entry["state"] = {
-                "step_started": "running",
-                "step_resumed": "resuming",
-                "step_succeeded": "succeeded",
-                "step_failed": "failed",
-                "step_caught": "caught",
-                "step_skipped": "skipped",
-                "step_retrying": "retrying",
-            }.get(kind, entry["state"])
+        if step is not None and kind.startswith("step_"):
+            entry = steps.setdefault(step, {"state": "pending"})
+            entry["state"] = self.LABELS.get(kind, entry["state"])
             if "seconds" in event:
                 entry["seconds"] = event["seconds"]
             if "error" in event:
                 entry["note"] = f"{event['error']['code']}: {event['error']['message']}"
-            if "reason" in event:
+            elif "reason" in event:
                 entry["note"] = event["reason"]
             if kind == "step_started":
                 entry["since"] = time.monotonic()
-        if kind in ("plan_paused", "plan_failed", "plan_succeeded", "plan_cancelled"):
-            self.states.setdefault("", {})
-        self._refresh(kind)
+        self._refresh()
 
     def _table(self) -> Any:
         from rich.table import Table
 
         table = Table(box=None, header_style="bold", title=f"elapsed {time.monotonic() - self.started:.1f} s")
-        for column in ("step", "state", "seconds", "note"):
+        for column in ("plan", "step", "state", "seconds", "note"):
             table.add_column(column)
-        for step in self.order:
-            entry = self.states.get(step, {})
-            seconds = entry.get("seconds")
-            if entry.get("state") == "running" and "since" in entry:
-                seconds = round(time.monotonic() - entry["since"], 1)
-            table.add_row(
-                step,
-                entry.get("state", "pending"),
-                "-" if seconds is None else str(seconds),
-                str(entry.get("note", "")),
-            )
+        for plan, steps in self.plans.items():
+            label = f"{plan} ({self.outcome.get(plan, 'running')})"
+            for step, entry in steps.items():
+                seconds = entry.get("seconds")
+                if entry.get("state") == "running" and "since" in entry:
+                    seconds = round(time.monotonic() - entry["since"], 1)
+                table.add_row(
+                    label,
+                    step,
+                    entry.get("state", "pending"),
+                    "-" if seconds is None else str(seconds),
+                    str(entry.get("note", ""))[:80],
+                )
+                label = ""
         return table
 
-    def _refresh(self, kind: str) -> None:
+    def _refresh(self) -> None:
         if self._live is None and sys.stdout.isatty():
             from rich.live import Live
 
-            self._live = Live(self._table(), refresh_per_second=4, transient=False)
+            self._live = Live(self._table(), refresh_per_second=4, transient=True)
             self._live.start()
         if self._live is not None:
             self._live.update(self._table())
-        elif kind != "plan_started":
-            pass  # piped output: the summary at the end says it all
 
     def close(self) -> None:
         if self._live is not None:
@@ -163,43 +167,60 @@ def _print_summary(plan: Any, recipe_steps: list[str]) -> None:
         click.echo(f"failed at step {failure.get('step')}: {failure.get('code')}: {failure.get('message')}")
 
 
-def _finish(app: App, plan: Any, as_json: bool) -> None:
-    if as_json:
-        render.emit_json({"event": "summary", **_summary(plan)})
-    else:
-        from runner.spec.recipes import RecipeLibrary
+def _finish(app: App, finals: list[Any], as_json: bool) -> None:
+    """Print each plan's summary; exit 1 if any failed, 5 if any paused (and none failed), else 0."""
+    from runner.spec.recipes import RecipeLibrary
 
-        steps = [s.id for s in RecipeLibrary().get(str(plan.data["recipe"])).steps]
-        _print_summary(plan, steps)
-    if plan.state in ("failed", "cancelled"):
-        raise SystemExit(1 if plan.state == "failed" else 0)
-    if plan.state == "paused":
+    library = RecipeLibrary()
+    for plan in finals:
+        if as_json:
+            render.emit_json({"event": "summary", **_summary(plan)})
+        else:
+            _print_summary(plan, [s.id for s in library.get(str(plan.data["recipe"])).steps])
+    states = {plan.state for plan in finals}
+    if "failed" in states:
+        raise SystemExit(1)
+    if "paused" in states:
         raise SystemExit(5)
 
 
 @cli.command()
-@click.argument("plan_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("plan_files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @json_option
 @click.pass_obj
-def run(app: App, plan_file: Path, as_json: bool) -> None:
-    """Submit PLAN_FILE (YAML or JSON) and run it; run it again to continue after any stop.
+def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
+    """Submit the PLAN_FILES (YAML or JSON) and run them together; run again to continue after any stop.
 
     Idempotent by plan id: the same id with the same content continues the plan; with other content
-    it is refused (plan_conflict). Exit 0 succeeded, 1 failed, 5 paused (a person must decide).
+    it is refused (plan_conflict). Exit 0 all succeeded, 1 one failed, 5 one paused (a person decides).
     """
     import anyio
 
-    doc = _read_plan(plan_file)
+    docs = [_read_plan(path) for path in plan_files]
+    ids = [str(doc.get("plan")) for doc in docs]
+    if len(set(ids)) != len(ids):
+        raise InputError("plan", "the same plan id is given twice", code="plan_invalid")
     progress = Progress(as_json)
     executor = _executor(app, progress)
+    finals: dict[str, Any] = {}
     try:
-        submitted = executor.submit(doc)
-        if not as_json and not submitted.created:
-            click.echo(f"plan {doc['plan']} exists ({submitted.plan.state}): continuing it", err=True)
-        final = anyio.run(executor.run, str(doc["plan"]))
+        for doc in docs:
+            submitted = executor.submit(doc)
+            if not as_json and not submitted.created:
+                click.echo(f"plan {doc['plan']} exists ({submitted.plan.state}): continuing it", err=True)
+
+        async def run_all() -> None:
+            async def one(plan_id: str) -> None:
+                finals[plan_id] = await executor.run(plan_id)
+
+            async with anyio.create_task_group() as group:
+                for plan_id in ids:
+                    group.start_soon(one, plan_id)
+
+        anyio.run(run_all)
     finally:
         progress.close()
-    _finish(app, final, as_json)
+    _finish(app, [finals[plan_id] for plan_id in ids], as_json)
 
 
 @cli.group()
@@ -290,7 +311,7 @@ def plans_resume(app: App, plan_id: str, as_json: bool) -> None:
         final = anyio.run(_executor(app, progress).run, plan_id)
     finally:
         progress.close()
-    _finish(app, final, as_json)
+    _finish(app, [final], as_json)
 
 
 @cli.group()

@@ -119,31 +119,38 @@ def _timeout(ctx: OpContext, args: Mapping[str, Any], default: float = 600.0) ->
 
 @operation("controller.acquire")
 async def controller_acquire(ctx: OpContext, args: dict[str, Any]) -> Outputs:
-    from runner.service import AcquireInput, ResumeInput
+    from runner.service import AcquireInput, RenewInput, ResumeInput
 
     service = ctx.service
-    held = None
     try:
         held = ctx.executor.credentials.load(ctx.controller_id)
     except CredentialError:
         held = None
-    grant = None
+    ttl = args.get("ttl_seconds")
     if held is not None:
+        # A live credential is shared, not replaced: other plans of this controller may hold it too,
+        # and a resume would fence them out. Renew it; resume only an expired one.
         try:
-            grant = service.resume(ResumeInput(ctx.controller_id, held, args.get("ttl_seconds")))
-        except (RefusedError, NotFoundError):
-            grant = None  # the credential is stale: acquire afresh below
-    if grant is None:
-        grant = service.acquire(
-            AcquireInput(
-                ctx.controller_id,
-                str(args["authority_ref"]),
-                str(args["authority_sha256"]).lower(),
-                int(args.get("ttl_seconds") or 900),
-            )
+            lease = service.renew(RenewInput(ctx.controller_id, held, ttl))
+            return _lease_fields(lease.data)
+        except RefusedError as exc:
+            if exc.code == "lease_expired":
+                grant = service.resume(ResumeInput(ctx.controller_id, held, ttl))
+                ctx.executor.credentials.save(grant.credential)
+                return _lease_fields(grant.lease.data)
+            # fence_stale: the lease moved on without us; acquire afresh (refused while another holds it)
+        except NotFoundError:
+            pass
+    grant = service.acquire(
+        AcquireInput(
+            ctx.controller_id, str(args["authority_ref"]), str(args["authority_sha256"]).lower(), int(ttl or 900)
         )
+    )
     ctx.executor.credentials.save(grant.credential)
-    data = grant.lease.data
+    return _lease_fields(grant.lease.data)
+
+
+def _lease_fields(data: Mapping[str, Any]) -> Outputs:
     return Outputs({"lease_id": data["lease_id"], "generation": data["generation"], "expires_at": data["expires_at"]})
 
 
