@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/transition.py
 	$(BIN)/python bench/coldstart.py
 	$(BIN)/python bench/agents.py
+	$(BIN)/python bench/plans.py
 
 clean:
 	rm -rf $(VENV) .demo build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -265,9 +265,22 @@ def _check_data(spec: MachineSpec, data: Mapping[str, Any], written: Mapping[str
 
 
 def _changed(spec: MachineSpec, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
-    """The public fields a transition changed, for the event log (secret fields never appear)."""
+    """The public fields a transition changed, for the event log (secret fields never appear).
+
+    For a mapping that changed (a plan's step records), only its changed keys are recorded, so an
+    event stays the size of what happened rather than of everything that happened before it.
+    """
     hidden = spec.secret_field_names
-    return {k: v for k, v in after.items() if k not in hidden and before.get(k) != v}
+    changed: dict[str, Any] = {}
+    for key, value in after.items():
+        old = before.get(key)
+        if key in hidden or old == value:
+            continue
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            changed[key] = {k: value.get(k) for k in {*old, *value} if old.get(k) != value.get(k)}
+        else:
+            changed[key] = value
+    return changed
 
 
 def _not_allowed(spec: MachineSpec, instance: Instance, trigger: str) -> CorralError:
