@@ -228,7 +228,10 @@ def machines(app: App, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("machine")
+@click.argument("machine", required=False)
+@click.option("--instance", "instance_id", metavar="ID", help="Highlight this instance's state and the path it took.")
+@click.option("--recipe", "recipe_name", metavar="NAME", help="Draw a recipe's steps instead of a machine.")
+@click.option("--plan", "plan_id", metavar="ID", help="Draw a plan's recipe, each step coloured by its state.")
 @click.option(
     "--format",
     "fmt",
@@ -240,26 +243,114 @@ def machines(app: App, as_json: bool) -> None:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write to FILE instead of stdout.")
 @json_option
 @click.pass_obj
-def draw(app: App, machine: str, fmt: str, out: Path | None, as_json: bool) -> None:
-    """Draw MACHINE with every transition's guards, updates and effects."""
-    from runner.spec.draw import render as draw_machine
+def draw(
+    app: App,
+    machine: str | None,
+    instance_id: str | None,
+    recipe_name: str | None,
+    plan_id: str | None,
+    fmt: str,
+    out: Path | None,
+    as_json: bool,
+) -> None:
+    """Draw MACHINE (with --instance ID, the path that instance took), a --recipe, or a --plan.
 
+    Give exactly one of MACHINE, --recipe NAME and --plan ID. A machine shows every transition's
+    guards, updates and effects; a recipe its steps in order, each with the operation it does and the
+    machine that operation drives; a plan its recipe with each step coloured by its recorded state.
+    """
+    from runner.spec import draw as drawing
+
+    chosen = [name for name, given in (("MACHINE", machine), ("--recipe", recipe_name), ("--plan", plan_id)) if given]
+    if len(chosen) != 1:
+        raise UsageError(
+            f"give exactly one of MACHINE, --recipe NAME, --plan ID (got {', '.join(chosen) or 'none'})",
+            code="usage",
+        )
+    if instance_id is not None and machine is None:
+        raise UsageError("--instance ID goes with MACHINE: corral draw MACHINE --instance ID", code="usage")
     if fmt == "png" and out is None:
         raise InputError("out", "png is binary: give --out FILE")
-    spec = app.library.get(machine)
-    drawing = draw_machine(spec, fmt)
-    if out is not None:
-        out.write_bytes(drawing if isinstance(drawing, bytes) else drawing.encode("utf-8"))
-        if as_json:
-            render.emit_json({"machine": spec.name, "format": fmt, "out": str(out)})
-        else:
-            click.echo(f"wrote {out} ({fmt}, machine {spec.name} v{spec.version})", err=True)
-        return
-    assert isinstance(drawing, str)
-    if as_json:
-        render.emit_json({"machine": spec.name, "format": fmt, "drawing": drawing})
+    doc: dict[str, Any]
+    if machine is not None:
+        spec = app.library.get(machine)
+        path = None
+        if instance_id is not None:
+            store = app.service.store
+            path = drawing.trail(spec, instance_id, store.get(instance_id), store.events(instance_id=instance_id))
+        picture = drawing.render(spec, fmt, path)
+        doc = {"machine": spec.name}
+        what = f"machine {spec.name} v{spec.version}"
+        if path is not None:
+            doc |= {"instance": path.instance_id, "state": path.current, "path": path.path}
+            what += f", instance {path.instance_id} in {path.current}"
     else:
-        click.echo(drawing, nl=False)
+        from runner.spec.recipes import RecipeLibrary
+
+        recipes = RecipeLibrary()
+        status = None
+        if plan_id is not None:
+            from runner.errors import NotFoundError
+            from runner.plans.executor import plan_instance_id
+
+            plan = app.service.store.get(plan_instance_id(plan_id))
+            if plan is None:
+                raise NotFoundError(f"no plan {plan_id!r}", code="plan_unknown", plan=plan_id)
+            recipe = recipes.get(str(plan.data["recipe"]))
+            changed = recipe.sha256 != plan.data.get("recipe_sha256")
+            status = drawing.PlanStatus.of(plan, "the recipe changed since the plan was submitted" if changed else "")
+        else:
+            assert recipe_name is not None
+            recipe = recipes.get(recipe_name)
+        picture = drawing.render_recipe(recipe, fmt, status)
+        doc = {"recipe": recipe.name}
+        what = f"recipe {recipe.name} v{recipe.version}"
+        if status is not None:
+            doc |= {
+                "plan": status.plan_id,
+                "state": status.state,
+                "steps": {s.id: status.of_step(s.id) for s in recipe.steps},
+            }
+            what = f"plan {status.plan_id} ({status.state}), " + what
+    doc["format"] = fmt
+    if out is not None:
+        out.write_bytes(picture if isinstance(picture, bytes) else picture.encode("utf-8"))
+        if as_json:
+            render.emit_json({**doc, "out": str(out)})
+        else:
+            click.echo(f"wrote {out} ({fmt}, {what})", err=True)
+        return
+    assert isinstance(picture, str)
+    if as_json:
+        render.emit_json({**doc, "drawing": picture})
+    else:
+        click.echo(picture, nl=False)
+
+
+@cli.command(name="review-pack")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("review-pack"),
+    show_default=True,
+    help="The directory to write index.html into (created if missing).",
+)
+@json_option
+@click.pass_obj
+def review_pack(app: App, out: Path, as_json: bool) -> None:
+    """Write one self-contained HTML page for reviewers: every machine and recipe, drawn and tabulated.
+
+    No network resources at all (the drawings are inline SVG from Graphviz, which must be installed):
+    open DIR/index.html anywhere, attach it to a review, archive it with a release.
+    """
+    from runner.spec.pack import write
+    from runner.spec.recipes import RecipeLibrary
+
+    written = write(out, app.library, RecipeLibrary())
+    if as_json:
+        render.emit_json(written.to_dict())
+    else:
+        click.echo(str(written.path))
 
 
 # --- controller lease -----------------------------------------------------------------------------
