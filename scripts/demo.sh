@@ -132,6 +132,49 @@ corral controller release --controller demo \
 step "the event log"
 corral events
 
+step "plans: the review and writer-lane recipes submitted together, run durably with live progress"
+git -C .demo/repo worktree add -q -b plan-lane ../plan-lane
+mkdir -p .demo/plans
+cat > .demo/plans/review.yaml <<YAML
+plan: demo-review
+recipe: review
+controller: demo-plans
+inputs:
+  cwd: $PWD/.demo/project
+  prompt: please review this project
+  kind: script
+  authority_ref: "ISSUE-5: plans"
+  authority_sha256: "$(sha 'ISSUE-5: plans')"
+YAML
+cat > .demo/plans/writer-lane.yaml <<YAML
+plan: demo-writer-lane
+recipe: writer-lane
+controller: demo-plans
+inputs:
+  worktree: $PWD/.demo/plan-lane
+  branch: plan-lane
+  owned_scopes: [src/plans]
+  locked_scopes: [.corral]
+  prompt: |-
+    write src/plans/planned.py def planned():
+    append src/plans/planned.py     return "from a plan"
+  kind: script
+  purpose: a module written by a plan
+  ticket_ref: DEMO-5
+  authority_ref: "ISSUE-5: plans"
+  authority_sha256: "$(sha 'ISSUE-5: plans')"
+YAML
+corral run .demo/plans/review.yaml .demo/plans/writer-lane.yaml
+echo "-> run it again: the same plan ids with the same content are the same plans, nothing runs twice"
+corral run .demo/plans/review.yaml .demo/plans/writer-lane.yaml >/dev/null && corral plans list
+
+step "the review pack: every machine and recipe drawn, with their guards and effects, in one HTML page"
+if command -v dot >/dev/null 2>&1; then
+  corral review-pack --out .demo/review-pack
+else
+  echo "(install Graphviz for the review pack: apt-get install graphviz)"
+fi
+
 step "the receipt machine (Mermaid; paste into a GitHub comment to see it drawn)"
 corral draw receipt
 if command -v dot >/dev/null 2>&1; then
