@@ -47,6 +47,33 @@ class Credential:
     token: str = field(repr=False)
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """A grant's lease id and token chosen by the caller before asking for it.
+
+    A caller that must not lose a token to a crash (a plan runner) records the credential it *will*
+    hold before the grant commits; after a crash, that credential either works (the grant
+    happened) or is stale (it did not). The store still keeps only the token's hash.
+    """
+
+    lease_id: str
+    token: str = field(repr=False)
+
+    @classmethod
+    def new(cls) -> Proposal:
+        import uuid
+
+        return cls(str(uuid.uuid4()), new_token())
+
+    def __post_init__(self) -> None:
+        import re
+
+        if not re.match(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", self.lease_id):
+            raise ValueError("a proposed lease id is a UUID")
+        if not re.match(r"^[0-9a-f]{32}$", self.token):
+            raise ValueError("a proposed token is 32 lowercase hex digits")
+
+
 def is_expired(lease: Instance, now: datetime) -> bool:
     """Whether an active lease's expiry has passed by the store's clock."""
     expires_at = lease.data.get("expires_at")

@@ -12,7 +12,7 @@ import click
 
 from runner.cli import render
 from runner.cli.app import App, cli, json_option
-from runner.errors import InputError
+from runner.errors import CorralError, InputError
 
 
 def _executor(app: App, progress: Any) -> Any:
@@ -209,9 +209,14 @@ def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
             if not as_json and not submitted.created:
                 click.echo(f"plan {doc['plan']} exists ({submitted.plan.state}): continuing it", err=True)
 
+        errors: dict[str, Exception] = {}
+
         async def run_all() -> None:
             async def one(plan_id: str) -> None:
-                finals[plan_id] = await executor.run(plan_id)
+                try:
+                    finals[plan_id] = await executor.run(plan_id)
+                except CorralError as exc:  # reported per plan below, not as an ExceptionGroup
+                    errors[plan_id] = exc
 
             async with anyio.create_task_group() as group:
                 for plan_id in ids:
@@ -220,6 +225,12 @@ def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
         anyio.run(run_all)
     finally:
         progress.close()
+    if errors:
+        first = next(plan_id for plan_id in ids if plan_id in errors)
+        error = errors[first]
+        if len(ids) > 1 and isinstance(error, CorralError):
+            error.details.setdefault("plan", first)
+        raise error
     _finish(app, [finals[plan_id] for plan_id in ids], as_json)
 
 
@@ -276,7 +287,7 @@ def plans_show(app: App, plan_id: str, as_json: bool) -> None:
     """One plan: its steps, their outcomes and outputs (agent output text excluded)."""
     plan = _plan(app, plan_id)
     if as_json:
-        render.emit_json(_summary(plan) | {"inputs": plan.data.get("inputs")})
+        render.emit_json(_summary(plan))  # never the inputs: they may hold prompt text
         return
     from runner.spec.recipes import RecipeLibrary
 

@@ -117,13 +117,37 @@ def _timeout(ctx: OpContext, args: Mapping[str, Any], default: float = 600.0) ->
 # --- controller ----------------------------------------------------------------------------------------
 
 
-@operation("controller.acquire")
+def _resume_acquire(ctx: OpContext, args: dict[str, Any]) -> Resume:
+    """An acquire in flight: run it again (it renews a credential that holds the lease), unless the lease
+    is held and the credential kept here does not hold it: then a person must decide."""
+    from runner import fence
+
+    lease = ctx.service.store.get(fence.instance_id(ctx.controller_id))
+    if lease is None or lease.state != "active":
+        return RUN
+    try:
+        held = ctx.executor.credentials.load(ctx.controller_id)
+    except CredentialError:
+        held = None
+    if held is not None and fence.check(lease, held, ctx.service.store.now(), allow_expired=True) is None:
+        return RUN
+    return Resume(
+        "pause",
+        reason=f"controller {ctx.controller_id!r} is held by lease {lease.data.get('lease_id')} "
+        "whose credential is not kept here (a runner may have died between the grant and saving it); "
+        "wait for it to expire and `corral controller takeover`, or release it, then resume the plan",
+    )
+
+
+@operation("controller.acquire", _resume_acquire)
 async def controller_acquire(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner import fence
     from runner.service import AcquireInput, RenewInput, ResumeInput
 
     service = ctx.service
+    keeper = ctx.executor.credentials
     try:
-        held = ctx.executor.credentials.load(ctx.controller_id)
+        held = keeper.load(ctx.controller_id)
     except CredentialError:
         held = None
     ttl = args.get("ttl_seconds")
@@ -134,19 +158,36 @@ async def controller_acquire(ctx: OpContext, args: dict[str, Any]) -> Outputs:
             lease = service.renew(RenewInput(ctx.controller_id, held, ttl))
             return _lease_fields(lease.data)
         except RefusedError as exc:
-            if exc.code == "lease_expired":
-                grant = service.resume(ResumeInput(ctx.controller_id, held, ttl))
-                ctx.executor.credentials.save(grant.credential)
-                return _lease_fields(grant.lease.data)
-            # fence_stale: the lease moved on without us; acquire afresh (refused while another holds it)
+            if exc.code != "lease_expired":
+                held = None  # stale: the lease moved on without us; acquire afresh below
         except NotFoundError:
-            pass
-    grant = service.acquire(
-        AcquireInput(
-            ctx.controller_id, str(args["authority_ref"]), str(args["authority_sha256"]).lower(), int(ttl or 900)
-        )
-    )
-    ctx.executor.credentials.save(grant.credential)
+            held = None
+    # Keep the credential-to-be before the grant commits: a runner killed in between leaves a
+    # credential that either holds the lease (the grant happened) or is stale (it did not).
+    current = service.store.get(fence.instance_id(ctx.controller_id))
+    proposal = fence.Proposal.new()
+    generation = int((current.data.get("generation") if current else 0) or 0) + 1
+    keeper.save(fence.Credential(ctx.controller_id, proposal.lease_id, generation, proposal.token))
+    try:
+        if held is not None:
+            grant = service.resume(ResumeInput(ctx.controller_id, held, ttl, proposal=proposal))
+        else:
+            grant = service.acquire(
+                AcquireInput(
+                    ctx.controller_id,
+                    str(args["authority_ref"]),
+                    str(args["authority_sha256"]).lower(),
+                    int(ttl or 900),
+                    proposal=proposal,
+                )
+            )
+    except CorralError:
+        if held is not None:
+            keeper.save(held)
+        else:
+            keeper.remove(ctx.controller_id)
+        raise
+    keeper.save(grant.credential)
     return _lease_fields(grant.lease.data)
 
 
@@ -443,6 +484,22 @@ async def _collect(ctx: OpContext, token: str, args: Mapping[str, Any]) -> Outpu
 @operation("receipt.collect")
 async def receipt_collect(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     return await _collect(ctx, str(args["receipt"]), args)
+
+
+@operation("receipt.collect_many")
+async def receipt_collect_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    from runner.service import CollectInput
+
+    tokens = tuple(str(t) for t in args.get("receipts") or ())
+    if not tokens:
+        return Outputs({"results": []})
+    results = await ctx.service.collect(
+        CollectInput(ctx.controller_id, ctx.credential(), tokens, _timeout(ctx, args), int(args.get("lines") or 200))
+    )
+    return Outputs(
+        {"results": [_receipt_outputs(r.receipt) | {"target": r.receipt.data.get("name")} for r in results]},
+        {"outputs": {str(r.receipt.data.get("name")): r.output for r in results}},
+    )
 
 
 def _resume_ask(ctx: OpContext, args: dict[str, Any]) -> Resume:

@@ -35,6 +35,7 @@ class AcquireInput:
     authority_sha256: str
     ttl_seconds: int = TTL_DEFAULT
     holder: str | None = None
+    proposal: fence.Proposal | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
@@ -66,6 +67,7 @@ class ResumeInput:
     credential: Credential
     ttl_seconds: int | None = None
     holder: str | None = None
+    proposal: fence.Proposal | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
@@ -165,13 +167,24 @@ class ControllerOps(ServiceBase):
     def _controller(self) -> MachineSpec:
         return self.library.builtin("controller")
 
-    def _fire(self, controller_id: str, trigger: str, params: dict[str, Any], token: str | None = None) -> Result:
+    def _fire(
+        self,
+        controller_id: str,
+        trigger: str,
+        params: dict[str, Any],
+        token: str | None = None,
+        proposal: fence.Proposal | None = None,
+    ) -> Result:
         spec = self._controller()
+        secrets = {"token": token} if token is not None else {}
+        if proposal is not None:
+            params = {**params, "proposed_lease_id": proposal.lease_id}
+            secrets["proposed_token"] = proposal.token
         request = Request(
             instance_id=fence.instance_id(controller_id),
             trigger=trigger,
             params={"controller_id": controller_id, **{k: v for k, v in params.items() if v is not None}},
-            secrets={"token": token} if token is not None else {},
+            secrets=secrets,
             actor=self.actor,
         )
         try:
@@ -219,6 +232,7 @@ class ControllerOps(ServiceBase):
                     "authority_ref": inp.authority_ref,
                     "authority_sha256": inp.authority_sha256,
                 },
+                proposal=inp.proposal,
             )
         except TransitionNotAllowedError:
             current = self.store.get(fence.instance_id(inp.controller_id))
@@ -261,6 +275,7 @@ class ControllerOps(ServiceBase):
                 "holder": inp.holder,
             },
             token=inp.credential.token,
+            proposal=inp.proposal,
         )
         return self._grant(result)
 

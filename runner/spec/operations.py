@@ -87,6 +87,14 @@ OPERATIONS: dict[str, OperationSpec] = {
             machine="receipt",
         ),
         OperationSpec(
+            "receipt.collect_many",
+            "Collect every receipt listed (none: nothing to do), e.g. those left pending.",
+            (_p("receipts", "array", required=True), _p("timeout", "number"), _p("lines", "integer")),
+            ("results",),
+            safe_to_retry=True,
+            machine="receipt",
+        ),
+        OperationSpec(
             "receipt.ask",
             "Relay a prompt and collect its result (resumable: never delivered twice).",
             (_p("target", required=True), _p("text", required=True), _p("timeout", "number"), _p("lines", "integer")),

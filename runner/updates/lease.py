@@ -17,10 +17,12 @@ def issue_lease(ctx: Context) -> Update:
     ttl = int(ctx.params.get("ttl_seconds") or previous.get("ttl_seconds") or 0)
     if ttl <= 0:
         raise ValueError("issue_lease needs ttl_seconds")  # the service validates it; this is a bug
-    token = fence.new_token()
+    # A caller may have chosen the lease id and token beforehand (fence.Proposal), to keep the
+    # credential safe across a crash; otherwise they are drawn here.
+    token = ctx.secrets.get("proposed_token") or fence.new_token()
     data = {
         "controller_id": ctx.params["controller_id"],
-        "lease_id": str(uuid.uuid4()),
+        "lease_id": str(ctx.params.get("proposed_lease_id") or uuid.uuid4()),
         # Invariant: generations only grow, across releases and re-acquires too.
         "generation": int(previous.get("generation") or 0) + 1,
         "token_sha256": fence.hash_token(token),

@@ -303,12 +303,6 @@ def test_review_through_corral_run_is_idempotent_by_plan_id(tmp_path: Path, cli:
     assert unknown.returncode == 3 and json.loads(unknown.stdout)["error"]["code"] == "plan_unknown"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: `corral plans show --json` prints the plan's inputs (prompt text included), though "
-    "docs/recipes.md says the inputs, like agent output, are never shown by `corral plans show` "
-    "(runner/cli/plans.py plans_show adds plan.data['inputs'] to the document)",
-)
 def test_plans_show_does_not_print_the_prompt(tmp_path: Path, cli: dict[str, Any]) -> None:
     plan = plan_yaml(tmp_path / "plan.yaml", "secret-1", cli["project"], "echo a-secret-prompt-text")
     assert corral(cli["env"], tmp_path, "run", str(plan), "--json").returncode == 0
@@ -515,12 +509,6 @@ def test_batch_review_mode_first_returns_the_first_and_leaves_the_other_pending(
     assert rig.run_logs() == ["p1/run-1.log", "p2/run-1.log"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (recipes/batch-review.yaml): in mode first the slower reviewer's receipt is left pending and "
-    "close-b (finally) is refused (agent_not_settled / receipt_outstanding), so a plan in the documented mode "
-    "first can never succeed; the recipe neither collects nor abandons the pending receipt before closing",
-)
 def test_batch_review_mode_first_plan_succeeds(rig: Rig) -> None:
     plan = rig.run(batch(rig, "batch-first-ok", "first"))
     assert plan.state == "succeeded", plan.data.get("failure")
@@ -827,13 +815,6 @@ def test_plans_cancel_stops_a_running_plan_after_its_step(tmp_path: Path, cli: d
     assert [(p["plan"], p["state"]) for p in listed] == [("cancel-2", "cancelled")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: `corral run` runs its plans in an anyio task group (runner/cli/plans.py run/run_all), so a "
-    "CorralError from Executor.run (plan_busy here; also recipe_changed, store_busy…) reaches main() wrapped "
-    "in an ExceptionGroup: exit 1 'unexpected ExceptionGroup' instead of exit 4 plan_busy (`corral plans "
-    "resume`, which calls Executor.run directly, reports plan_busy correctly)",
-)
 def test_corral_run_of_a_plan_that_is_running_elsewhere_is_refused_plan_busy(
     tmp_path: Path, cli: dict[str, Any]
 ) -> None:
