@@ -15,6 +15,7 @@ from runner.service import AcquireInput, Grant, Service
 from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 
+pytest_plugins = ["tests.plugins.transitions"]  # transition coverage of the whole suite (see that module)
 REPO = Path(__file__).resolve().parent.parent
 SHA = hashlib.sha256(b"authority").hexdigest()
 
