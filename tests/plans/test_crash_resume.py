@@ -1,0 +1,474 @@
+"""``kill -9`` of a real ``corral run`` at every step boundary of the ``review`` recipe, then ``corral run``
+again: the plan finishes, no operation ran twice and no prompt was delivered twice.
+
+The runner is the real executable with ``CORRAL_HOME`` and ``CORRAL_STORE`` in a temporary directory.
+The test watches the store's event log through its own SQLite connection, lets the runner commit one
+transaction at a time (see ``World.kill_when``) and sends SIGKILL as soon as the chosen event is
+committed: a step's ``running`` record (the step started, its operation has not acted), the
+operation's last event (it acted, the plan has not recorded it) and the step's ``succeeded`` record
+(the boundary before the next step). A kill that lands later than that boundary (the runner got
+further before the signal) is retried in a fresh directory, so every boundary is really exercised.
+After the second run the store and the agent's slot directory are checked directly: one ``running``
+record per step and attempt, one instance and one event per operation, one receipt, one
+``run-*.log`` (one per delivered prompt). Also: a kill while a collect waits, and a relay left
+``reserved`` (delivered, never confirmed), which pauses the plan until ``corral abandon``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from runner import credentials
+from runner.agents.abc import AgentError, Observation
+from runner.agents.kinds import Kinds
+from runner.agents.process import ProcessHost
+from runner.plans.operations import OpContext
+from runner.service import AcquireInput, DeliveryError, RelayInput, Service
+from runner.spec.library import Library
+from runner.store.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.slow
+
+AUTHORITY = hashlib.sha256(b"crash authority").hexdigest()
+STEPS = ("acquire", "start", "relay", "collect", "close")
+# The last event each step's operation writes (machine, trigger) before the plan records the outcome.
+OPERATION_DONE = {
+    "acquire": ("controller", "acquire"),
+    "start": ("reviewer", "start:success"),
+    "relay": ("receipt", "relay:success"),
+    "collect": ("receipt", "collect"),
+    "close": ("reviewer", "close:success"),
+}
+PROMPT = "Review this project.\necho reviewed once"
+# The watcher holds the store's write lock for HOLD seconds, then opens it for at most WINDOW seconds.
+HOLD = 0.002
+WINDOW = 0.001
+ATTEMPTS = 8  # fresh tries for a kill that landed past its boundary
+
+
+@dataclass(frozen=True)
+class Row:
+    seq: int
+    instance: str
+    machine: str
+    trigger: str
+    from_state: str
+    to_state: str
+    payload: dict[str, Any]
+
+    @property
+    def plan_step(self) -> tuple[str, str] | None:
+        if self.machine == "plan" and self.trigger == "step":
+            params = self.payload["params"]
+            return str(params["step_id"]), str(params["record"]["state"])
+        return None
+
+
+def read_rows(db: Path, since: int = 0) -> list[Row]:
+    if not db.exists():
+        return []
+    try:
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            found = conn.execute(
+                "SELECT seq, instance_id, machine, trigger, from_state, to_state, payload FROM events "
+                "WHERE seq > ? ORDER BY seq",
+                (since,),
+            ).fetchall()
+    except sqlite3.OperationalError:  # not created yet
+        return []
+    return [Row(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6])) for r in found]
+
+
+def query(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        return list(conn.execute(sql, args).fetchall())
+
+
+class World:
+    """A state home, a store file elsewhere, a project directory and a review plan file."""
+
+    def __init__(self, root: Path, base_env: dict[str, str], prompt: str = PROMPT) -> None:
+        root.mkdir(parents=True)
+        self.root = root
+        self.home = root / "home"
+        (root / "state").mkdir()
+        self.db = root / "state" / "corral.db"
+        self.env = {**base_env, "CORRAL_HOME": str(self.home), "CORRAL_STORE": f"sqlite://{self.db}"}
+        self.project = root / "project"
+        self.project.mkdir()
+        (self.project / "main.py").write_text("print('hi')\n")
+        self.plan_id = "crash-1"
+        self.plan = root / "plan.yaml"
+        doc = {
+            "plan": self.plan_id,
+            "recipe": "review",
+            "controller": "ctl",
+            "inputs": {
+                "cwd": str(self.project),
+                "prompt": prompt,
+                "kind": "script",
+                "timeout": 60,
+                "authority_ref": "CRASH-1",
+                "authority_sha256": AUTHORITY,
+            },
+        }
+        self.plan.write_text(json.dumps(doc))
+
+    def corral(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(Path(sys.executable).parent / "corral"), *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            cwd=self.root,
+            timeout=90,
+            check=False,
+        )
+
+    def start(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [str(Path(sys.executable).parent / "corral"), "run", str(self.plan), "--json"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=self.env,
+            cwd=self.root,
+        )
+
+    def kill_when(
+        self, proc: subprocess.Popen[bytes], hit: Any, timeout: float = 60, delay: float = 0, then: Any = None
+    ) -> Row:
+        """SIGKILL ``proc`` right after the commit of an event for which ``hit(row)`` holds, before its next commit.
+
+        The watcher holds the store's write lock (``BEGIN IMMEDIATE``) nearly all the time, reading the
+        new events while it does, and opens it only for short windows: the runner (whose writes wait
+        for the lock and retry) commits at most one transaction per window, and the watcher, spinning
+        on ``PRAGMA data_version`` (it changes when another connection commits) during the window, takes
+        the lock back the moment that transaction is committed. On a hit the runner is killed while it
+        waits for the lock (after ``delay`` seconds, and once ``then()`` holds, if given). The runner is
+        slowed, never stopped between two commits. On a loaded machine the watcher is sometimes not on a
+        CPU when it should be; ``crash`` then tries again in a fresh directory.
+        """
+        deadline = time.monotonic() + timeout
+        last = 0
+        conn = None
+        while conn is None:
+            conn = self._reader()
+            if conn is None:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("the runner never created the store")
+                time.sleep(0.001)
+        try:
+            self._lock(conn, deadline)
+            while time.monotonic() < deadline:
+                rows = conn.execute(
+                    "SELECT seq, instance_id, machine, trigger, from_state, to_state, payload FROM events "
+                    "WHERE seq > ? ORDER BY seq",
+                    (last,),
+                ).fetchall()
+                for r in rows:
+                    row = Row(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]))
+                    last = row.seq
+                    if hit(row):
+                        while then is not None and not then() and time.monotonic() < deadline:
+                            time.sleep(0.0005)
+                        time.sleep(delay)
+                        os.kill(proc.pid, signal.SIGKILL)
+                        proc.wait(timeout=30)
+                        return row
+                if proc.poll() is not None:
+                    raise AssertionError(f"the runner ended (exit {proc.returncode}) before the kill point")
+                time.sleep(HOLD)  # the runner's writes wait (and back off) meanwhile
+                version = conn.execute("PRAGMA data_version").fetchone()[0]
+                conn.execute("ROLLBACK")
+                window = time.monotonic() + WINDOW
+                while time.monotonic() < window and conn.execute("PRAGMA data_version").fetchone()[0] == version:
+                    pass
+                self._lock(conn, deadline)
+            raise AssertionError("the kill point never came")
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            conn.close()
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+
+    @staticmethod
+    def _lock(conn: sqlite3.Connection, deadline: float) -> None:
+        """Take the write lock the moment it is free (the connection does not wait by itself)."""
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if time.monotonic() > deadline:
+                    raise AssertionError("the store stayed locked") from None
+
+    def _reader(self) -> sqlite3.Connection | None:
+        """A connection (it only ever takes the write lock, never writes) once the event log exists."""
+        if not self.db.exists():
+            return None
+        conn = sqlite3.connect(str(self.db), isolation_level=None, timeout=0)
+        try:
+            conn.execute("SELECT 1 FROM events LIMIT 1").fetchall()
+        except sqlite3.OperationalError:
+            conn.close()
+            return None
+        return conn
+
+    def plan_row(self) -> tuple[str, dict[str, Any]]:
+        ((state, data),) = query(self.db, "SELECT state, data FROM instances WHERE id = ?", f"plan/{self.plan_id}")
+        return str(state), json.loads(data)
+
+    def run_logs(self) -> list[Path]:
+        return sorted((self.home / "agents").glob("*/run-*.log"))
+
+    def slots(self) -> list[tuple[str, str, int]]:
+        return [
+            (str(r[0]), str(r[1]), int(r[2])) for r in query(self.db, "SELECT pane_id, status, seq FROM agent_slots")
+        ]
+
+
+def crash(
+    tmp_path: Path, env: dict[str, str], name: str, hit: Any, after_ok: Any, credential_saved: bool = False
+) -> tuple[World, Row]:
+    """Run the plan, kill the runner at ``hit``; retry in a fresh world until ``after_ok(target, later)``.
+
+    With ``credential_saved``, the kill also waits for the controller's credential file to exist.
+    """
+    landed: list[str] = []
+    for attempt in range(ATTEMPTS):
+        world = World(tmp_path / f"{name}-{attempt}", env)
+        saved = world.home / "credentials" / "ctl.json"
+        target = world.kill_when(world.start(), hit, then=saved.exists if credential_saved else None)
+        later = read_rows(world.db, target.seq)
+        if after_ok(target, later):
+            print(f"crash point {name}: landed on try {attempt + 1}")
+            return world, target
+        landed.append(", ".join(f"{r.machine} {r.trigger} {r.plan_step or ''}" for r in later[:3]))
+    raise AssertionError(f"the kill never landed on its boundary in {ATTEMPTS} tries; got past it to: {landed}")
+
+
+def resume_and_check(world: World) -> dict[str, Any]:
+    """``corral run`` again; the plan succeeds and every operation happened exactly once."""
+    again = world.corral("run", str(world.plan), "--json")
+    assert again.returncode == 0, again.stdout + again.stderr
+    summary = json.loads(again.stdout.splitlines()[-1])
+    assert summary["event"] == "summary" and summary["state"] == "succeeded", summary
+    return check_exactly_once(world)
+
+
+def check_exactly_once(world: World) -> dict[str, Any]:
+    state, data = world.plan_row()
+    assert state == "succeeded"
+    rows = read_rows(world.db)
+    records = Counter(r.plan_step for r in rows if r.plan_step)
+    for step in STEPS:
+        assert records[(step, "running")] == 1, f"{step}: one running record per attempt, got {records}"
+        assert records[(step, "succeeded")] == 1, f"{step}: one outcome, got {records}"
+        assert data["steps"][step]["attempt"] == 1
+    operations = Counter((r.machine, r.trigger) for r in rows if r.machine != "plan")
+    expected = {
+        ("controller", "acquire"): 1,
+        ("reviewer", "start"): 1,
+        ("reviewer", "start:success"): 1,
+        ("receipt", "relay"): 1,
+        ("receipt", "relay:success"): 1,
+        ("receipt", "collect"): 1,
+        ("reviewer", "close"): 1,
+        ("reviewer", "close:success"): 1,
+    }
+    assert {k: operations[k] for k in expected} == expected, operations
+    assert set(operations) - set(expected) <= {("controller", "renew")}, operations
+    receipts = query(world.db, "SELECT state FROM instances WHERE machine = 'receipt'")
+    assert receipts == [("completed",)], "exactly one receipt for the one relay step"
+    reviewers = query(world.db, "SELECT state FROM instances WHERE machine = 'reviewer'")
+    assert reviewers == [("closed",)]
+    assert [s[0] for s in world.slots()] == ["p1"], "one agent was started"
+    logs = world.run_logs()
+    assert [p.relative_to(world.home / "agents").as_posix() for p in logs] == ["p1/run-1.log"], "one delivery"
+    output = logs[0].read_text()
+    assert "reviewed once" in output
+    assert data["private"]["collect"]["output"] == output, "the collected result is exactly the one delivery's"
+    return data
+
+
+def at_boundary(target: Row, later: list[Row]) -> bool:
+    """Nothing after the step's ``succeeded`` record but (at most) the next step's ``running`` record."""
+    steps = [r.plan_step for r in later]
+    if any(step is None for step in steps):
+        return False  # the next step's operation (or the plan's finish) was already committed
+    return len(steps) == 0 or (len(steps) == 1 and steps[0] is not None and steps[0][1] == "running")
+
+
+def nothing_after(target: Row, later: list[Row]) -> bool:
+    return not later
+
+
+def step_event(step: str, state: str) -> Any:
+    return lambda row: row.plan_step == (step, state)
+
+
+def operation_event(step: str) -> Any:
+    machine, trigger = OPERATION_DONE[step]
+    return lambda row: (row.machine, row.trigger) == (machine, trigger)
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_kill_when_a_step_starts(tmp_path: Path, cli_env: dict[str, str], step: str) -> None:
+    """Killed right after ``running`` was recorded: the resumed step asks its operation and runs it once."""
+    world, _ = crash(tmp_path, cli_env, step, step_event(step, "running"), nothing_after)
+    state, data = world.plan_row()
+    assert (state, data["steps"][step]["state"]) == ("running", "running")
+    resume_and_check(world)
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_kill_after_the_operation_acted_before_the_plan_recorded_it(
+    tmp_path: Path, cli_env: dict[str, str], step: str
+) -> None:
+    """Killed between the operation's last event and the step's outcome: found done under its key.
+
+    For ``acquire`` the kill waits for the credential file too (the operation is done only then; a
+    kill before it is the bug shown by ``test_a_kill_between_the_lease_and_its_credential_file``).
+    """
+    world, _ = crash(tmp_path, cli_env, step, operation_event(step), nothing_after, step == "acquire")
+    _, data = world.plan_row()
+    assert data["steps"][step]["state"] == "running", "the plan never heard of the operation's outcome"
+    resume_and_check(world)
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_kill_at_the_step_boundary(tmp_path: Path, cli_env: dict[str, str], step: str) -> None:
+    """Killed as soon as the step's ``succeeded`` record (or the next step's ``running`` record) is committed."""
+    world, _ = crash(tmp_path, cli_env, step, step_event(step, "succeeded"), at_boundary)
+    state, data = world.plan_row()
+    assert state == "running" and data["steps"][step]["state"] == "succeeded"
+    resume_and_check(world)
+
+
+def test_kill_in_the_middle_of_a_collect(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    world = World(tmp_path / "mid", cli_env, prompt="sleep 2\necho reviewed once")
+    proc = world.start()
+    world.kill_when(proc, step_event("collect", "running"), delay=0.5)
+    assert world.slots() == [("p1", "working", 1)], "killed while the agent works and the collect waits"
+    assert read_rows(world.db)[-1].plan_step == ("collect", "running"), "nothing was recorded after it"
+    state, data = world.plan_row()
+    assert state == "running" and data["steps"]["collect"]["state"] == "running"
+    assert query(world.db, "SELECT state FROM instances WHERE machine = 'receipt'") == [("pending",)]
+    started = time.monotonic()
+    data = resume_and_check(world)
+    assert time.monotonic() - started > 0.5, "the resumed collect waited for the agent"
+    assert data["steps"]["collect"]["outputs"]["settled_seq"] == 2
+
+
+def test_kill_while_the_collect_waits_then_resume_after_the_agent_finished(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    world = World(tmp_path / "mid-late", cli_env, prompt="sleep 1\necho reviewed once")
+    proc = world.start()
+    world.kill_when(proc, step_event("collect", "running"))
+    deadline = time.monotonic() + 30
+    while world.slots() != [("p1", "done", 2)]:
+        assert time.monotonic() < deadline, world.slots()
+        time.sleep(0.05)
+    resume_and_check(world)
+
+
+class UnconfirmedHost(ProcessHost):
+    """Delivers the prompt for real, then loses the confirmation (the two-phase relay stays ``reserved``)."""
+
+    def prompt(self, pane_id: str, text: str) -> Observation:
+        super().prompt(pane_id, text)
+        raise AgentError("the confirmation of the delivery was lost", code="agent_prompt_unconfirmed")
+
+
+def test_a_relay_left_reserved_pauses_the_plan_until_abandoned(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    world, _ = crash(tmp_path, cli_env, "reserved", step_event("relay", "running"), nothing_after)
+    # The state a kill between the relay's intent and its outcome leaves, built through the store: the
+    # receipt under the step's own key, reserved, its prompt actually delivered.
+    with SQLiteStore(world.db) as store:
+        kinds = Kinds.load([])
+        host = UnconfirmedHost(store, world.home / "agents", kinds, store.url)
+        service = Service(
+            store, Library(cache_dir=world.root / "cache"), actor="test", hosts=lambda n: host, kinds=kinds
+        )
+        credential = credentials.load(credentials.path_for(world.home / "credentials", "ctl"), "ctl", store.url)
+        key = OpContext(cast("Any", None), world.plan_id, "relay", 1, "ctl", None, None).key
+        with pytest.raises(DeliveryError) as caught:
+            service.relay(RelayInput("ctl", credential, "reviewer", PROMPT, receipt_id=key))
+        assert caught.value.code == "delivery_ambiguous"
+    ((token, receipt_state),) = [
+        (json.loads(r[0])["token"], r[1])
+        for r in query(world.db, "SELECT data, state FROM instances WHERE machine = 'receipt'")
+    ]
+    assert receipt_state == "reserved" and token.endswith(key)
+    assert len(world.run_logs()) == 1
+
+    paused = world.corral("run", str(world.plan), "--json")
+    assert paused.returncode == 5, paused.stdout + paused.stderr
+    summary = json.loads(paused.stdout.splitlines()[-1])
+    assert summary["state"] == "paused"
+    assert "corral abandon" in summary["paused_reason"] and token in summary["paused_reason"]
+    assert world.plan_row()[0] == "paused"
+    assert len(world.run_logs()) == 1, "the unconfirmed prompt was not sent again"
+    again = world.corral("plans", "resume", world.plan_id, "--json")
+    assert again.returncode == 5, "still reserved: still paused"
+
+    deadline = time.monotonic() + 30
+    while world.slots() != [("p1", "done", 2)]:
+        assert time.monotonic() < deadline, world.slots()
+        time.sleep(0.05)
+    abandoned = world.corral(
+        "abandon", "--controller", "ctl", "--receipt", token, "--message", "seen settled", "--json"
+    )
+    assert abandoned.returncode == 0, abandoned.stdout + abandoned.stderr
+    assert json.loads(abandoned.stdout)["receipt"]["state"] == "abandoned"
+
+    resumed = world.corral("plans", "resume", world.plan_id, "--json")
+    summary = json.loads(resumed.stdout.splitlines()[-1])
+    assert summary["state"] == "failed" and resumed.returncode == 1, resumed.stdout
+    steps = summary["steps"]
+    assert (steps["relay"]["state"], steps["relay"]["error"]["code"]) == ("failed", "abandoned")
+    assert steps["collect"]["state"] == "skipped"
+    assert steps["close"]["state"] == "succeeded", "the finally step ran once the plan continued"
+    records = Counter(r.plan_step for r in read_rows(world.db) if r.plan_step)
+    assert records[("relay", "running")] == 1
+    assert query(world.db, "SELECT state FROM instances WHERE machine = 'receipt'") == [("abandoned",)]
+    assert [p.name for p in world.run_logs()] == ["run-1.log"], "no prompt was delivered twice"
+
+
+def test_an_acquire_found_in_flight_with_the_lease_held_by_a_lost_credential_pauses(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    """The state a kill between the lease's commit and the credential file's write left before the grant
+    kept its credential-to-be: the lease is active and no credential here holds it. The resumed plan
+    must neither fail nor take the lease: it pauses for a person."""
+    world, _ = crash(tmp_path, cli_env, "lease", step_event("acquire", "running"), nothing_after)
+    with SQLiteStore(world.db) as store:
+        service = Service(store, Library(cache_dir=world.root / "cache"), actor="cli:lost")
+        service.acquire(AcquireInput("ctl", "CRASH-1", AUTHORITY, 900))
+    assert not (world.home / "credentials" / "ctl.json").exists()
+    again = world.corral("run", str(world.plan), "--json")
+    assert again.returncode == 5, again.stdout + again.stderr
+    summary = json.loads(again.stdout.splitlines()[-1])
+    assert summary["state"] == "paused" and "takeover" in summary["paused_reason"], summary
+    assert summary["steps"]["acquire"]["state"] == "running"
+    assert query(world.db, "SELECT count(*) FROM instances WHERE machine = 'reviewer'") == [(0,)]
+    assert Counter((r.machine, r.trigger) for r in read_rows(world.db))[("controller", "acquire")] == 1
