@@ -498,6 +498,24 @@ class AgentOps(ServiceBase):
             )
         return found[0]
 
+    def _settled(self, result: Result, code: str, doing: str) -> AgentLeaseView:
+        """The lease after a two-phase start or close; :class:`AgentOperationError` unless it succeeded."""
+        view = self._lease_view(result.instance)
+        if result.outcome != "success":
+            raise AgentOperationError(
+                f"{doing} failed; the lease is {result.instance.state}: {result.instance.data.get('failure')}",
+                code=code,
+                lease=view.to_dict(),
+            )
+        return view
+
+    def _check_kind_options(self, kind: str, model: str | None, effort: str | None) -> None:
+        """Refuse --model/--effort for a kind that does not take them (unknown kinds: the guard says so)."""
+        if kind in self.kinds.names():
+            from runner.agents.abc import StartOptions
+
+            self.kinds.get(kind).check_options(StartOptions(model=model, effort=effort))
+
     def _lease_view(self, instance: Instance) -> AgentLeaseView:
         spec = self.library.builtin(instance.machine)
         return AgentLeaseView(
@@ -525,10 +543,7 @@ class AgentOps(ServiceBase):
             "cwd": {"given": inp.cwd, "real": real, "is_dir": os.path.isdir(real)},
             "kinds": self.kinds.names(),
         }
-        if inp.kind in self.kinds.names():
-            from runner.agents.abc import StartOptions
-
-            self.kinds.get(inp.kind).check_options(StartOptions(model=inp.model, effort=inp.effort))
+        self._check_kind_options(inp.kind, inp.model, inp.effort)
         options = {k: v for k, v in (("model", inp.model), ("effort", inp.effort)) if v is not None}
         result = self._fire_on(
             "reviewer",
@@ -539,13 +554,7 @@ class AgentOps(ServiceBase):
             observations,
             host=host,
         )
-        view = self._lease_view(result.instance)
-        if result.outcome != "success":
-            raise AgentOperationError(
-                f"the agent did not start; the lease is {result.instance.state}: {result.instance.data.get('failure')}",
-                code="agent_start_failed",
-                lease=view.to_dict(),
-            )
+        view = self._settled(result, "agent_start_failed", "starting the agent")
         return view
 
     def reviewer_close(self, inp: ReviewerCloseInput) -> CloseResult:
@@ -562,13 +571,7 @@ class AgentOps(ServiceBase):
             {"agent": before, "agent_after": after, "capture_sha256": _sha256(output)},
             host=host,
         )
-        view = self._lease_view(result.instance)
-        if result.outcome != "success":
-            raise AgentOperationError(
-                f"closing the pane failed; the lease is {result.instance.state}: {result.instance.data.get('failure')}",
-                code="agent_close_failed",
-                lease=view.to_dict(),
-            )
+        view = self._settled(result, "agent_close_failed", "closing the pane")
         return CloseResult(view, output)
 
     def reviewers(self, inp: ReviewerListInput) -> list[AgentLeaseView]:

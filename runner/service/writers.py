@@ -25,7 +25,6 @@ from runner.service.agents import (
     HOSTS,
     OPTION,
     AgentLeaseView,
-    AgentOperationError,
     AgentOps,
     CloseResult,
     _check_key,
@@ -217,10 +216,7 @@ class WriterOps(AgentOps):
         host = self.host(inp.host)
         in_worktree = [o.to_dict() for o in host.list() if o.cwd == facts["realpath"]]
         options = {k: v for k, v in (("model", inp.model), ("effort", inp.effort)) if v is not None}
-        if inp.kind in self.kinds.names():
-            from runner.agents.abc import StartOptions
-
-            self.kinds.get(inp.kind).check_options(StartOptions(model=inp.model, effort=inp.effort))
+        self._check_kind_options(inp.kind, inp.model, inp.effort)
         result = self._fire_on(
             "writer",
             f"writer/{inp.lease_id or uuid.uuid4()}",
@@ -253,13 +249,7 @@ class WriterOps(AgentOps):
             },
             host=host,
         )
-        view = self._lease_view(result.instance)
-        if result.outcome != "success":
-            raise AgentOperationError(
-                f"the agent did not start; the lane is {result.instance.state}: {result.instance.data.get('failure')}",
-                code="agent_start_failed",
-                lease=view.to_dict(),
-            )
+        view = self._settled(result, "agent_start_failed", "starting the agent")
         return view
 
     def writer_release(self, inp: WriterReleaseInput) -> CloseResult:
@@ -287,13 +277,7 @@ class WriterOps(AgentOps):
             },
             host=host,
         )
-        view = self._lease_view(result.instance)
-        if result.outcome != "success":
-            raise AgentOperationError(
-                f"closing the pane failed; the lane is {result.instance.state}: {result.instance.data.get('failure')}",
-                code="agent_close_failed",
-                lease=view.to_dict(),
-            )
+        view = self._settled(result, "agent_close_failed", "closing the pane")
         return CloseResult(view, output)
 
     def writer_verify(self, inp: WriterVerifyInput, scratch: Path | None = None) -> VerifyResult:
