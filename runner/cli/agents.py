@@ -35,6 +35,21 @@ def _prompt_text(text: str | None) -> str:
     return sys.stdin.read()
 
 
+def agent_options(fn: Any) -> Any:
+    """``--host``, ``--model``, ``--effort``: how a started agent runs."""
+    fn = click.option("--effort", help="Effort for kinds that take one (claude).")(fn)
+    fn = click.option("--model", help="Model for kinds that take one (claude).")(fn)
+    return click.option(
+        "--host",
+        "host_name",
+        envvar="CORRAL_AGENT_HOST",
+        default="process",
+        show_default=True,
+        type=click.Choice(["process", "herdr"]),
+        help="The agent host.",
+    )(fn)
+
+
 def timeout_option(fn: Any) -> Any:
     return click.option(
         "--timeout",
@@ -76,17 +91,7 @@ def reviewer() -> None:
 @click.option("--name", required=True, help="The agent's name: [a-z][a-z0-9_-]{0,31}, unique among live leases.")
 @click.option("--kind", required=True, help="The agent kind (claude, codex, script, or one from agents.yaml).")
 @click.option("--cwd", required=True, help="The agent's working directory (absolute).")
-@click.option(
-    "--host",
-    "host_name",
-    envvar="CORRAL_AGENT_HOST",
-    default="process",
-    show_default=True,
-    type=click.Choice(["process", "herdr"]),
-    help="The agent host.",
-)
-@click.option("--model", help="Model for kinds that take one (claude).")
-@click.option("--effort", help="Effort for kinds that take one (claude).")
+@agent_options
 @credential_option
 @json_option
 @click.pass_obj

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from runner.cli import render
-from runner.cli.agents import _credential
+from runner.cli.agents import _credential, agent_options
 from runner.cli.app import App, cli, controller_option, credential_option, json_option
 
 
@@ -38,17 +38,7 @@ def writer() -> None:
 @click.option("--ticket", "ticket_ref", required=True, help="The ticket it works on.")
 @click.option("--authority-ref", required=True, help="What authorises this lane.")
 @click.option("--authority-sha256", required=True, help="SHA-256 of the authority document.")
-@click.option(
-    "--host",
-    "host_name",
-    envvar="CORRAL_AGENT_HOST",
-    default="process",
-    show_default=True,
-    type=click.Choice(["process", "herdr"]),
-    help="The agent host.",
-)
-@click.option("--model", help="Model for kinds that take one (claude).")
-@click.option("--effort", help="Effort for kinds that take one (claude).")
+@agent_options
 @credential_option
 @json_option
 @click.pass_obj
