@@ -57,7 +57,7 @@ PROMPT = "Review this project.\necho reviewed once"
 # The watcher holds the store's write lock for HOLD seconds, then opens it for at most WINDOW seconds.
 HOLD = 0.002
 WINDOW = 0.001
-ATTEMPTS = 8  # fresh tries for a kill that landed past its boundary
+ATTEMPTS = 12  # fresh tries for a kill that landed past its boundary
 
 
 @dataclass(frozen=True)
