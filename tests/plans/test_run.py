@@ -492,7 +492,7 @@ def test_batch_review_mode_all_collects_both(rig: Rig) -> None:
     assert rig.run_logs() == ["p1/run-1.log", "p2/run-1.log"]
 
 
-def test_batch_review_mode_first_returns_the_first_and_leaves_the_other_pending(rig: Rig) -> None:
+def test_batch_review_mode_first_returns_the_first_and_collects_the_other_before_closing(rig: Rig) -> None:
     plan = rig.run(batch(rig, "batch-first", "first"))
     ask = plan.data["steps"]["ask"]
     assert ask["state"] == "succeeded"
@@ -663,7 +663,7 @@ def test_retry_of_a_collect_that_times_out_waits_again_for_the_same_receipt(flow
                 id: collect
                 do: receipt.collect
                 with: {receipt: "${steps.relay.token}", timeout: 0.4}
-                retry: {max_attempts: 5, interval: 0.01, backoff_rate: 1}
+                retry: {max_attempts: 10, interval: 0.01, backoff_rate: 1}
             """
         },
     )
