@@ -8,6 +8,7 @@ differed and carries the expected and actual values (digests, never the status t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -166,13 +167,22 @@ def lane_conflicts(ctx: Context) -> Rejection | None:
     return None
 
 
+def inside(path: object, root: object) -> bool:
+    """``path`` is ``root`` or lies under it (both absolute and resolved): ``/r/wt/src`` is inside ``/r/wt``,
+    ``/r/wtx`` is not."""
+    if not isinstance(path, str) or not isinstance(root, str) or not root:
+        return False
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
 @GUARDS.register("worktree_free")
 def worktree_free(ctx: Context) -> Rejection | None:
-    """No agent already runs in the worktree: no live lease there, and none observed by the host."""
+    """No agent already runs in the worktree or anywhere under it: no live lease there, and none observed
+    by the host."""
     realpath = _git(ctx).get("realpath")
     for machine in LEASE_MACHINES:
         for lease in ctx.view.find(machine, LIVE_LEASE_STATES):
-            if lease.data.get("cwd") == realpath and lease.id != ctx.instance.id:
+            if inside(lease.data.get("cwd"), realpath) and lease.id != ctx.instance.id:
                 return Rejection(
                     "worktree_busy",
                     f"lease {lease.id} ({lease.data.get('name')!r}) runs in {realpath}",

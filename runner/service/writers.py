@@ -8,6 +8,7 @@ closes the agent's pane; nothing here ever commits, stashes, resets, cleans or d
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import time
@@ -19,7 +20,7 @@ from typing import Any
 from runner import scopes
 from runner.errors import ConflictError, InputError, RefusedError
 from runner.fence import Credential
-from runner.guards.git import LANE_STATES
+from runner.guards.git import LANE_STATES, inside
 from runner.service.agents import (
     CAPTURE_LINES_DEFAULT,
     HOSTS,
@@ -214,7 +215,7 @@ class WriterOps(AgentOps):
                 )
             protected = [facts["default_branch"]]
         host = self.host(inp.host)
-        in_worktree = [o.to_dict() for o in host.list() if o.cwd == facts["realpath"]]
+        in_worktree = [o.to_dict() for o in host.list() if o.cwd and inside(os.path.realpath(o.cwd), facts["realpath"])]
         options = {k: v for k, v in (("model", inp.model), ("effort", inp.effort)) if v is not None}
         self._check_kind_options(inp.kind, inp.model, inp.effort)
         result = self._fire_on(

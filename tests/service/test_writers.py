@@ -31,6 +31,7 @@ from runner.service import (
     CollectInput,
     ControllerInput,
     RelayInput,
+    ReviewerCloseInput,
     ReviewerStartInput,
     ScopesCheckInput,
     Service,
@@ -499,6 +500,26 @@ def test_a_worktree_where_an_unleased_agent_runs_is_busy(lab: Lab) -> None:
     stray = lab.host.start("stray", "script", os.path.realpath(wt), StartOptions())
     error = refused_start(lab, "worktree_busy", lambda: lab.start("alpha", wt))
     assert error.details["pane_id"] == stray.pane_id
+
+
+def test_an_agent_in_a_subdirectory_makes_the_worktree_busy(lab: Lab) -> None:
+    wt = lab.worktree("wt-a")
+    lab.service.reviewer_start(ReviewerStartInput("ctl", lab.credential, "rev", "script", str(wt / "src")))
+    error = refused_start(lab, "worktree_busy", lambda: lab.start("alpha", wt))
+    assert error.details["lease"].startswith("reviewer/")
+    lab.service.reviewer_close(ReviewerCloseInput("ctl", lab.credential, "rev", 0))
+    stray = lab.host.start("stray", "script", os.path.realpath(wt / "src"), StartOptions())
+    error = refused_start(lab, "worktree_busy", lambda: lab.start("alpha", wt))
+    assert error.details["pane_id"] == stray.pane_id
+
+
+def test_an_agent_in_a_sibling_sharing_the_prefix_does_not_block(lab: Lab) -> None:
+    wt = lab.worktree("wt-a")
+    sibling = lab.root / "wt-a-notes"
+    sibling.mkdir()
+    lab.service.reviewer_start(ReviewerStartInput("ctl", lab.credential, "rev", "script", str(sibling)))
+    lab.host.start("stray", "script", os.path.realpath(sibling), StartOptions())
+    assert lab.start("alpha", wt).state == "active"
 
 
 def test_a_reviewer_elsewhere_does_not_block(lab: Lab) -> None:
