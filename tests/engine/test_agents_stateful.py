@@ -272,6 +272,15 @@ class AgentsMachine(RuleBasedStateMachine):
     def same_identity(self, agent: Any, name: str) -> bool:
         return (agent.name, agent.kind, agent.cwd) == (name, KIND, self.cwd)
 
+    def lease_code(self, current: bool, agent: Any, name: str) -> str | None:
+        """What every operation on a leased agent checks first: the fence, the pane, the identity."""
+        code = self.fence_code(current)
+        if code is None and agent.closed:
+            return "agent_gone"
+        if code is None and not self.same_identity(agent, name):
+            return "identity_changed"
+        return code
+
     @staticmethod
     def current_output(agent: Any) -> str:
         return agent.runs[-1].output if agent.runs else ""
@@ -509,13 +518,9 @@ class AgentsMachine(RuleBasedStateMachine):
         expected_seq = max(0, agent.seq + delta) if agent is not None else 0
         code: str | None = "target_unknown"
         if lease is not None and agent is not None:
-            code = self.fence_code(current)
+            code = self.lease_code(current, agent, name)
             if code is not None:
                 pass
-            elif agent.closed:
-                code = "agent_gone"
-            elif not self.same_identity(agent, name):
-                code = "identity_changed"
             elif agent.status not in ("idle", "done"):
                 code = "agent_not_settled"
             elif agent.seq != expected_seq:
@@ -615,13 +620,9 @@ class AgentsMachine(RuleBasedStateMachine):
             assert lease.pane is not None
             agent = self.agent(lease.pane)
             before_seq = agent.seq
-            code = self.fence_code(current)
+            code = self.lease_code(current, agent, name)
             if code is not None:
                 pass
-            elif agent.closed:
-                code = "agent_gone"
-            elif not self.same_identity(agent, name):
-                code = "identity_changed"
             elif self.open_receipt(lease.id):
                 code = "receipt_outstanding"
             elif agent.status not in ("idle", "done"):
