@@ -82,6 +82,8 @@ class Progress:
                 entry["seconds"] = event["seconds"]
             if "error" in event:
                 entry["note"] = f"{event['error']['code']}: {event['error']['message']}"
+            elif "outputs" in event:
+                entry["note"] = _outputs_note(event["outputs"])
             elif "reason" in event:
                 entry["note"] = event["reason"]
             if kind == "step_started":
@@ -124,6 +126,21 @@ class Progress:
             self._live.stop()
 
 
+def _outputs_note(outputs: dict[str, Any]) -> str:
+    """What a step left, in a few words: receipt and lease states, a verification's verdict."""
+    results = outputs.get("results")
+    if isinstance(results, list):
+        note = "receipts: " + (", ".join(f"{r.get('target')} {r.get('state')}" for r in results) or "none")
+        pending = outputs.get("pending_receipts") or ()
+        return note + (f"; {len(pending)} pending" if pending else "")
+    if "passed" in outputs:
+        return "verified: " + ("passed" if outputs["passed"] else "failed")
+    state = outputs.get("state")
+    if state is None:
+        return ""
+    return f"receipt {state}" if "token" in outputs else str(state)
+
+
 def _summary(plan: Any) -> dict[str, Any]:
     data = plan.data
     return {
@@ -151,9 +168,12 @@ def _print_summary(plan: Any, recipe_steps: list[str]) -> None:
                 json.dumps(record.get("error"))
                 if record.get("error")
                 else ", ".join(
-                    f"{k}={v}"
-                    for k, v in (record.get("outputs") or {}).items()
-                    if v is not None and k in ("token", "pane_id", "settled_seq", "passed", "state", "head")
+                    [
+                        f"{k}={v}"
+                        for k, v in (record.get("outputs") or {}).items()
+                        if v is not None and k in ("token", "pane_id", "settled_seq", "passed", "state", "head")
+                    ]
+                    + ([_outputs_note(record["outputs"])] if "results" in (record.get("outputs") or {}) else [])
                 ),
             )
             for step, record in ((s, summary["steps"].get(s, {"state": "pending"})) for s in recipe_steps)

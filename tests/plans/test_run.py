@@ -8,8 +8,10 @@ Expected git facts are computed here with git in a subprocess, never through the
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -252,6 +254,21 @@ def plan_yaml(path: Path, plan_id: str, cwd: Path, prompt: str, **extra: Any) ->
     return path
 
 
+def live_table(events: list[dict[str, Any]]) -> str:
+    """What ``corral run`` shows a person at the end of these events: its live table, as text."""
+    from rich.console import Console
+
+    from runner.cli.plans import Progress
+
+    progress = Progress(as_json=False)
+    for event in events:
+        progress(event)
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(progress._table())
+    progress.close()
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
 @pytest.fixture
 def cli(tmp_path: Path, cli_env: dict[str, str]) -> dict[str, Any]:
     state = tmp_path / "state"
@@ -277,6 +294,12 @@ def test_review_through_corral_run_is_idempotent_by_plan_id(tmp_path: Path, cli:
     logs = sorted(p.name for p in (cli["home"] / "agents").glob("*/run-*.log"))
     assert logs == ["run-1.log"]
     events = event_count(db)
+
+    progress = live_table([line for line in lines if line["event"] != "summary"])
+    assert "cli-1 (succeeded)" in progress
+    assert re.search(r"relay\s+succeeded\s+[\d.]+\s+receipt pending", progress), progress
+    assert re.search(r"collect\s+succeeded\s+[\d.]+\s+receipt completed", progress), progress
+    assert re.search(r"close\s+succeeded\s+[\d.]+\s+closed", progress), progress
 
     again = corral(env, tmp_path, "run", str(plan), "--json")
     assert again.returncode == 0, again.stdout + again.stderr
@@ -509,6 +532,9 @@ def test_batch_review_mode_first_returns_the_first_and_collects_the_other_before
     assert plan.data["steps"]["close-b"]["state"] == "succeeded"
     assert plan.state == "succeeded"
     assert rig.run_logs() == ["p1/run-1.log", "p2/run-1.log"]
+    shown = live_table(rig.progress)
+    assert re.search(r"\bask\s+succeeded\s+[\d.]+\s+receipts: reviewer-a completed; 1 pending", shown), shown
+    assert re.search(r"\brest\s+succeeded\s+[\d.]+\s+receipts: reviewer-b completed\s", shown), shown
 
 
 def test_batch_review_mode_first_plan_succeeds(rig: Rig) -> None:
