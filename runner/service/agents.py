@@ -15,9 +15,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import anyio
+from typing import TYPE_CHECKING, Any
 
 from runner import fence
 from runner.agents.abc import (
@@ -36,6 +34,9 @@ from runner.fence import Credential
 from runner.guards.agents import LEASE_MACHINES, LIVE_LEASE_STATES, OPEN_RECEIPT_STATES
 from runner.service.base import ServiceBase
 from runner.service.checks import UUID, check_controller_id, check_credential
+
+if TYPE_CHECKING:
+    import anyio.abc  # anyio costs a cold CLI ~35 ms: only the commands that wait import it
 
 HOSTS = ("process", "herdr")
 TOKEN_PREFIX = "corral-receipt-v1."
@@ -762,6 +763,8 @@ class AgentOps(ServiceBase):
         The fence is checked first: a replay changes nothing, but its output is still only for the
         controller's current holder.
         """
+        import anyio
+
         self._check_fence(inp.credential)
         results: dict[str, CollectResult] = {}
         errors: dict[str, CorralError] = {}
@@ -845,6 +848,8 @@ class AgentOps(ServiceBase):
 
     async def _first_settled(self, entries: list[tuple[str, AgentHost, str, int]], timeout: float) -> str:
         """The key of the first entry whose agent settles after its cursor; the other waits are cancelled."""
+        import anyio
+
         winner: list[str] = []
 
         async def watch(key: str, host: AgentHost, pane_id: str, after: int, group: anyio.abc.TaskGroup) -> None:

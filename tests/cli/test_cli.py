@@ -259,13 +259,13 @@ def test_machines_and_draw(corral: Any, tmp_path: Path) -> None:
 
 
 def test_cold_import_of_the_hot_path_avoids_heavy_modules(cli_env: dict[str, str], home: Path) -> None:
-    """A transition must not pay for jsonschema, YAML parsing, rich or GitPython once specs are cached."""
+    """A transition must not pay for jsonschema, YAML parsing, rich, GitPython or anyio once specs are cached."""
     script = textwrap.dedent(
         """
         import sys
         from runner.cli.app import main
         main(["controller", "acquire", "--controller", "warm", "--authority-ref", "T", "--authority-sha256", "SHA"])
-        heavy = [m for m in ("jsonschema", "rich", "git", "yaml") if m in sys.modules]
+        heavy = [m for m in ("jsonschema", "rich", "git", "yaml", "anyio") if m in sys.modules]
         print("heavy=" + ",".join(heavy))
         """.replace("SHA", SHA)
     )
