@@ -113,7 +113,7 @@ class Update:
 
 def format_time(moment: datetime) -> str:
     """The one timestamp format corral stores: UTC, microseconds, a ``Z`` suffix."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_time(text: str) -> datetime:

@@ -96,6 +96,10 @@ RETRY_CAP = 0.1
 Clock = Callable[[], datetime]
 
 
+# One encoder for every row and event: json.dumps with options builds a new one per call.
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
 def _wall_clock() -> datetime:
     return datetime.now(UTC)
 
@@ -144,7 +148,7 @@ class _Transaction(_Reader, Transaction):
 
     def put(self, instance: Instance, state: str, data: Mapping[str, Any]) -> Instance:
         stamp = self.stamp
-        encoded = json.dumps(dict(data), sort_keys=True, separators=(",", ":"))
+        encoded = _encode(dict(data))
         if instance.version == 0:
             try:
                 self._conn.execute(
@@ -245,7 +249,7 @@ class _Transaction(_Reader, Transaction):
         self, instance: Instance, trigger: str, from_state: str, actor: str, payload: Mapping[str, Any]
     ) -> Event:
         at = self.stamp
-        encoded = json.dumps(dict(payload), sort_keys=True, separators=(",", ":"))
+        encoded = _encode(dict(payload))
         cursor = self._conn.execute(
             "INSERT INTO events (instance_id, machine, trigger, from_state, to_state, version, actor, payload, at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
