@@ -126,15 +126,24 @@ class Progress:
             self._live.stop()
 
 
+def _receipts_note(outputs: dict[str, Any]) -> str | None:
+    """A batch's receipts (``receipt.ask_many``, ``receipt.collect_many``): each target's state, and
+    how many were left pending; None for any other step."""
+    results = outputs.get("results")
+    if not isinstance(results, list) or not all(isinstance(r, dict) and "token" in r for r in results):
+        return None
+    note = "receipts: " + (", ".join(f"{r.get('target')} {r.get('state')}" for r in results) or "none")
+    pending = outputs.get("pending_receipts") or ()
+    return note + (f"; {len(pending)} pending" if pending else "")
+
+
 def _outputs_note(outputs: dict[str, Any]) -> str:
     """What a step left, in a few words: receipt and lease states, a verification's verdict."""
-    results = outputs.get("results")
-    if isinstance(results, list):
-        note = "receipts: " + (", ".join(f"{r.get('target')} {r.get('state')}" for r in results) or "none")
-        pending = outputs.get("pending_receipts") or ()
-        return note + (f"; {len(pending)} pending" if pending else "")
     if "passed" in outputs:
         return "verified: " + ("passed" if outputs["passed"] else "failed")
+    receipts = _receipts_note(outputs)
+    if receipts is not None:
+        return receipts
     state = outputs.get("state")
     if state is None:
         return ""
@@ -173,7 +182,7 @@ def _print_summary(plan: Any, recipe_steps: list[str]) -> None:
                         for k, v in (record.get("outputs") or {}).items()
                         if v is not None and k in ("token", "pane_id", "settled_seq", "passed", "state", "head")
                     ]
-                    + ([_outputs_note(record["outputs"])] if "results" in (record.get("outputs") or {}) else [])
+                    + [note for note in [_receipts_note(record.get("outputs") or {})] if note]
                 ),
             )
             for step, record in ((s, summary["steps"].get(s, {"state": "pending"})) for s in recipe_steps)

@@ -28,6 +28,7 @@ import pytest
 
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
+from runner.cli.plans import _print_summary
 from runner.context import Instance
 from runner.errors import CorralError, RefusedError
 from runner.plans.executor import Executor, PlanConflictError
@@ -396,7 +397,9 @@ def writer_plan(rig: Rig, plan_id: str, worktree: Path, prompt: str) -> dict[str
 @pytest.mark.parametrize(
     ("prompt", "passed"), [(GOOD_CHANGE, True), ("write src/feature.py def feature(:", False)], ids=["good", "broken"]
 )
-def test_writer_lane_in_a_linked_worktree(rig: Rig, prompt: str, passed: bool) -> None:
+def test_writer_lane_in_a_linked_worktree(
+    rig: Rig, prompt: str, passed: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
     repo, worktree, base = make_lane(rig.root)
     main_head = git(repo, "rev-parse", "HEAD")
     plan = rig.run(writer_plan(rig, f"lane-{passed}", worktree, prompt))
@@ -426,6 +429,15 @@ def test_writer_lane_in_a_linked_worktree(rig: Rig, prompt: str, passed: bool) -
     assert lane.state == "released" and lane.data["verification"]["passed"] is passed
     assert lane.data["base_commit"] == base and lane.data["owned_scopes"] == ["src"]
     assert rig.run_logs() == ["p1/run-1.log"]
+
+    verdict = "passed" if passed else "failed"
+    shown = live_table(rig.progress)
+    assert re.search(rf"\bverify\s+succeeded\s+[\d.]+\s+verified: {verdict}\s", shown), shown
+    assert re.search(r"\brelease\s+succeeded\s+[\d.]+\s+released\s", shown), shown
+    _print_summary(plan, list(records))
+    summary = capsys.readouterr().out
+    assert re.search(rf"\bverify\s+succeeded\s+1\s+[\d.]+\s+.*passed={passed}", summary), summary
+    assert "receipts:" not in summary, "a verification's results are not receipts"
 
 
 def test_writer_lane_refuses_the_main_checkout_and_still_runs_its_finally_steps(rig: Rig) -> None:
