@@ -69,6 +69,22 @@ def _check_name(field_name: str, value: str) -> None:
         raise InputError(field_name, f"{value!r} is not an agent name ([a-z][a-z0-9_-]{{0,31}})")
 
 
+def _check_cursor(field_name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InputError(field_name, f"{value!r} is not a cursor (an integer >= 0)")
+
+
+def _check_agent(kind: str, host: str, model: str | None, effort: str | None) -> None:
+    """What starting any agent takes: a kind name, a known host, plain ``--model`` / ``--effort`` values."""
+    if not isinstance(kind, str) or not re.match(NAME_PATTERN, kind):
+        raise InputError("kind", f"{kind!r} is not an agent kind name")
+    if host not in HOSTS:
+        raise InputError("host", f"{host!r} is not an agent host ({', '.join(HOSTS)})")
+    for option, value in (("model", model), ("effort", effort)):
+        if value is not None and not OPTION.match(value):
+            raise InputError(option, f"{value!r} is not a plain option value")
+
+
 def _check_timeout(value: float) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= TIMEOUT_MAX:
         raise InputError("timeout", f"{value!r} is not a timeout in seconds (0 < t <= {TIMEOUT_MAX:g})")
@@ -123,16 +139,9 @@ class ReviewerStartInput:
         check_credential(self.credential, self.controller_id)
         _check_name("name", self.name)
         _check_key("lease_id", self.lease_id)
-        if not isinstance(self.kind, str) or not re.match(NAME_PATTERN, self.kind):
-            raise InputError("kind", f"{self.kind!r} is not an agent kind name")
+        _check_agent(self.kind, self.host, self.model, self.effort)
         if not isinstance(self.cwd, str) or not self.cwd:
             raise InputError("cwd", "the working directory is required")
-        if self.host not in HOSTS:
-            raise InputError("host", f"{self.host!r} is not an agent host ({', '.join(HOSTS)})")
-        for option in ("model", "effort"):
-            value = getattr(self, option)
-            if value is not None and not OPTION.match(value):
-                raise InputError(option, f"{value!r} is not a plain option value")
 
 
 @dataclass(frozen=True)
@@ -149,9 +158,7 @@ class ReviewerCloseInput:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
         _check_name("name", self.name)
-        seq = self.expected_state_change_seq
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-            raise InputError("expected_state_change_seq", f"{seq!r} is not a cursor (an integer >= 0)")
+        _check_cursor("expected_state_change_seq", self.expected_state_change_seq)
         _check_lines(self.lines)
 
 
@@ -303,8 +310,8 @@ class WaitAnyInput:
             raise InputError("target", "each target may appear once")
         for name, after in self.targets:
             _check_name("target", name)
-            if after is not None and (not isinstance(after, int) or isinstance(after, bool) or after < 0):
-                raise InputError("target", f"{after!r} is not a cursor (an integer >= 0)")
+            if after is not None:
+                _check_cursor("target", after)
         _check_timeout(self.timeout)
 
 

@@ -23,11 +23,11 @@ from runner.fence import Credential
 from runner.guards.git import LANE_STATES, inside
 from runner.service.agents import (
     CAPTURE_LINES_DEFAULT,
-    HOSTS,
-    OPTION,
     AgentLeaseView,
     AgentOps,
     CloseResult,
+    _check_agent,
+    _check_cursor,
     _check_key,
     _check_lines,
     _check_name,
@@ -88,7 +88,7 @@ class WriterStartInput:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
         _check_name("name", self.name)
-        _check_name("kind", self.kind)
+        _check_agent(self.kind, self.host, self.model, self.effort)
         _check_key("lease_id", self.lease_id)
         if not isinstance(self.worktree, str) or not self.worktree.startswith("/"):
             raise InputError("worktree", f"{self.worktree!r} is not an absolute path")
@@ -106,12 +106,6 @@ class WriterStartInput:
         check_ref("ticket_ref", self.ticket_ref)
         check_ref("authority_ref", self.authority_ref)
         check_sha256("authority_sha256", self.authority_sha256)
-        if self.host not in HOSTS:
-            raise InputError("host", f"{self.host!r} is not an agent host ({', '.join(HOSTS)})")
-        for option in ("model", "effort"):
-            value = getattr(self, option)
-            if value is not None and not OPTION.match(value):
-                raise InputError(option, f"{value!r} is not a plain option value")
 
 
 @dataclass(frozen=True)
@@ -132,9 +126,7 @@ class WriterReleaseInput:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
         _check_name("name", self.name)
-        seq = self.expected_state_change_seq
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-            raise InputError("expected_state_change_seq", f"{seq!r} is not a cursor (an integer >= 0)")
+        _check_cursor("expected_state_change_seq", self.expected_state_change_seq)
         _check_object_id("expected_head", self.expected_head)
         check_sha256("expected_status_sha256", self.expected_status_sha256)
         check_ref("checkpoint_ref", self.checkpoint_ref)
