@@ -13,7 +13,7 @@ import hashlib
 import os
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -517,12 +517,52 @@ class AgentOps(ServiceBase):
             )
         return view
 
-    def _check_kind_options(self, kind: str, model: str | None, effort: str | None) -> None:
-        """Refuse --model/--effort for a kind that does not take them (unknown kinds: the guard says so)."""
+    def _agent_options(self, kind: str, model: str | None, effort: str | None) -> dict[str, str]:
+        """The start options to record; --model/--effort are refused for a kind that does not take them
+        (unknown kinds: the guard says so)."""
         if kind in self.kinds.names():
             from runner.agents.abc import StartOptions
 
             self.kinds.get(kind).check_options(StartOptions(model=model, effort=effort))
+        return {k: v for k, v in (("model", model), ("effort", effort)) if v is not None}
+
+    def _leases(self, machine: str, states: tuple[str, ...] | None, controller_id: str | None) -> list[AgentLeaseView]:
+        """Leases of ``machine`` in ``states`` (None: every state), of one controller if given."""
+        return [
+            self._lease_view(i)
+            for i in self.store.find(machine, states)
+            if controller_id is None or i.data.get("controller_id") == controller_id
+        ]
+
+    def _close_lease(
+        self,
+        lease: Instance,
+        trigger: str,
+        credential: Credential,
+        params: dict[str, Any],
+        lines: int,
+        observe: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> CloseResult:
+        """Capture the agent's output (identity and cursor read before and after), then fire ``trigger``
+        (a reviewer's ``close``, a writer's ``release``), whose effect closes the pane. ``observe`` adds
+        facts read after the capture (a writer's git state)."""
+        host = self.host(lease.data["host"])
+        before, output, after = self._capture(host, lease.data["pane_id"], lines)
+        result = self._fire_on(
+            lease.machine,
+            lease.id,
+            trigger,
+            credential,
+            params,
+            {
+                "agent": before,
+                "agent_after": after,
+                "capture_sha256": _sha256(output),
+                **(observe() if observe else {}),
+            },
+            host=host,
+        )
+        return CloseResult(self._settled(result, "agent_close_failed", "closing the pane"), output)
 
     def _lease_view(self, instance: Instance) -> AgentLeaseView:
         spec = self.library.builtin(instance.machine)
@@ -551,8 +591,7 @@ class AgentOps(ServiceBase):
             "cwd": {"given": inp.cwd, "real": real, "is_dir": os.path.isdir(real)},
             "kinds": self.kinds.names(),
         }
-        self._check_kind_options(inp.kind, inp.model, inp.effort)
-        options = {k: v for k, v in (("model", inp.model), ("effort", inp.effort)) if v is not None}
+        options = self._agent_options(inp.kind, inp.model, inp.effort)
         result = self._fire_on(
             "reviewer",
             f"reviewer/{inp.lease_id or uuid.uuid4()}",
@@ -568,28 +607,11 @@ class AgentOps(ServiceBase):
     def reviewer_close(self, inp: ReviewerCloseInput) -> CloseResult:
         """Capture the output at the expected cursor and close the pane."""
         lease = self._lease_by_name(inp.controller_id, inp.name, ("active", "close_failed"), ("reviewer",))
-        host = self.host(lease.data["host"])
-        before, output, after = self._capture(host, lease.data["pane_id"], inp.lines)
-        result = self._fire_on(
-            "reviewer",
-            lease.id,
-            "close",
-            inp.credential,
-            {"expected_state_change_seq": inp.expected_state_change_seq},
-            {"agent": before, "agent_after": after, "capture_sha256": _sha256(output)},
-            host=host,
-        )
-        view = self._settled(result, "agent_close_failed", "closing the pane")
-        return CloseResult(view, output)
+        params = {"expected_state_change_seq": inp.expected_state_change_seq}
+        return self._close_lease(lease, "close", inp.credential, params, inp.lines)
 
     def reviewers(self, inp: ReviewerListInput) -> list[AgentLeaseView]:
-        states = None if inp.include_ended else LIVE_LEASE_STATES
-        found = self.store.find("reviewer", states)
-        return [
-            self._lease_view(i)
-            for i in found
-            if inp.controller_id is None or i.data.get("controller_id") == inp.controller_id
-        ]
+        return self._leases("reviewer", None if inp.include_ended else LIVE_LEASE_STATES, inp.controller_id)
 
     def reviewer_cleanup(self, inp: ControllerInput) -> Housekeeping:
         """Close this controller's reviewers that are identity-matched, idle or done, with no open receipt.

@@ -31,7 +31,6 @@ from runner.service.agents import (
     _check_key,
     _check_lines,
     _check_name,
-    _sha256,
 )
 from runner.service.checks import check_controller_id, check_credential, check_ref, check_sha256
 
@@ -208,8 +207,7 @@ class WriterOps(AgentOps):
             protected = [facts["default_branch"]]
         host = self.host(inp.host)
         in_worktree = [o.to_dict() for o in host.list() if o.cwd and inside(os.path.realpath(o.cwd), facts["realpath"])]
-        options = {k: v for k, v in (("model", inp.model), ("effort", inp.effort)) if v is not None}
-        self._check_kind_options(inp.kind, inp.model, inp.effort)
+        options = self._agent_options(inp.kind, inp.model, inp.effort)
         result = self._fire_on(
             "writer",
             f"writer/{inp.lease_id or uuid.uuid4()}",
@@ -248,30 +246,16 @@ class WriterOps(AgentOps):
     def writer_release(self, inp: WriterReleaseInput) -> CloseResult:
         """Checkpoint the lane and close its agent's pane; the worktree is left exactly as it is."""
         lease = self._lease_by_name(inp.controller_id, inp.name, ("active", "release_failed"), ("writer",))
-        host = self.host(lease.data["host"])
-        before, output, after = self._capture(host, lease.data["pane_id"], inp.lines)
-        result = self._fire_on(
-            "writer",
-            lease.id,
-            "release",
-            inp.credential,
-            {
-                "expected_state_change_seq": inp.expected_state_change_seq,
-                "expected_head": inp.expected_head,
-                "expected_status_sha256": inp.expected_status_sha256,
-                "checkpoint_ref": inp.checkpoint_ref,
-                "checkpoint_sha256": inp.checkpoint_sha256,
-            },
-            {
-                "agent": before,
-                "agent_after": after,
-                "capture_sha256": _sha256(output),
-                "git": self._git(lease.data["cwd"]),
-            },
-            host=host,
+        params = {
+            "expected_state_change_seq": inp.expected_state_change_seq,
+            "expected_head": inp.expected_head,
+            "expected_status_sha256": inp.expected_status_sha256,
+            "checkpoint_ref": inp.checkpoint_ref,
+            "checkpoint_sha256": inp.checkpoint_sha256,
+        }
+        return self._close_lease(
+            lease, "release", inp.credential, params, inp.lines, lambda: {"git": self._git(lease.data["cwd"])}
         )
-        view = self._settled(result, "agent_close_failed", "closing the pane")
-        return CloseResult(view, output)
 
     def writer_verify(self, inp: WriterVerifyInput, scratch: Path | None = None) -> VerifyResult:
         """Run the validations in the sandbox and record the result against the lane and its digest.
@@ -326,10 +310,7 @@ class WriterOps(AgentOps):
         return VerifyResult(self._lease_view(result.instance), verification, tails)
 
     def writers(self, controller_id: str | None = None, include_ended: bool = False) -> list[AgentLeaseView]:
-        found = self.store.find("writer", None if include_ended else LANE_STATES)
-        return [
-            self._lease_view(i) for i in found if controller_id is None or i.data.get("controller_id") == controller_id
-        ]
+        return self._leases("writer", None if include_ended else LANE_STATES, controller_id)
 
     def scopes_check(self, inp: ScopesCheckInput) -> dict[str, Any]:
         """Read-only: the normalized scopes, their own overlaps, and conflicts with live lanes."""
