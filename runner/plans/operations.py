@@ -23,8 +23,9 @@ from runner.errors import CorralError, CredentialError, InputError, NotFoundErro
 from runner.fence import Credential
 
 if TYPE_CHECKING:
+    from runner.context import Instance
     from runner.plans.executor import Executor
-    from runner.service import Service
+    from runner.service import AgentLeaseView, Service
 
 
 @dataclass
@@ -282,7 +283,16 @@ def _current_seq(ctx: OpContext, name: str, machine: str, states: tuple[str, ...
     return ctx.service.host(lease.data["host"]).get(lease.data["pane_id"]).seq
 
 
-def _resume_close(machine: str, done_state: str, closing: str) -> ResumeFn:
+def _close_outputs(do: str, lease: Instance | AgentLeaseView) -> dict[str, Any]:
+    """A closed reviewer's or released lane's step outputs (the catalogue's, but the output text), read
+    from its lease: the same whether the step just ran or was found done after a crash."""
+    from runner.spec.operations import OPERATIONS as CATALOGUE
+
+    keys = [k for k in CATALOGUE[do].outputs if k not in ("state", "output")]
+    return {"state": lease.state, **{k: lease.data.get(k) for k in keys}}
+
+
+def _resume_close(do: str, machine: str, done_state: str, closing: str) -> ResumeFn:
     def resume(ctx: OpContext, args: dict[str, Any]) -> Resume:
         leases = [
             lease
@@ -293,16 +303,7 @@ def _resume_close(machine: str, done_state: str, closing: str) -> ResumeFn:
         if latest is None:
             return RUN
         if latest.state == done_state:
-            return Resume(
-                "done",
-                Outputs(
-                    {
-                        "state": latest.state,
-                        "capture_sha256": latest.data.get("capture_sha256"),
-                        "closing_seq": latest.data.get("closing_seq"),
-                    }
-                ),
-            )
+            return Resume("done", Outputs(_close_outputs(do, latest)))
         if latest.state == closing:
             return Resume(
                 "pause",
@@ -314,7 +315,7 @@ def _resume_close(machine: str, done_state: str, closing: str) -> ResumeFn:
     return resume
 
 
-@operation("reviewer.close", _resume_close("reviewer", "closed", "closing"))
+@operation("reviewer.close", _resume_close("reviewer.close", "reviewer", "closed", "closing"))
 async def reviewer_close(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import ReviewerCloseInput
 
@@ -325,15 +326,7 @@ async def reviewer_close(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     result = ctx.service.reviewer_close(
         ReviewerCloseInput(ctx.controller_id, ctx.credential(), name, int(seq), int(args.get("lines") or 200))
     )
-    data = result.lease.data
-    return Outputs(
-        {
-            "state": result.lease.state,
-            "capture_sha256": data.get("capture_sha256"),
-            "closing_seq": data.get("closing_seq"),
-        },
-        {"output": result.output},
-    )
+    return Outputs(_close_outputs("reviewer.close", result.lease), {"output": result.output})
 
 
 @operation("writer.start", _resume_start("writer"))
@@ -380,7 +373,7 @@ async def writer_verify(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     )
 
 
-@operation("writer.release", _resume_close("writer", "released", "releasing"))
+@operation("writer.release", _resume_close("writer.release", "writer", "released", "releasing"))
 async def writer_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import WriterReleaseInput
 
@@ -403,16 +396,7 @@ async def writer_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
             int(args.get("lines") or 200),
         )
     )
-    data = result.lease.data
-    return Outputs(
-        {
-            "state": result.lease.state,
-            "release_head": data.get("release_head"),
-            "release_status_sha256": data.get("release_status_sha256"),
-            "capture_sha256": data.get("capture_sha256"),
-        },
-        {"output": result.output},
-    )
+    return Outputs(_close_outputs("writer.release", result.lease), {"output": result.output})
 
 
 @operation("git.preflight")

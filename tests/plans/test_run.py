@@ -33,6 +33,7 @@ from runner.context import Instance
 from runner.errors import CorralError, RefusedError
 from runner.plans.executor import Executor, PlanConflictError
 from runner.plans.keeper import MemoryKeeper
+from runner.plans.operations import OPERATIONS, OpContext
 from runner.service import AcquireInput, Service, WriterStartInput
 from runner.spec.library import Library
 from runner.spec.recipes import RecipeLibrary
@@ -204,6 +205,7 @@ def test_review_plan_runs_every_step_once_and_keeps_output_out_of_the_log(rig: R
     assert receipt.state == "completed" and receipt.data["token"] == records["relay"]["outputs"]["token"]
     (reviewer,) = rig.store.find("reviewer")
     assert reviewer.state == "closed" and reviewer.id == records["start"]["outputs"]["lease"]
+    assert resumed_outputs(rig, "rev-1", "close", "reviewer.close", "reviewer") == records["close"]["outputs"]
 
     output = plan.data["private"]["collect"]["output"]
     assert "reviewed" in output and "main.py: 1 lines" in output
@@ -215,6 +217,17 @@ def test_review_plan_runs_every_step_once_and_keeps_output_out_of_the_log(rig: R
     assert "Review this project" not in logged and "main.py: 1 lines" not in logged
     assert [p["event"] for p in rig.progress][:2] == ["plan_started", "step_started"]
     assert rig.progress[-1] == {"plan": "rev-1", "event": "plan_succeeded"}
+
+
+def resumed_outputs(rig: Rig, plan_id: str, step: str, do: str, name: str) -> dict[str, Any]:
+    """What the plan would record for ``step`` had the runner died after the operation acted: the
+    operation's resolution of a step found in flight."""
+    ctx = OpContext(rig.executor, plan_id, step, 1, "ctl", None, None)
+    resume = OPERATIONS[do].resume
+    assert resume is not None
+    found = resume(ctx, {"name": name})
+    assert found.kind == "done" and found.outputs is not None, found
+    return found.outputs.public
 
 
 def corral_bin() -> str:
@@ -427,6 +440,8 @@ def test_writer_lane_in_a_linked_worktree(
 
     (lane,) = rig.store.find("writer")
     assert lane.state == "released" and lane.data["verification"]["passed"] is passed
+    resumed = resumed_outputs(rig, f"lane-{passed}", "release", "writer.release", lane.data["name"])
+    assert resumed == release, "a release found done after a crash gives what the release gave"
     assert lane.data["base_commit"] == base and lane.data["owned_scopes"] == ["src"]
     assert rig.run_logs() == ["p1/run-1.log"]
 
