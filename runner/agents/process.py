@@ -210,8 +210,17 @@ class ProcessHost(AgentHost):
         try:
             with self.store.write() as tx:
                 working = tx.put_slot(replace(working, pid=pid), working.seq)
-        except ConflictError:
-            pass  # it already finished; its outcome is recorded
+        except ConflictError as exc:
+            if exc.details.get("closed"):
+                # Closed while the supervisor started: close() had no pid to stop, so stop it here. The
+                # command may have begun: whether the prompt was delivered is not known.
+                self._stop(pid)
+                raise AgentError(
+                    f"agent {pane_id!r} was closed while the prompt was handed over; its run was stopped",
+                    code="agent_prompt_failed",
+                    pane_id=pane_id,
+                ) from None
+            # Otherwise it already finished; its outcome is recorded.
         return self._observe(working)
 
     def _fail_run(self, working: AgentSlot, why: str) -> None:

@@ -182,7 +182,7 @@ class _Transaction(_Reader, Transaction):
         )
 
     def put_slot(self, slot: AgentSlot, expected_seq: int | None) -> AgentSlot:
-        options = json.dumps(dict(slot.options), sort_keys=True)
+        options = _encode(dict(slot.options))
         if expected_seq is None:
             # Invariant: process-host pane ids are "p<number>", numbers from next_number("pane").
             number = int(slot.pane_id[1:])
@@ -212,7 +212,7 @@ class _Transaction(_Reader, Transaction):
             return replace(slot, created_at=self.stamp, updated_at=self.stamp)
         cursor = self._conn.execute(
             "UPDATE agent_slots SET status = ?, seq = ?, run = ?, pid = ?, exit_status = ?, closed = ?, options = ?,"
-            " updated_at = ? WHERE pane_id = ? AND seq = ?",
+            " updated_at = ? WHERE pane_id = ? AND seq = ? AND closed = 0",
             (
                 slot.status,
                 slot.seq,
@@ -230,10 +230,11 @@ class _Transaction(_Reader, Transaction):
             current = self.slot(slot.pane_id)
             raise ConflictError(
                 f"agent {slot.pane_id!r} moved underneath (expected seq {expected_seq}, "
-                f"found {current.seq if current else 'none'})",
+                f"found {current.seq if current else 'none'}{', closed' if current and current.closed else ''})",
                 pane_id=slot.pane_id,
                 expected_seq=expected_seq,
                 actual_seq=current.seq if current else None,
+                closed=current.closed if current else None,
             )
         return replace(slot, updated_at=self.stamp)
 

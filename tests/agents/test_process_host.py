@@ -1,0 +1,109 @@
+"""The process host's own guarantees beyond the host contract: a closed slot stays closed.
+
+A close can land while a prompt is being handed over in another process. Real SQLite, real
+supervisors; the close is made to land at the two points where the prompter holds a stale copy of
+the slot: before it marks the slot ``working``, and after it started the supervisor but before it
+recorded the supervisor's pid.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.agents import process
+from runner.agents.abc import AgentBusyError, AgentError, AgentGoneError, StartOptions
+from runner.agents.kinds import Kinds
+from runner.agents.process import ProcessHost
+from runner.errors import ConflictError
+from runner.store.sqlite import SQLiteStore
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[ProcessHost]:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        yield ProcessHost(store, tmp_path / "agents", Kinds.load([]))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_closed_slot_is_never_written_again(host: ProcessHost, tmp_path: Path) -> None:
+    pane = host.start("rev", "script", str(tmp_path), StartOptions()).pane_id
+    with host.store.read() as reader:
+        stale = reader.slot(pane)
+    assert stale is not None and not stale.closed
+    host.close(pane)
+    with pytest.raises(ConflictError) as caught, host.store.write() as tx:
+        tx.put_slot(replace(stale, status="working", seq=1, run=1), stale.seq)  # the seq still matches
+    assert caught.value.details["closed"] is True
+    with host.store.read() as reader:
+        after = reader.slot(pane)
+    assert after is not None and after.closed and after.status == "idle" and after.seq == 0
+
+
+def test_a_close_before_the_prompt_marks_working_wins(
+    host: ProcessHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pane = host.start("rev", "script", str(tmp_path), StartOptions()).pane_id
+    real_observe = host._observe
+
+    def observe_then_close(slot: Any) -> Any:
+        observed = real_observe(slot)
+        monkeypatch.setattr(host, "_observe", real_observe)
+        host.close(pane)  # another process closes the pane right after the prompter read the slot
+        return observed
+
+    monkeypatch.setattr(host, "_observe", observe_then_close)
+    with pytest.raises(AgentBusyError) as caught:
+        host.prompt(pane, "echo hi")
+    assert caught.value.details["delivered"] is False
+    with pytest.raises(AgentGoneError):
+        host.get(pane)
+    assert not list((tmp_path / "agents" / pane).glob("run-*.log")), "no run was started"
+
+
+def test_a_close_while_the_supervisor_starts_stops_it(
+    host: ProcessHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pane = host.start("rev", "script", str(tmp_path), StartOptions()).pane_id
+    real_run = subprocess.run
+    launched: list[int] = []
+
+    def run_then_close(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        done = real_run(*args, **kwargs)
+        launched.append(int(done.stdout.decode().strip()))
+        host.close(pane)  # no pid recorded yet: this close cannot stop the supervisor itself
+        return done
+
+    monkeypatch.setattr(process.subprocess, "run", run_then_close)
+    with pytest.raises(AgentError) as caught:
+        host.prompt(pane, "sleep 30")
+    assert caught.value.code == "agent_prompt_failed"
+    assert caught.value.details.get("delivered") is None, "the run may have begun: delivery is unknown"
+    (pid,) = launched
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stopped = not _alive(pid)
+    if not stopped:
+        os.killpg(pid, signal.SIGKILL)  # leave nothing running behind a failed test
+    assert stopped, "the supervisor of a closed pane was stopped"
+    with host.store.read() as reader:
+        slot = reader.slot(pane)
+    assert slot is not None and slot.closed, "the close was not undone by the prompt"
+    with pytest.raises(AgentGoneError):
+        host.get(pane)
