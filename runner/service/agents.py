@@ -38,6 +38,8 @@ from runner.service.checks import UUID, check_controller_id, check_credential
 if TYPE_CHECKING:
     import anyio.abc  # anyio costs a cold CLI ~35 ms: only the commands that wait import it
 
+    from runner.spec.model import MachineSpec
+
 HOSTS = ("process", "herdr")
 TOKEN_PREFIX = "corral-receipt-v1."
 TOKEN = re.compile(r"^corral-receipt-v1\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
@@ -110,6 +112,16 @@ def _check_token(value: str) -> None:
 def _check_key(name: str, value: str | None) -> None:
     if value is not None and not (isinstance(value, str) and UUID.match(value)):
         raise InputError(name, f"{value!r} is not a UUID")
+
+
+def _needs_attention(spec: MachineSpec) -> frozenset[str]:
+    """States a person should look at: intermediate ones (an effect's outcome is not recorded) and
+    those, other than ``active``, that ``reconcile`` settles (orphaned, a failed close or release)."""
+    return frozenset(
+        name
+        for name, state in spec.states.items()
+        if state.intermediate or (name != "active" and spec.transitions_for("reconcile", name))
+    )
 
 
 def _sha256(text: str) -> str:
@@ -950,11 +962,11 @@ class AgentOps(ServiceBase):
         needs: list[dict[str, Any]] = []
         for path in self.library.builtin_paths():
             spec = self.library.builtin(path.stem)
+            attention = _needs_attention(spec)
             for instance in self.store.find(spec.name):
                 by_state = counts.setdefault(spec.name, {})
                 by_state[instance.state] = by_state.get(instance.state, 0) + 1
-                state = spec.states[instance.state]
-                if state.intermediate or instance.state in ("orphaned", "close_failed"):
+                if instance.state in attention:
                     needs.append(
                         {
                             "id": instance.id,

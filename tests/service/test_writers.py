@@ -686,6 +686,8 @@ def test_a_failed_release_can_be_released_again(flaky: tuple[Lab, FlakyCloseHost
     host.close_fails = True
     refused("agent_close_failed", lambda: lab.release("alpha", 0, wt))
     assert lab.lane("alpha").state == "release_failed" and len(host.list()) == 1
+    attention = lab.service.status()["needs_attention"]
+    assert [(a["machine"], a["name"], a["state"]) for a in attention] == [("writer", "alpha", "release_failed")]
     host.close_fails = False
     settle_index(wt)
     before = fingerprint(wt)
