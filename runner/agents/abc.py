@@ -22,6 +22,8 @@ STATUSES = ("idle", "working", "done", "blocked", "unknown")
 SETTLED = frozenset({"idle", "done", "blocked"})
 # Only these accept a new prompt: 'blocked' shows a question or approval, which corral never answers.
 PROMPTABLE = frozenset({"idle", "done"})
+# Invariant: the facts that must not change while corral holds a lease on the agent.
+IDENTITY = ("pane_id", "name", "kind", "cwd")
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 
 
@@ -39,7 +41,7 @@ class Observation:
 
     @property
     def identity(self) -> tuple[str, str, str, str]:
-        """The four facts that must not change while corral holds a lease on the agent."""
+        """The :data:`IDENTITY` facts, in that order."""
         return (self.pane_id, self.name, self.kind, self.cwd)
 
     @property

@@ -9,13 +9,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from runner.agents.abc import PROMPTABLE, AgentBusyError, AgentError, AgentGoneError, AgentHost, StartOptions
+from runner.agents.abc import IDENTITY, PROMPTABLE, AgentBusyError, AgentError, AgentGoneError, AgentHost, StartOptions
 from runner.context import Context, EffectResult, format_time
 from runner.effects import EFFECTS
 
 logger = logging.getLogger(__name__)
-
-IDENTITY = ("pane_id", "name", "kind", "cwd")
 
 
 def _host(ctx: Context) -> AgentHost:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from runner.agents.abc import IDENTITY, PROMPTABLE, SETTLED, STATUSES
 from runner.context import Context, Rejection
 from runner.guards import GUARDS
 
@@ -26,7 +27,6 @@ LEASE_MACHINES = ("reviewer", "writer")
 # Invariant: a lease in one of these states may still hold a pane, so its name is taken.
 LIVE_LEASE_STATES = ("provisioning", "active", "closing", "orphaned", "close_failed", "releasing", "release_failed")
 OPEN_RECEIPT_STATES = ("reserved", "pending")
-IDENTITY = ("pane_id", "name", "kind", "cwd")
 
 
 def _agent(ctx: Context, key: str = "agent") -> Mapping[str, Any]:
@@ -38,7 +38,7 @@ def _identity(data: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(data.get(k) for k in IDENTITY)
 
 
-def _same_identity(observed: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+def same_identity(observed: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
     return bool(observed.get("exists")) and _identity(observed) == _identity(expected)
 
 
@@ -117,7 +117,7 @@ def owner(ctx: Context) -> Rejection | None:
 def agent_identity(ctx: Context) -> Rejection | None:
     """The observed agent is exactly the one recorded: same pane, name, kind and cwd."""
     observed = _agent(ctx)
-    if _same_identity(observed, ctx.instance.data):
+    if same_identity(observed, ctx.instance.data):
         return None
     return _identity_rejection(observed, ctx.instance.data)
 
@@ -125,7 +125,7 @@ def agent_identity(ctx: Context) -> Rejection | None:
 @GUARDS.register("identity_changed")
 def identity_changed(ctx: Context) -> Rejection | None:
     """The observed agent is not the recorded one (or its pane is gone): the receipt cannot complete."""
-    if not _same_identity(_agent(ctx), ctx.instance.data):
+    if not same_identity(_agent(ctx), ctx.instance.data):
         return None
     return Rejection("identity_unchanged", "the agent is still the recorded one")
 
@@ -134,7 +134,7 @@ def identity_changed(ctx: Context) -> Rejection | None:
 def agent_settled(ctx: Context, allow_blocked: bool = False) -> Rejection | None:
     """The agent is idle or done (or blocked, where allowed): it is working on nothing."""
     observed = _agent(ctx)
-    allowed = ("idle", "done", "blocked") if allow_blocked else ("idle", "done")
+    allowed = [s for s in STATUSES if s in (SETTLED if allow_blocked else PROMPTABLE)]
     if not observed.get("exists"):
         return Rejection("agent_gone", "the agent's pane no longer exists")
     if observed.get("status") in allowed:
@@ -228,7 +228,7 @@ def target_leased(ctx: Context) -> Rejection | None:
     if same_name != [lease.id]:
         return Rejection("target_ambiguous", f"{name!r} names {len(same_name)} active leases", {"leases": same_name})
     observed = _agent(ctx)
-    if not _same_identity(observed, lease.data):
+    if not same_identity(observed, lease.data):
         return _identity_rejection(observed, lease.data)
     return None
 
@@ -239,7 +239,7 @@ def collect_cursor(ctx: Context) -> Rejection | None:
     observed = _agent(ctx)
     after_seq = ctx.instance.data.get("after_seq")
     expected = after_seq + 1 if isinstance(after_seq, int) else None
-    if observed.get("seq") == expected and observed.get("status") in ("idle", "done", "blocked"):
+    if observed.get("seq") == expected and observed.get("status") in SETTLED:
         return None
     return Rejection(
         "cursor_mismatch",
@@ -270,6 +270,6 @@ def agent_quiet(ctx: Context) -> Rejection | None:
     observed = _agent(ctx)
     if not observed.get("exists"):
         return None
-    if not _same_identity(observed, ctx.instance.data):
+    if not same_identity(observed, ctx.instance.data):
         return _identity_rejection(observed, ctx.instance.data)
     return agent_settled(ctx, allow_blocked=True)

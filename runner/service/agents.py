@@ -21,6 +21,7 @@ from runner import fence
 from runner.agents.abc import (
     GONE,
     NAME_PATTERN,
+    PROMPTABLE,
     AgentGoneError,
     AgentHost,
     Observation,
@@ -31,7 +32,7 @@ from runner.context import Instance
 from runner.engine import Request, Result
 from runner.errors import ConflictError, CorralError, InputError, NotFoundError, RefusedError
 from runner.fence import Credential
-from runner.guards.agents import LEASE_MACHINES, LIVE_LEASE_STATES, OPEN_RECEIPT_STATES
+from runner.guards.agents import LEASE_MACHINES, LIVE_LEASE_STATES, OPEN_RECEIPT_STATES, same_identity
 from runner.service.base import ServiceBase
 from runner.service.checks import UUID, check_controller_id, check_credential
 
@@ -644,11 +645,9 @@ class AgentOps(ServiceBase):
                 "status": observed.get("status"),
                 "seq": observed.get("seq"),
             }
-            identity = tuple(observed.get(k) for k in ("pane_id", "name", "kind", "cwd"))
-            expected = tuple(lease.data.get(k) for k in ("pane_id", "name", "kind", "cwd"))
-            if not observed.get("exists") or identity != expected:
+            if not same_identity(observed, lease.data):
                 action.update(action="skip", why="identity does not match (reconcile or inspect it)")
-            elif observed.get("status") not in ("idle", "done"):
+            elif observed.get("status") not in PROMPTABLE:
                 action.update(action="skip", why=f"the agent is {observed.get('status')}")
             elif lease.id in open_targets:
                 action.update(action="skip", why="a receipt for it is unresolved")
@@ -656,11 +655,8 @@ class AgentOps(ServiceBase):
                 action.update(action="would_close")
             else:
                 try:
-                    self.reviewer_close(
-                        ReviewerCloseInput(
-                            inp.controller_id, inp.credential, str(lease.data["name"]), int(observed["seq"])
-                        )
-                    )
+                    params = {"expected_state_change_seq": int(observed["seq"])}
+                    self._close_lease(lease, "close", inp.credential, params, CAPTURE_LINES_DEFAULT)
                     action.update(action="closed")
                 except CorralError as exc:
                     action.update(action="failed", code=exc.code, why=exc.message)
@@ -784,11 +780,12 @@ class AgentOps(ServiceBase):
     def _replay(self, receipt: Instance, host: AgentHost, lines: int) -> CollectResult:
         """A completed receipt's output, only while the agent still sits at the settled cursor."""
         pane_id = receipt.data["pane_id"]
-        first = self._observe(host, pane_id)
-        before, output, after = self._capture(host, pane_id, lines, first)
-        identity = tuple(before.get(k) for k in ("pane_id", "name", "kind", "cwd"))
-        expected = tuple(receipt.data.get(k) for k in ("pane_id", "name", "kind", "cwd"))
-        stable = before == after and identity == expected and before.get("seq") == receipt.data.get("settled_seq")
+        before, output, after = self._capture(host, pane_id, lines)
+        stable = (
+            before == after
+            and same_identity(before, receipt.data)
+            and before.get("seq") == receipt.data.get("settled_seq")
+        )
         if not stable or _sha256(output) != receipt.data.get("output_sha256"):
             raise RefusedError(
                 f"receipt {receipt.data['token']} completed at seq {receipt.data.get('settled_seq')}, but the agent "

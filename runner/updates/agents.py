@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from runner.agents.abc import IDENTITY
 from runner.context import Context, Update, format_time
 from runner.updates import UPDATES
-
-IDENTITY = ("pane_id", "name", "kind", "cwd")
 
 
 def _observed(ctx: Context) -> dict[str, Any]:
