@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from runner.errors import CorralError, NotFoundError, RefusedError
@@ -72,7 +72,6 @@ class StartOptions:
 
     model: str | None = None
     effort: str | None = None
-    extra: Mapping[str, str] = field(default_factory=dict)
 
 
 class AgentError(CorralError):

@@ -33,15 +33,14 @@ class Kind:
     herdr_kind: str | None = None
     source: str = "built-in"
 
-    def command(self, options: StartOptions, text: str | None = None) -> list[str]:
-        """The argv for one prompt (``{python}`` expanded; options as flag/value pairs)."""
+    def command(self, options: StartOptions) -> list[str]:
+        """The argv for one prompt (``{python}`` expanded; options as flag/value pairs). The supervisor
+        adds the prompt itself as the last argument when ``prompt`` is ``argv``."""
         argv = [sys.executable if part == "{python}" else part for part in self.argv]
         for option, flag in sorted(self.options.items()):
             value = getattr(options, option, None)
             if value is not None:
                 argv += [flag, value]
-        if self.prompt == "argv" and text is not None:
-            argv.append(text)
         return argv
 
     def check_options(self, options: StartOptions) -> None:
@@ -49,18 +48,6 @@ class Kind:
         for option in ("model", "effort"):
             if getattr(options, option) is not None and option not in self.options:
                 raise InputError(option, f"agent kind {self.name!r} does not take --{option}", code="input_invalid")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "argv": list(self.argv),
-            "prompt": self.prompt,
-            "options": dict(self.options),
-            "blocked_exit_codes": list(self.blocked_exit_codes),
-            "blocked_marker": self.blocked_marker,
-            "herdr_kind": self.herdr_kind or self.name,
-            "source": self.source,
-        }
 
 
 BUILTIN: dict[str, Kind] = {

@@ -26,8 +26,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from runner.agents.abc import (
     PROMPTABLE,
     AgentBusyError,
@@ -63,11 +61,11 @@ class ProcessHost(AgentHost):
 
     name = "process"
 
-    def __init__(self, store: Store, root: Path, kinds: Kinds, store_url: str | None = None) -> None:
+    def __init__(self, store: Store, root: Path, kinds: Kinds) -> None:
         self.store = store
         self.root = root
         self.kinds = kinds
-        self.store_url = store_url or store.url
+        self.store_url = store.url
 
     # --- observing ---------------------------------------------------------------------------------
 
@@ -111,6 +109,8 @@ class ProcessHost(AgentHost):
         return "\n".join(text.splitlines()[-lines:]) + ("\n" if text.endswith("\n") and lines > 0 else "")
 
     async def wait(self, pane_id: str, after_seq: int, timeout: float) -> Observation:
+        import anyio  # only waits need it: starting, prompting and closing agents do not pay for it
+
         deadline = time.monotonic() + timeout
         while True:
             observation = self.get(pane_id)

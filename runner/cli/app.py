@@ -75,7 +75,7 @@ class App:
                 from runner.agents.process import ProcessHost
 
                 store = self.service.store
-                self._hosts[name] = ProcessHost(store, self.home.ensure("agents"), self.kinds, store.url)
+                self._hosts[name] = ProcessHost(store, self.home.ensure("agents"), self.kinds)
             elif name == "herdr":
                 from runner.agents.herdr import HerdrHost
 

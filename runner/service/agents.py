@@ -25,6 +25,7 @@ from runner.agents.abc import (
     AgentGoneError,
     AgentHost,
     Observation,
+    StartOptions,
     WaitTimeoutError,
 )
 from runner.agents.kinds import Kinds
@@ -534,8 +535,6 @@ class AgentOps(ServiceBase):
         """The start options to record; --model/--effort are refused for a kind that does not take them
         (unknown kinds: the guard says so)."""
         if kind in self.kinds.names():
-            from runner.agents.abc import StartOptions
-
             self.kinds.get(kind).check_options(StartOptions(model=model, effort=effort))
         return {k: v for k, v in (("model", model), ("effort", effort)) if v is not None}
 
