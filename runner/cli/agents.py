@@ -8,23 +8,17 @@ process. Output as in :mod:`runner.cli.app`: text for people, ``--json`` for pro
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from runner import credentials
 from runner.cli import render
-from runner.cli.app import App, cli, controller_option, credential_option, json_option
+from runner.cli.app import App, F, cli, controller_option, credential_option, json_option, load_credential
 from runner.errors import InputError, UsageError
-from runner.fence import Credential
 
 DEFAULT_TIMEOUT = 600.0
-
-
-def _credential(app: App, controller_id: str, path: Path | None) -> Credential:
-    chosen = path if path is not None else credentials.path_for(app.home.credentials, controller_id)
-    return credentials.load(chosen, controller_id, app.service.store.url)
 
 
 def _prompt_text(text: str | None) -> str:
@@ -35,19 +29,25 @@ def _prompt_text(text: str | None) -> str:
     return sys.stdin.read()
 
 
-def agent_options(fn: Any) -> Any:
-    """``--host``, ``--model``, ``--effort``: how a started agent runs."""
-    fn = click.option("--effort", help="Effort for kinds that take one (claude).")(fn)
-    fn = click.option("--model", help="Model for kinds that take one (claude).")(fn)
-    return click.option(
+def host_option(help_text: str) -> Callable[[F], F]:
+    """``--host`` (or ``$CORRAL_AGENT_HOST``): which agent host, ``process`` by default."""
+    option: Callable[[F], F] = click.option(
         "--host",
         "host_name",
         envvar="CORRAL_AGENT_HOST",
         default="process",
         show_default=True,
         type=click.Choice(["process", "herdr"]),
-        help="The agent host.",
-    )(fn)
+        help=help_text,
+    )
+    return option
+
+
+def agent_options(fn: Any) -> Any:
+    """``--host``, ``--model``, ``--effort``: how a started agent runs."""
+    fn = click.option("--effort", help="Effort for kinds that take one (claude).")(fn)
+    fn = click.option("--model", help="Model for kinds that take one (claude).")(fn)
+    return host_option("The agent host.")(fn)
 
 
 def timeout_option(fn: Any) -> Any:
@@ -110,7 +110,7 @@ def reviewer_start(
     """Start a reviewer agent and lease it to the controller."""
     from runner.service import ReviewerStartInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     lease = app.service.reviewer_start(
         ReviewerStartInput(controller_id, credential, name, kind, cwd, host_name, model, effort)
     )
@@ -143,7 +143,7 @@ def reviewer_close(
     """Capture the reviewer's output at the expected cursor and close its pane."""
     from runner.service import ReviewerCloseInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     result = app.service.reviewer_close(ReviewerCloseInput(controller_id, credential, name, expected_seq, lines))
     if as_json:
         render.emit_json(result.to_dict())
@@ -209,7 +209,7 @@ def reviewer_cleanup(app: App, controller_id: str, apply: bool, credential_path:
     """Close this controller's idle or done, identity-matched reviewers with no unresolved receipt."""
     from runner.service import ControllerInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     _show_housekeeping(
         app.service.reviewer_cleanup(ControllerInput(controller_id, credential, apply)), as_json, "clean up"
     )
@@ -224,7 +224,7 @@ def reviewer_reconcile(app: App, controller_id: str, credential_path: Path | Non
     """Settle reviewers left in intermediate states whose pane is gone."""
     from runner.service import ControllerInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     _show_housekeeping(
         app.service.reviewer_reconcile(ControllerInput(controller_id, credential, True)), as_json, "reconcile"
     )
@@ -246,7 +246,7 @@ def relay(
     """Hand a prompt to the leased agent TARGET with a receipt (does not wait)."""
     from runner.service import RelayInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     receipt = app.service.relay(RelayInput(controller_id, credential, target, _prompt_text(text)))
     if as_json:
         render.emit_json({"receipt": receipt.to_dict()})
@@ -285,7 +285,7 @@ def ask(
     """Relay a prompt to TARGET and collect its result."""
     from runner.service import RelayInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     relay_input = RelayInput(controller_id, credential, target, _prompt_text(text))
     import anyio  # only the commands that wait pay for it
 
@@ -338,7 +338,7 @@ def ask_many(
     """Ask several leased agents at once."""
     from runner.service import AskManyInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     parsed = tuple(_parse_request(r) for r in requests)
     import anyio
 
@@ -371,7 +371,7 @@ def collect(
     """Wait for receipts' agents to settle and collect exactly their results (or replay completed ones)."""
     from runner.service import CollectInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     import anyio
 
     results = anyio.run(app.service.collect, CollectInput(controller_id, credential, tokens, timeout, lines))
@@ -391,7 +391,7 @@ def abandon(
     """Abandon a reserved or pending receipt on fresh evidence that its agent is settled."""
     from runner.service import AbandonInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     receipt = app.service.abandon(AbandonInput(controller_id, credential, token, message))
     if as_json:
         render.emit_json({"receipt": receipt.to_dict()})
@@ -468,7 +468,7 @@ def wait_any(
     """Wait until the first of 1-16 leased agents settles after its cursor."""
     from runner.service import WaitAnyInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     parsed = tuple(_parse_target(t) for t in targets)
     import anyio
 
@@ -481,15 +481,7 @@ def wait_any(
 
 
 @cli.command()
-@click.option(
-    "--host",
-    "host_name",
-    envvar="CORRAL_AGENT_HOST",
-    default="process",
-    show_default=True,
-    type=click.Choice(["process", "herdr"]),
-    help="The agent host to observe.",
-)
+@host_option("The agent host to observe.")
 @json_option
 @click.pass_obj
 def agents(app: App, host_name: str, as_json: bool) -> None:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -22,6 +22,9 @@ from runner._version import __version__
 from runner.cli import render
 from runner.errors import CorralError, InputError, UsageError
 from runner.home import Home
+
+if TYPE_CHECKING:
+    from runner.fence import Credential
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -116,6 +119,11 @@ def credential_option(fn: F) -> F:
 
 def _credential_path(app: App, controller_id: str, explicit: Path | None) -> Path:
     return explicit if explicit is not None else credentials.path_for(app.home.credentials, controller_id)
+
+
+def load_credential(app: App, controller_id: str, explicit: Path | None) -> Credential:
+    """The controller's credential from ``--credential`` or the state home, checked against the store."""
+    return credentials.load(_credential_path(app, controller_id, explicit), controller_id, app.service.store.url)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -423,8 +431,7 @@ def renew(app: App, controller_id: str, ttl_seconds: int | None, credential_path
     """Extend the lease; the fence is unchanged."""
     from runner.service import RenewInput
 
-    path = _credential_path(app, controller_id, credential_path)
-    credential = credentials.load(path, controller_id, app.service.store.url)
+    credential = load_credential(app, controller_id, credential_path)
     lease = app.service.renew(RenewInput(controller_id, credential, ttl_seconds))
     _show_lease(app, "renewed", lease, None, as_json)
 
@@ -448,7 +455,7 @@ def resume(
     from runner.service import ResumeInput
 
     path = _credential_path(app, controller_id, credential_path)
-    credential = credentials.load(path, controller_id, app.service.store.url)
+    credential = load_credential(app, controller_id, path)
     grant = app.service.resume(ResumeInput(controller_id, credential, ttl_seconds, holder))
     _save_grant(app, grant, path)
     _show_lease(app, "resumed", grant.lease, path, as_json)
@@ -516,7 +523,7 @@ def release(
     from runner.service import ReleaseInput
 
     path = _credential_path(app, controller_id, credential_path)
-    credential = credentials.load(path, controller_id, app.service.store.url)
+    credential = load_credential(app, controller_id, path)
     lease = app.service.release(ReleaseInput(controller_id, credential, checkpoint_ref, checkpoint_sha256.lower()))
     credentials.remove(path)
     _show_lease(app, "released", lease, None, as_json)

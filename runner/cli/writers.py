@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from runner.cli import render
-from runner.cli.agents import _credential, agent_options
-from runner.cli.app import App, cli, controller_option, credential_option, json_option
+from runner.cli.agents import agent_options, lines_option
+from runner.cli.app import App, cli, controller_option, credential_option, json_option, load_credential
 
 
 @cli.group()
@@ -68,7 +68,7 @@ def writer_start(
     """Start a writer lane after Git preflight and scope checks."""
     from runner.service import WriterStartInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     lane = app.service.writer_start(
         WriterStartInput(
             controller_id,
@@ -111,7 +111,7 @@ def writer_start(
 @click.option("--expect-status", "expected_status", required=True, help="The status digest you expect.")
 @click.option("--checkpoint-ref", required=True, help="Where the work stands (a commit, a document).")
 @click.option("--checkpoint-sha256", required=True, help="SHA-256 of the checkpoint.")
-@click.option("--lines", type=int, default=200, show_default=True, help="Lines of output to capture.")
+@lines_option
 @credential_option
 @json_option
 @click.pass_obj
@@ -131,7 +131,7 @@ def writer_release(
     """Checkpoint the lane and close its agent; never commits, stashes, resets, cleans or deletes."""
     from runner.service import WriterReleaseInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     result = app.service.writer_release(
         WriterReleaseInput(
             controller_id,
@@ -172,7 +172,7 @@ def writer_verify(
     """
     from runner.service import WriterVerifyInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     result = app.service.writer_verify(
         WriterVerifyInput(controller_id, credential, name, tails), scratch=app.home.ensure("snapshots")
     )
@@ -234,7 +234,7 @@ def writer_reconcile(app: App, controller_id: str, credential_path: Path | None,
     from runner.cli.agents import _show_housekeeping
     from runner.service import ControllerInput
 
-    credential = _credential(app, controller_id, credential_path)
+    credential = load_credential(app, controller_id, credential_path)
     _show_housekeeping(
         app.service.reconcile(ControllerInput(controller_id, credential, True), "writer"), as_json, "reconcile"
     )

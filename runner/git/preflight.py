@@ -25,8 +25,6 @@ from typing import Any
 
 from runner.errors import InputError
 
-OBJECT_ID_LENGTHS = (40, 64)  # SHA-1 and SHA-256 repositories
-
 
 @dataclass(frozen=True)
 class GitFacts:

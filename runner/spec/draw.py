@@ -359,7 +359,9 @@ def step_lines(step: Step, status: PlanStatus | None = None) -> list[str]:
     machine = operation.machine if operation else None
     lines = [step.id, f"{step.do} → {machine}" if machine else step.do]
     if step.when is not None:
-        lines.append(f"when {_value(step.when.get('left'))} {step.when.get('op')} {_value(step.when.get('right'))}")
+        lines.append(
+            f"when {plain_value(step.when.get('left'))} {step.when.get('op')} {plain_value(step.when.get('right'))}"
+        )
     extras = []
     if step.retry is not None:
         extras.append(f"retry ×{step.retry.max_attempts}")
@@ -374,7 +376,8 @@ def step_lines(step: Step, status: PlanStatus | None = None) -> list[str]:
     return lines
 
 
-def _value(value: Any) -> str:
+def plain_value(value: Any) -> str:
+    """A ``when`` operand as written: strings as they are, anything else as JSON."""
     return value if isinstance(value, str) else json.dumps(value)
 
 

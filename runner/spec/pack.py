@@ -26,7 +26,7 @@ from runner._version import __version__
 from runner.data import data_dir
 from runner.errors import SpecError
 from runner.registry import Registry
-from runner.spec.draw import render, render_recipe
+from runner.spec.draw import plain_value, render, render_recipe
 from runner.spec.library import Library
 from runner.spec.model import MachineSpec, Ref, TransitionSpec
 from runner.spec.operations import OPERATIONS
@@ -293,7 +293,7 @@ def _step_row(number: int, step: Step) -> tuple[str, ...]:
     when = ""
     if step.when is not None:
         left, op, right = (step.when.get(k) for k in ("left", "op", "right"))
-        when = f"<code>{_e(_plain(left))} {_e(str(op))} {_e(_plain(right))}</code>"
+        when = f"<code>{_e(plain_value(left))} {_e(str(op))} {_e(plain_value(right))}</code>"
     limits = []
     if step.retry is not None:
         r = step.retry
@@ -402,10 +402,6 @@ def _facts(pairs: Sequence[tuple[str, str]]) -> str:
 
 def _json(value: Any) -> str:
     return f"<code>{_e(json.dumps(value, ensure_ascii=False, sort_keys=True))}</code>"
-
-
-def _plain(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _e(text: str) -> str:

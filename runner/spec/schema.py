@@ -39,13 +39,6 @@ def validator(kind: str) -> jsonschema.protocols.Validator:
     return cls(schema, registry=_registry())
 
 
-def schema_sha256(kind: str) -> str:
-    """Identifies the schema a cached spec was validated against."""
-    import hashlib
-
-    return hashlib.sha256((data_dir("schemas") / f"{kind}.schema.json").read_bytes()).hexdigest()
-
-
 def check(source: Source, kind: str) -> list[Diagnostic]:
     """Every schema violation in ``source``, each positioned at the offending value."""
     diagnostics = []
