@@ -206,7 +206,7 @@ class World:
         store = SQLiteStore(directory / "corral.db")
         library = Library(cache_dir=directory / "cache" / "specs")
         kinds = Kinds.load([])
-        host = TimedHost(store, directory / "agents", kinds, store.url)
+        host = TimedHost(store, directory / "agents", kinds)
         service = Service(store, library, actor="bench", hosts=lambda name: host, kinds=kinds)
         grant = service.acquire(AcquireInput(CONTROLLER, "BENCH-1", AUTHORITY_SHA, 86400, "bench@host"))
         work = directory / "work"

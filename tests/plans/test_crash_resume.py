@@ -430,7 +430,7 @@ def test_a_relay_left_reserved_pauses_the_plan_until_abandoned(tmp_path: Path, c
     # receipt under the step's own key, reserved, its prompt actually delivered.
     with SQLiteStore(world.db) as store:
         kinds = Kinds.load([])
-        host = UnconfirmedHost(store, world.home / "agents", kinds, store.url)
+        host = UnconfirmedHost(store, world.home / "agents", kinds)
         service = Service(
             store, Library(cache_dir=world.root / "cache"), actor="test", hosts=lambda n: host, kinds=kinds
         )
