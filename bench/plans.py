@@ -27,7 +27,8 @@ import anyio
 
 from runner import lockstatus
 from runner.engine import Request
-from runner.plans.executor import Executor, plan_instance_id
+from runner.plans import plan_instance_id
+from runner.plans.executor import Executor
 from runner.plans.keeper import MemoryKeeper
 from runner.service import Service
 from runner.spec.library import Library

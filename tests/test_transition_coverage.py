@@ -31,7 +31,8 @@ from runner.agents.abc import AgentBusyError, AgentError, Observation, StartOpti
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.errors import CorralError
-from runner.plans.executor import Executor, plan_instance_id
+from runner.plans import plan_instance_id
+from runner.plans.executor import Executor
 from runner.plans.keeper import MemoryKeeper
 from runner.service import (
     AbandonInput,

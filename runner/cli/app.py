@@ -298,12 +298,9 @@ def draw(
         recipes = RecipeLibrary()
         status = None
         if plan_id is not None:
-            from runner.errors import NotFoundError
-            from runner.plans.executor import plan_instance_id
+            from runner.plans import get_plan
 
-            plan = app.service.store.get(plan_instance_id(plan_id))
-            if plan is None:
-                raise NotFoundError(f"no plan {plan_id!r}", code="plan_unknown", plan=plan_id)
+            plan = get_plan(app.service.store, plan_id)
             recipe = recipes.get(str(plan.data["recipe"]))
             changed = recipe.sha256 != plan.data.get("recipe_sha256")
             status = drawing.PlanStatus.of(plan, "the recipe changed since the plan was submitted" if changed else "")

@@ -298,23 +298,15 @@ def plans_list(app: App, as_json: bool) -> None:
     )
 
 
-def _plan(app: App, plan_id: str) -> Any:
-    from runner.errors import NotFoundError
-    from runner.plans.executor import plan_instance_id
-
-    found = app.service.store.get(plan_instance_id(plan_id))
-    if found is None:
-        raise NotFoundError(f"no plan {plan_id!r}", code="plan_unknown", plan=plan_id)
-    return found
-
-
 @plans.command(name="show")
 @click.argument("plan_id")
 @json_option
 @click.pass_obj
 def plans_show(app: App, plan_id: str, as_json: bool) -> None:
     """One plan: its steps, their outcomes and outputs (agent output text excluded)."""
-    plan = _plan(app, plan_id)
+    from runner.plans import get_plan
+
+    plan = get_plan(app.service.store, plan_id)
     if as_json:
         render.emit_json(_summary(plan))  # never the inputs: they may hold prompt text
         return
@@ -329,7 +321,6 @@ def plans_show(app: App, plan_id: str, as_json: bool) -> None:
 @click.pass_obj
 def plans_cancel(app: App, plan_id: str, as_json: bool) -> None:
     """Cancel a plan: no further step runs (a step in flight finishes; its runner then stops)."""
-    _plan(app, plan_id)
     plan = _executor(app, lambda event: None).cancel(plan_id)
     if as_json:
         render.emit_json(_summary(plan))
@@ -345,7 +336,6 @@ def plans_resume(app: App, plan_id: str, as_json: bool) -> None:
     """Continue a paused or interrupted plan from its last recorded step."""
     import anyio
 
-    _plan(app, plan_id)
     progress = Progress(as_json)
     try:
         final = anyio.run(_executor(app, progress).run, plan_id)

@@ -28,15 +28,15 @@ import anyio
 from runner import lockstatus
 from runner.context import Instance
 from runner.engine import Request
-from runner.errors import ConflictError, CorralError, InputError, NotFoundError, TransitionNotAllowedError
+from runner.errors import ConflictError, CorralError, InputError, TransitionNotAllowedError
 from runner.fence import Credential
-from runner.plans import operations
+from runner.plans import get_plan, operations, plan_instance_id
 from runner.plans.references import compare, resolve
 from runner.service import Service
+from runner.spec.model import MachineSpec
 from runner.spec.recipes import Recipe, RecipeLibrary, Step, validate_inputs
 
 RETRYABLE_CATEGORIES = ("conflict", "internal")
-TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 class CredentialKeeper(Protocol):
@@ -59,10 +59,6 @@ class PlanConflictError(ConflictError):
 class Submitted:
     plan: Instance
     created: bool
-
-
-def plan_instance_id(plan_id: str) -> str:
-    return f"plan/{plan_id}"
 
 
 def check_plan_document(doc: Any, where: str = "plan") -> dict[str, Any]:
@@ -123,7 +119,7 @@ class Executor:
                 )
             return Submitted(existing, False)
         result = self.service.engine.fire(
-            self.service.library.builtin("plan"),
+            self._plan_spec,
             Request(
                 plan_instance_id(doc["plan"]),
                 "submit",
@@ -144,6 +140,11 @@ class Executor:
 
     # --- transitions ----------------------------------------------------------------------------------
 
+    @property
+    def _plan_spec(self) -> MachineSpec:
+        """``machines/plan.yaml`` (the library caches it)."""
+        return self.service.library.builtin("plan")
+
     def _fire(
         self,
         plan_id: str,
@@ -153,7 +154,7 @@ class Executor:
         observations: Mapping[str, Any] | None = None,
     ) -> Instance:
         result = self.service.engine.fire(
-            self.service.library.builtin("plan"),
+            self._plan_spec,
             Request(
                 plan_instance_id(plan_id),
                 trigger,
@@ -181,10 +182,8 @@ class Executor:
 
     async def run(self, plan_id: str) -> Instance:
         """Run (or continue) the plan until it ends or pauses; returns the plan as it then stands."""
-        plan = self.service.store.get(plan_instance_id(plan_id))
-        if plan is None:
-            raise NotFoundError(f"no plan {plan_id!r}", code="plan_unknown", plan=plan_id)
-        if plan.state in TERMINAL:
+        plan = get_plan(self.service.store, plan_id)
+        if self._plan_spec.states[plan.state].terminal:
             return plan
         recipe = self.recipes.get(str(plan.data["recipe"]))
         if recipe.sha256 != plan.data.get("recipe_sha256"):
@@ -240,7 +239,7 @@ class Executor:
                     self._emit(plan_id, "step_skipped", step=step.id, reason="when is false")
                     index += 1
                     continue
-            outcome = await self._attempts(plan_id, step, record, inputs, outputs)
+            outcome = await self._attempts(plan, step, record, inputs, outputs)
             plan = outcome.plan
             if outcome.kind == "paused":
                 plan = self._fire(plan_id, "pause", {"reason": outcome.reason})
@@ -262,7 +261,7 @@ class Executor:
 
     async def _attempts(
         self,
-        plan_id: str,
+        plan: Instance,
         step: Step,
         record: Mapping[str, Any] | None,
         inputs: Mapping[str, Any],
@@ -273,8 +272,7 @@ class Executor:
         attempt = int(record.get("attempt", 1)) if record else 1
         resuming = record is not None and record.get("state") == "running"
         args = resolve(step.args, inputs, outputs)
-        plan = self.service.store.get(plan_instance_id(plan_id))
-        assert plan is not None
+        plan_id = str(plan.data["plan_id"])
         controller_id = str(plan.data["controller_id"])
         while True:
             ctx = operations.OpContext(self, plan_id, step.id, attempt, controller_id, step.timeout, self.scratch)
@@ -368,9 +366,7 @@ class Executor:
         return await child.run(child_id)
 
     def cancel(self, plan_id: str) -> Instance:
-        plan = self.service.store.get(plan_instance_id(plan_id))
-        if plan is None:
-            raise NotFoundError(f"no plan {plan_id!r}", code="plan_unknown", plan=plan_id)
+        get_plan(self.service.store, plan_id)
         return self._fire(plan_id, "cancel")
 
 

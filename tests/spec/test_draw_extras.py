@@ -24,7 +24,8 @@ from runner.cli.app import main
 from runner.context import Instance
 from runner.engine import Request
 from runner.errors import InputError, NotFoundError
-from runner.plans.executor import Executor, plan_instance_id
+from runner.plans import plan_instance_id
+from runner.plans.executor import Executor
 from runner.service import Grant, ReleaseInput, RenewInput, Service
 from runner.spec.draw import (
     STEP_COLOURS,
