@@ -196,11 +196,9 @@ def _print_summary(plan: Any, recipe_steps: list[str]) -> None:
         click.echo(f"failed at step {failure.get('step')}: {failure.get('code')}: {failure.get('message')}")
 
 
-def _finish(app: App, finals: list[Any], as_json: bool) -> None:
+def _finish(executor: Any, finals: list[Any], as_json: bool) -> None:
     """Print each plan's summary; exit 1 if any failed, 5 if any paused (and none failed), else 0."""
-    from runner.spec.recipes import RecipeLibrary
-
-    library = RecipeLibrary()
+    library = executor.recipes  # already loaded the plans' recipes
     for plan in finals:
         if as_json:
             render.emit_json({"event": "summary", **_summary(plan)})
@@ -260,7 +258,7 @@ def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
         if len(ids) > 1 and isinstance(error, CorralError):
             error.details.setdefault("plan", first)
         raise error
-    _finish(app, [finals[plan_id] for plan_id in ids], as_json)
+    _finish(executor, [finals[plan_id] for plan_id in ids], as_json)
 
 
 @cli.group()
@@ -337,11 +335,12 @@ def plans_resume(app: App, plan_id: str, as_json: bool) -> None:
     import anyio
 
     progress = Progress(as_json)
+    executor = _executor(app, progress)
     try:
-        final = anyio.run(_executor(app, progress).run, plan_id)
+        final = anyio.run(executor.run, plan_id)
     finally:
         progress.close()
-    _finish(app, [final], as_json)
+    _finish(executor, [final], as_json)
 
 
 @cli.group()
