@@ -277,9 +277,8 @@ async def reviewer_start(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     return _lease_outputs(view)
 
 
-def _current_seq(ctx: OpContext, name: str, machine: str, states: tuple[str, ...]) -> int:
+def _current_seq(ctx: OpContext, lease: Instance) -> int:
     """The cursor the leased agent sits at now (what a plan closes or releases at by default)."""
-    lease = ctx.service._lease_by_name(ctx.controller_id, name, states, (machine,))
     return ctx.service.host(lease.data["host"]).get(lease.data["pane_id"]).seq
 
 
@@ -322,7 +321,8 @@ async def reviewer_close(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     name = str(args["name"])
     seq = args.get("expected_seq")
     if seq is None:
-        seq = _current_seq(ctx, name, "reviewer", ("active", "close_failed"))
+        lease = ctx.service._lease_by_name(ctx.controller_id, name, ("active", "close_failed"), ("reviewer",))
+        seq = _current_seq(ctx, lease)
     result = ctx.service.reviewer_close(
         ReviewerCloseInput(ctx.controller_id, ctx.credential(), name, int(seq), int(args.get("lines") or 200))
     )
@@ -379,18 +379,19 @@ async def writer_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
 
     name = str(args["name"])
     lease = ctx.service._lease_by_name(ctx.controller_id, name, ("active", "release_failed"), ("writer",))
-    facts = ctx.service.preflight(str(lease.data["cwd"]))
+    head, status = args.get("expected_head"), args.get("expected_status_sha256")
+    if not (head and status):  # expect what is there now: read git once here (the release reads it again)
+        facts = ctx.service.preflight(str(lease.data["cwd"]))
+        head, status = head or facts["head"], status or facts["status_sha256"]
     seq = args.get("expected_seq")
-    if seq is None:
-        seq = ctx.service.host(lease.data["host"]).get(lease.data["pane_id"]).seq
     result = ctx.service.writer_release(
         WriterReleaseInput(
             ctx.controller_id,
             ctx.credential(),
             name,
-            int(seq),
-            str(args.get("expected_head") or facts["head"]),
-            str(args.get("expected_status_sha256") or facts["status_sha256"]),
+            int(_current_seq(ctx, lease) if seq is None else seq),
+            str(head),
+            str(status),
             str(args["checkpoint_ref"]),
             str(args["checkpoint_sha256"]).lower(),
             int(args.get("lines") or 200),
@@ -521,6 +522,7 @@ async def receipt_ask_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     requests = list(args["requests"])
     if not 1 <= len(requests) <= 8:
         raise InputError("requests", "give 1-8 requests")
+    credential = ctx.credential()  # read once for the whole batch
     tokens = []
     for index, request in enumerate(requests):
         existing = ctx.service.store.get(f"receipt/{ctx.subkey(index)}")
@@ -528,7 +530,7 @@ async def receipt_ask_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
             view = ctx.service.relay(
                 RelayInput(
                     ctx.controller_id,
-                    ctx.credential(),
+                    credential,
                     str(request["target"]),
                     str(request["text"]),
                     batch_id=ctx.key,
@@ -560,7 +562,7 @@ async def receipt_ask_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
         if entries:
             chosen = [await ctx.service._first_settled(entries, timeout)]
     results = await ctx.service.collect(
-        CollectInput(ctx.controller_id, ctx.credential(), tuple(chosen), timeout, int(args.get("lines") or 200))
+        CollectInput(ctx.controller_id, credential, tuple(chosen), timeout, int(args.get("lines") or 200))
     )
     pending = [t for t in tokens if t not in chosen]
     return Outputs(
