@@ -186,11 +186,9 @@ def _edges(spec: MachineSpec, path: Trail | None = None) -> list[_Edge]:
         text = label(t)
         for source in t.sources:
             edge(source, t.dest, False).lines.append(_Line(t.trigger, text))
-        if t.outcomes:
-            for outcome in ("success", "failure", "ambiguous"):
-                dest = getattr(t.outcomes, outcome)
-                if dest and dest != t.dest:
-                    edge(t.dest, dest, True).lines.append(_Line(f"{t.trigger}:{outcome}", f"{t.trigger}: {outcome}"))
+        for outcome, dest in t.outcome_edges():
+            if dest != t.dest:
+                edge(t.dest, dest, True).lines.append(_Line(f"{t.trigger}:{outcome}", f"{t.trigger}: {outcome}"))
     for visit in path.visits if path else ():
         # An edge the machine lacks: its definition changed since, or an outcome that stayed put.
         target = merged.get((visit.source, visit.dest, visit.outcome)) or edge(visit.source, visit.dest, visit.outcome)

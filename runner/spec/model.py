@@ -87,6 +87,17 @@ class TransitionSpec:
     def two_phase(self) -> bool:
         return bool(self.effects)
 
+    def outcome_edges(self) -> list[tuple[str, str]]:
+        """``(outcome, dest)`` for the effects of a two-phase transition, from its intermediate ``dest``;
+        an undeclared ``ambiguous`` stays there (for reconcile). The schema ties outcomes to effects."""
+        if self.outcomes is None:
+            return []
+        return [
+            ("success", self.outcomes.success),
+            ("failure", self.outcomes.failure),
+            ("ambiguous", self.outcomes.ambiguous or self.dest),
+        ]
+
 
 @dataclass(frozen=True)
 class FieldSpec:

@@ -43,7 +43,6 @@ from runner.spec.model import MachineSpec, TransitionSpec
 
 Verdict = Literal["pass", "refuse"]
 
-OUTCOMES = ("success", "failure", "ambiguous")
 
 # A node of the walk graph: a state, and the two-phase transition whose intent just entered it (the
 # only one whose outcome edges may follow), or None.
@@ -242,7 +241,7 @@ def list_targets(spec: MachineSpec) -> Targets:
     guards: list[GuardTarget] = []
     for t in spec.transitions:
         edges.extend(EdgeTarget(t.index, t.trigger, source, t.dest) for source in t.sources)
-        edges.extend(EdgeTarget(t.index, t.trigger, t.dest, dest, outcome) for outcome, dest in _outcome_dests(t))
+        edges.extend(EdgeTarget(t.index, t.trigger, t.dest, dest, outcome) for outcome, dest in t.outcome_edges())
         for position, ref in enumerate(t.guards):
             for verdict in ("refuse", "pass"):
                 guards.append(GuardTarget(t.index, t.trigger, ref.name, position, verdict))
@@ -305,17 +304,6 @@ def covered_by(paths: Iterable[CoveragePath]) -> set[Target]:
 # --- the walk graph ---------------------------------------------------------------------------------
 
 
-def _outcome_dests(t: TransitionSpec) -> list[tuple[str, str]]:
-    """(outcome, dest) of a two-phase transition; an undeclared ``ambiguous`` stays in the intermediate state."""
-    if not t.two_phase or t.outcomes is None:
-        return []
-    return [
-        ("success", t.outcomes.success),
-        ("failure", t.outcomes.failure),
-        ("ambiguous", t.outcomes.ambiguous or t.dest),
-    ]
-
-
 def _keys(t: TransitionSpec) -> list[str]:
     """Guard names as step keys; a name repeated within one transition gets ``#position``."""
     seen: set[str] = set()
@@ -339,7 +327,7 @@ def _refusal(t: TransitionSpec, source: str, position: int) -> Step:
 
 
 def _outcome(t: TransitionSpec, outcome: str | None) -> Step:
-    dest = dict(_outcome_dests(t))[outcome or ""]
+    dest = dict(t.outcome_edges())[outcome or ""]
     return Step(t.index, t.trigger, t.dest, dest, (), outcome)
 
 
@@ -351,7 +339,7 @@ def _moves(spec: MachineSpec, node: _Node) -> Iterator[tuple[Step, _Node]]:
     state, pending = node
     if pending is not None:
         intent = spec.transitions[pending]
-        for outcome, _ in _outcome_dests(intent):
+        for outcome, _ in intent.outcome_edges():
             step = _outcome(intent, outcome)
             yield step, (step.dest, None)
     for t in spec.transitions:

@@ -108,11 +108,9 @@ class TransitionTable:
                     "after": [_Choose(t)],
                 }
             )
-            if t.outcomes:
-                for outcome in ("success", "failure", "ambiguous"):
-                    dest = getattr(t.outcomes, outcome)
-                    if dest and dest != t.dest:
-                        definitions.append({"trigger": f"{t.trigger}:{outcome}", "source": t.dest, "dest": dest})
+            for outcome, dest in t.outcome_edges():
+                if dest != t.dest:
+                    definitions.append({"trigger": f"{t.trigger}:{outcome}", "source": t.dest, "dest": dest})
         if missing:
             raise SpecError(missing)
         self._model = _Model(spec.initial)
