@@ -28,7 +28,7 @@ import anyio
 from runner import lockstatus
 from runner.context import Instance
 from runner.engine import Request
-from runner.errors import ConflictError, CorralError, InputError, TransitionNotAllowedError
+from runner.errors import ConflictError, CorralError, TransitionNotAllowedError
 from runner.fence import Credential
 from runner.plans import get_plan, operations, plan_instance_id
 from runner.plans.references import compare, resolve
@@ -65,12 +65,7 @@ def check_plan_document(doc: Any, where: str = "plan") -> dict[str, Any]:
     """The plan document checked against ``schemas/plan.schema.json``."""
     from runner.spec import schema
 
-    validator = schema.validator("plan")
-    errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        first = errors[0]
-        field = ".".join(map(str, first.absolute_path)) or where
-        raise InputError(field, first.message, code="plan_invalid", problems=[e.message for e in errors])
+    schema.refuse_invalid(schema.validator("plan"), doc, "plan_invalid", where)
     return dict(doc)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.data import data_dir
-from runner.errors import Diagnostic, InputError, NotFoundError, SpecError
+from runner.errors import Diagnostic, NotFoundError, SpecError
 from runner.spec.operations import OPERATIONS
 
 REFERENCE = re.compile(r"\$\{([^}]*)\}")
@@ -412,19 +412,11 @@ def validate_inputs(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
     """
     import jsonschema
 
+    from runner.spec import schema
+
     values = dict(given)
     for name, prop in recipe.inputs.get("properties", {}).items():
         if name not in values and isinstance(prop, dict) and "default" in prop:
             values[name] = prop["default"]
-    validator = jsonschema.Draft202012Validator(recipe.inputs)
-    errors = sorted(validator.iter_errors(values), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        first = errors[0]
-        where = ".".join(map(str, first.absolute_path)) or "inputs"
-        raise InputError(
-            f"inputs.{where}" if first.absolute_path else "inputs",
-            first.message,
-            code="inputs_invalid",
-            problems=[e.message for e in errors],
-        )
+    schema.refuse_invalid(jsonschema.Draft202012Validator(recipe.inputs), values, "inputs_invalid", "inputs", "inputs.")
     return values

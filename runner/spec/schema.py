@@ -15,7 +15,7 @@ import referencing
 from referencing.jsonschema import DRAFT202012
 
 from runner.data import data_dir
-from runner.errors import Diagnostic
+from runner.errors import Diagnostic, InputError
 from runner.spec.yamlsource import Source, pointer_of
 
 
@@ -37,6 +37,17 @@ def validator(kind: str) -> jsonschema.protocols.Validator:
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema, registry=_registry())
+
+
+def refuse_invalid(validator: Any, doc: Any, code: str, root: str, prefix: str = "") -> None:
+    """Raise :class:`InputError` ``code`` for the first violation (in path order), naming its field as
+    ``prefix`` + the dotted path (``root`` for the document itself), with every violation in ``problems``."""
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        first = errors[0]
+        path = ".".join(map(str, first.absolute_path))
+        field = f"{prefix}{path}" if path else root
+        raise InputError(field, first.message, code=code, problems=[e.message for e in errors])
 
 
 def check(source: Source, kind: str) -> list[Diagnostic]:
