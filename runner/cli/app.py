@@ -58,7 +58,11 @@ class App:
             self.home.ensure()
             self._store = open_store(self.store_url)
             self._service = Service(
-                self._store, self.library, actor=f"cli:{default_holder()}", hosts=self.host, kinds=lambda: self.kinds
+                self._store,
+                self.library,
+                actor=f"cli:{default_holder()}:{os.getpid()}",
+                hosts=self.host,
+                kinds=lambda: self.kinds,
             )
         return self._service
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -97,6 +98,9 @@ def test_controller_lifecycle_end_to_end(corral: Any, home: Path) -> None:
     events = [json.loads(line) for line in corral("events", "--json").out.splitlines()]
     assert [e["trigger"] for e in events] == ["acquire", "renew", "resume", "release"]
     assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
+    actors = [e["actor"] for e in events]
+    assert all(re.fullmatch(r"cli:[^@\s]+@[^:\s]+:\d+", a) for a in actors), actors
+    assert len(set(actors)) == 4, "who, on which machine, and which process: each command is its own"
     assert corral("events", "--since", str(events[1]["seq"]), "--json").out.count("\n") == 2
 
     text = corral("events").out
