@@ -193,6 +193,7 @@ class WriterOps(AgentOps):
         """Start a lane. Refused with the git fact or scope that is wrong (``git_*``, ``scope_*``…)."""
         from runner.git import preflight
 
+        options = self._agent_options(inp.kind, inp.model, inp.effort)  # cheap: before git and the host
         facts = self._git(inp.worktree)
         try:
             facts["base_is_ancestor"] = preflight.is_ancestor(inp.worktree, inp.base_commit, facts["head"])
@@ -207,7 +208,6 @@ class WriterOps(AgentOps):
             protected = [facts["default_branch"]]
         host = self.host(inp.host)
         in_worktree = [o.to_dict() for o in host.list() if o.cwd and inside(os.path.realpath(o.cwd), facts["realpath"])]
-        options = self._agent_options(inp.kind, inp.model, inp.effort)
         result = self._fire_on(
             "writer",
             f"writer/{inp.lease_id or uuid.uuid4()}",
