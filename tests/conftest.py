@@ -1,4 +1,4 @@
-"""Shared fixtures: a private state home, a real SQLite store file, a controllable clock."""
+"""Shared fixtures: a private state home, a real SQLite store file, a controllable clock, hermetic git."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from runner.service import AcquireInput, Grant, Service
 from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
+from tests.support.gitrepo import GIT_ENV, GIT_REDIRECTS
 
 pytest_plugins = ["tests.plugins.transitions"]  # transition coverage of the whole suite (see that module)
 REPO = Path(__file__).resolve().parent.parent
@@ -81,3 +82,16 @@ def cli_env(home: Path) -> dict[str, str]:
     env["CORRAL_HOME"] = str(home)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
+
+
+@pytest.fixture
+def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One git configuration (empty, with a fixed identity and dates) for the test's own git, GitPython
+    inside the runner, and the agents it starts."""
+    empty = tmp_path_factory.mktemp("gitconfig") / "config"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    for name, value in GIT_ENV.items():
+        monkeypatch.setenv(name, value)
+    for name in GIT_REDIRECTS:
+        monkeypatch.delenv(name, raising=False)

@@ -19,7 +19,6 @@ Faults are injected at the agent host's boundary only:
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -49,16 +48,9 @@ from runner.service import (
 from runner.spec.library import Library
 from runner.spec.recipes import RecipeLibrary
 from runner.store.sqlite import SQLiteStore
+from tests.support.gitrepo import git
 
 SHA = hashlib.sha256(b"coverage authority").hexdigest()
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Corral Test",
-    "GIT_AUTHOR_EMAIL": "author@example.invalid",
-    "GIT_COMMITTER_NAME": "Corral Test",
-    "GIT_COMMITTER_EMAIL": "committer@example.invalid",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_TERMINAL_PROMPT": "0",
-}
 
 
 class RunnerDied(BaseException):
@@ -244,22 +236,6 @@ def test_a_pending_receipt_whose_agent_settled_can_be_abandoned(world: World) ->
 
 
 # --- writer lanes ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One empty git configuration for the test's git, GitPython in the runner, and the agents."""
-    empty = tmp_path_factory.mktemp("gitconfig") / "config"
-    empty.write_text("")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
-    for name, value in GIT_ENV.items():
-        monkeypatch.setenv(name, value)
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"):
-        monkeypatch.delenv(name, raising=False)
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,55 +15,9 @@ import pytest
 from runner.errors import InputError
 from runner.git import preflight
 from runner.git.preflight import GitReadError
+from tests.support.gitrepo import commit, git, git_bytes, status_digest
 
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Corral Test",
-    "GIT_AUTHOR_EMAIL": "author@example.invalid",
-    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
-    "GIT_COMMITTER_NAME": "Corral Test",
-    "GIT_COMMITTER_EMAIL": "committer@example.invalid",
-    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_TERMINAL_PROMPT": "0",
-}
-
-
-@pytest.fixture(autouse=True)
-def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The same git configuration for the test's subprocesses and for GitPython inside the runner."""
-    empty = tmp_path_factory.mktemp("gitconfig") / "config"
-    empty.write_text("")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
-    for name, value in GIT_ENV.items():
-        monkeypatch.setenv(name, value)
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"):
-        monkeypatch.delenv(name, raising=False)
-    yield
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def git_bytes(cwd: Path, *args: str) -> bytes:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True).stdout
-
-
-def commit(cwd: Path, message: str, files: dict[str, str | bytes]) -> str:
-    for name, content in files.items():
-        path = cwd / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-    git(cwd, "add", "-A")
-    git(cwd, "commit", "-q", "-m", message)
-    return git(cwd, "rev-parse", "HEAD")
-
-
-def status_digest(cwd: Path) -> str:
-    return hashlib.sha256(git_bytes(cwd, "status", "--porcelain=v1", "--untracked-files=all")).hexdigest()
+pytestmark = pytest.mark.usefixtures("hermetic_git")
 
 
 @pytest.fixture

@@ -38,18 +38,9 @@ from runner.service import AcquireInput, Service, WriterStartInput
 from runner.spec.library import Library
 from runner.spec.recipes import RecipeLibrary
 from runner.store.sqlite import SQLiteStore
+from tests.support.gitrepo import git, status_digest
 
 AUTHORITY = hashlib.sha256(b"the plan's authority").hexdigest()
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Corral Test",
-    "GIT_AUTHOR_EMAIL": "author@example.invalid",
-    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
-    "GIT_COMMITTER_NAME": "Corral Test",
-    "GIT_COMMITTER_EMAIL": "committer@example.invalid",
-    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_TERMINAL_PROMPT": "0",
-}
 VALIDATE = """\
 validations:
   - name: compiles
@@ -62,28 +53,7 @@ validations:
 """
 GOOD_CHANGE = "write src/feature.py def feature():\nappend src/feature.py     return 42"
 
-
-@pytest.fixture(autouse=True)
-def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One git configuration for the test's subprocesses, GitPython inside the runner, and the agents."""
-    empty = tmp_path_factory.mktemp("gitconfig") / "config"
-    empty.write_text("")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
-    for name, value in GIT_ENV.items():
-        monkeypatch.setenv(name, value)
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"):
-        monkeypatch.delenv(name, raising=False)
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def status_digest(cwd: Path) -> str:
-    out = subprocess.run(
-        ["git", "status", "--porcelain=v1", "--untracked-files=all"], cwd=cwd, check=True, capture_output=True
-    ).stdout
-    return hashlib.sha256(out).hexdigest()
+pytestmark = pytest.mark.usefixtures("hermetic_git")
 
 
 def make_lane(root: Path, branch: str = "lane") -> tuple[Path, Path, str]:

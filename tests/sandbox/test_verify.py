@@ -108,7 +108,7 @@ def _require_bwrap() -> None:
         pytest.skip("bwrap is not installed (apt-get install bubblewrap); under CI this is a failure, not a skip")
 
 
-def git(*args: str, cwd: Path) -> str:
+def git(*args: str, cwd: Path) -> str:  # keyword cwd: argv reads first here
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 

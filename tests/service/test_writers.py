@@ -40,58 +40,11 @@ from runner.service import (
 )
 from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
+from tests.support.gitrepo import commit, git, head_of, status_digest
 
 AUTHORITY_SHA = hashlib.sha256(b"authority").hexdigest()
 CHECKPOINT_SHA = hashlib.sha256(b"checkpoint").hexdigest()
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "Corral Test",
-    "GIT_AUTHOR_EMAIL": "author@example.invalid",
-    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
-    "GIT_COMMITTER_NAME": "Corral Test",
-    "GIT_COMMITTER_EMAIL": "committer@example.invalid",
-    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_TERMINAL_PROMPT": "0",
-}
-
-
-@pytest.fixture(autouse=True)
-def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One git configuration for the test's subprocesses, GitPython inside the runner, and the agents."""
-    empty = tmp_path_factory.mktemp("gitconfig") / "config"
-    empty.write_text("")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
-    for name, value in GIT_ENV.items():
-        monkeypatch.setenv(name, value)
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"):
-        monkeypatch.delenv(name, raising=False)
-
-
-# --- git, done here without the code under test --------------------------------------------------
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def head_of(cwd: Path) -> str:
-    return git(cwd, "rev-parse", "HEAD")
-
-
-def digest_of(cwd: Path) -> str:
-    out = subprocess.run(
-        ["git", "status", "--porcelain=v1", "--untracked-files=all"], cwd=cwd, check=True, capture_output=True
-    ).stdout
-    return hashlib.sha256(out).hexdigest()
-
-
-def commit(cwd: Path, message: str, files: dict[str, str]) -> str:
-    for name, content in files.items():
-        (cwd / name).parent.mkdir(parents=True, exist_ok=True)
-        (cwd / name).write_text(content)
-    git(cwd, "add", "-A")
-    git(cwd, "commit", "-q", "-m", message)
-    return head_of(cwd)
+pytestmark = pytest.mark.usefixtures("hermetic_git")
 
 
 def make_repo(path: Path, branch: str = "main") -> Path:
@@ -183,7 +136,7 @@ class Lab:
             "branch": branch,
             "base_commit": self.base,
             "expected_head": head_of(real),
-            "expected_status_sha256": digest_of(real),
+            "expected_status_sha256": status_digest(real),
             "owned_scopes": ("src",),
             "purpose": "implement the feature",
             "ticket_ref": "T-7",
@@ -201,7 +154,7 @@ class Lab:
             "name": name,
             "expected_state_change_seq": seq,
             "expected_head": head_of(worktree),
-            "expected_status_sha256": digest_of(worktree),
+            "expected_status_sha256": status_digest(worktree),
             "checkpoint_ref": f"checkpoint/{name}",
             "checkpoint_sha256": CHECKPOINT_SHA,
             **changes,
@@ -258,16 +211,16 @@ def test_start_edit_through_a_receipt_and_release(lab: Lab) -> None:
     assert data["cwd"] == os.path.realpath(wt) and data["worktree"] == str(wt)
     assert data["common_dir"] == os.path.realpath(lab.repo / ".git")
     assert (data["branch"], data["base_commit"]) == ("feat", lab.base)
-    assert (data["start_head"], data["start_status_sha256"]) == (head_of(wt), digest_of(wt))
+    assert (data["start_head"], data["start_status_sha256"]) == (head_of(wt), status_digest(wt))
     assert (data["owned_scopes"], data["locked_scopes"]) == (["src/x.py"], ["docs"])
     assert data["protected_branches"] == ["main"], "the repository's default branch, when none are named"
     assert [o.cwd for o in lab.host.list()] == [os.path.realpath(wt)]
-    clean = digest_of(wt)
+    clean = status_digest(wt)
 
     result = lab.ask("alpha", "write src/x.py print('x')\nappend src/x.py print('y')")
     assert result.output.split() == ["write", "src/x.py", "append", "src/x.py"]
     assert (wt / "src" / "x.py").read_text() == "print('x')\nprint('y')\n"
-    assert digest_of(wt) != clean
+    assert status_digest(wt) != clean
     assert git(wt, "status", "--porcelain=v1", "--untracked-files=all") == "?? src/x.py"
 
     settle_index(wt)
@@ -277,7 +230,10 @@ def test_start_edit_through_a_receipt_and_release(lab: Lab) -> None:
     assert (wt / "src" / "x.py").read_text() == "print('x')\nprint('y')\n", "uncommitted work is left in place"
     lane = released.lease
     assert lane.state == "released"
-    assert (lane.data["release_head"], lane.data["release_status_sha256"]) == (head_of(wt), digest_of(wt))
+    assert (lane.data["release_head"], lane.data["release_status_sha256"]) == (
+        head_of(wt),
+        status_digest(wt),
+    )
     assert (lane.data["checkpoint_ref"], lane.data["checkpoint_sha256"]) == ("refs/corral/alpha", CHECKPOINT_SHA)
     assert lane.data["closing_seq"] == 2
     assert lane.data["capture_sha256"] == hashlib.sha256(released.output.encode()).hexdigest()
@@ -304,7 +260,11 @@ def test_preflight_gives_what_a_start_expects(lab: Lab) -> None:
     wt = lab.worktree("wt-feat")
     (wt / "untracked.txt").write_text("u\n")
     facts = lab.service.preflight(str(wt))
-    assert (facts["branch"], facts["head"], facts["status_sha256"]) == ("feat", head_of(wt), digest_of(wt))
+    assert (facts["branch"], facts["head"], facts["status_sha256"]) == (
+        "feat",
+        head_of(wt),
+        status_digest(wt),
+    )
     assert facts["linked"] is True and facts["is_toplevel"] is True and facts["default_branch"] == "main"
     lane = lab.start(
         "alpha", wt, expected_head=facts["head"], expected_status_sha256=facts["status_sha256"], branch=facts["branch"]
@@ -385,10 +345,10 @@ def test_an_unexpected_head_is_refused(lab: Lab) -> None:
 
 def test_a_status_changed_since_it_was_read_is_refused(lab: Lab) -> None:
     wt = lab.worktree("wt-feat")
-    read = digest_of(wt)
+    read = status_digest(wt)
     (wt / "src" / "new.py").write_text("appeared after the read\n")
     error = refused_start(lab, "git_status_mismatch", lambda: lab.start("alpha", wt, expected_status_sha256=read))
-    assert (error.details["expected"], error.details["actual"]) == (read, digest_of(wt))
+    assert (error.details["expected"], error.details["actual"]) == (read, status_digest(wt))
     assert "new.py" not in json.dumps(error.to_dict()), "digests only, never the status text"
 
 
@@ -399,7 +359,9 @@ def test_a_base_that_is_not_an_ancestor_is_refused(lab: Lab, which: str) -> None
     base = {
         "sibling": commit(side, "side work", {"side.txt": "s\n"}),
         "unknown": "0123456789abcdef" * 2 + "01234567",
-        "descendant": head_of(lab.repo),  # main's tip is a child of the worktree's HEAD, not an ancestor
+        "descendant": git(
+            lab.repo, "rev-parse", "HEAD"
+        ),  # main's tip is a child of the worktree's HEAD, not an ancestor
     }[which]
     refused_start(lab, "git_base_not_ancestor", lambda: lab.start("alpha", wt, base_commit=base))
 
@@ -546,10 +508,10 @@ def test_lanes_of_different_repositories_never_conflict(lab: Lab) -> None:
 def test_release_refused_when_the_status_moved(lab: Lab) -> None:
     wt = lab.worktree("wt-a")
     lab.start("alpha", wt)
-    read = digest_of(wt)
+    read = status_digest(wt)
     (wt / "src" / "late.py").write_text("written after the coordinator read the status\n")
     error = refused("git_status_mismatch", lambda: lab.release("alpha", 0, wt, expected_status_sha256=read))
-    assert error.details["actual"] == digest_of(wt)
+    assert error.details["actual"] == status_digest(wt)
     assert lab.lane("alpha").state == "active" and len(lab.host.list()) == 1
     assert lab.release("alpha", 0, wt).lease.state == "released"
 
@@ -557,9 +519,9 @@ def test_release_refused_when_the_status_moved(lab: Lab) -> None:
 def test_release_refused_when_head_moved(lab: Lab) -> None:
     wt = lab.worktree("wt-a")
     lab.start("alpha", wt)
-    old_head, digest = head_of(wt), digest_of(wt)
+    old_head, digest = head_of(wt), status_digest(wt)
     git(wt, "commit", "-q", "--allow-empty", "-m", "moved underneath")
-    assert digest_of(wt) == digest, "only HEAD moved"
+    assert status_digest(wt) == digest, "only HEAD moved"
     error = refused("git_head_mismatch", lambda: lab.release("alpha", 0, wt, expected_head=old_head))
     assert (error.details["expected"], error.details["actual"]) == (old_head, head_of(wt))
     assert lab.lane("alpha").state == "active"
