@@ -82,16 +82,25 @@ def read(worktree: str) -> GitFacts:
     repo = _repo(realpath)
     cmd = repo.git
     try:
-        toplevel = os.path.realpath(cmd.rev_parse("--show-toplevel"))
-        git_dir = os.path.realpath(cmd.rev_parse("--absolute-git-dir"))
-        # git answers relative to the directory it runs in (the top level GitPython found), so ask
-        # for an absolute path (git >= 2.31) and fall back to resolving against that directory.
+        # One git process for the three directories (git >= 2.31 answers --git-common-dir absolute).
         try:
-            common = cmd.rev_parse("--path-format=absolute", "--git-common-dir")
+            answer = cmd.rev_parse(
+                "--show-toplevel", "--absolute-git-dir", "--path-format=absolute", "--git-common-dir"
+            )
+            dirs = answer.split("\n")
         except git.GitCommandError:
+            dirs = []
+        if len(dirs) != 3:  # an older git, or a path with a newline in it: one question at a time
+            # git answers --git-common-dir relative to the directory it runs in (the top level
+            # GitPython found): resolve it against that directory.
             common = cmd.rev_parse("--git-common-dir")
-        base = repo.working_tree_dir or realpath
-        common_dir = os.path.realpath(common if os.path.isabs(common) else os.path.join(base, common))
+            base = repo.working_tree_dir or realpath
+            dirs = [
+                cmd.rev_parse("--show-toplevel"),
+                cmd.rev_parse("--absolute-git-dir"),
+                common if os.path.isabs(common) else os.path.join(base, common),
+            ]
+        toplevel, git_dir, common_dir = (os.path.realpath(d) for d in dirs)
         try:
             branch: str | None = cmd.symbolic_ref("--short", "-q", "HEAD") or None
         except git.GitCommandError:

@@ -78,6 +78,17 @@ def test_linked_worktree_facts(repo: Path) -> None:
     }
 
 
+def test_a_worktree_whose_path_has_a_newline_is_read_one_question_at_a_time(repo: Path) -> None:
+    """git answers the three directories on separate lines: a newline in a path cannot be split on."""
+    wt = add_worktree(repo, "wt\nline", "-b", "odd")
+    facts = preflight.read(str(wt))
+    real = os.path.realpath(wt)
+    assert "\n" in real and (facts.realpath, facts.toplevel) == (real, real)
+    assert facts.git_dir == os.path.realpath(git(wt, "rev-parse", "--absolute-git-dir"))
+    assert facts.common_dir == os.path.realpath(repo / ".git")
+    assert facts.linked is True and facts.branch == "odd"
+
+
 def test_the_status_digest_follows_every_change_and_only_changes(repo: Path) -> None:
     wt = add_worktree(repo, "wt", "-b", "feat")
     clean = preflight.read(str(wt)).status_sha256
