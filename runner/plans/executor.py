@@ -270,7 +270,7 @@ class Executor:
         plan_id = str(plan.data["plan_id"])
         controller_id = str(plan.data["controller_id"])
         while True:
-            ctx = operations.OpContext(self, plan_id, step.id, attempt, controller_id, step.timeout, self.scratch)
+            ctx = operations.OpContext(self, plan_id, step.id, attempt, controller_id, step.timeout)
             started = time.monotonic()
             result: operations.Outputs | None = None
             error: CorralError | None = None

@@ -64,11 +64,15 @@ class OpContext:
     attempt: int
     controller_id: str
     timeout: float | None
-    scratch: Path | None
 
     @property
     def service(self) -> Service:
         return self.executor.service
+
+    @property
+    def scratch(self) -> Path | None:
+        """Where snapshots for sandboxed validation go (the executor's)."""
+        return self.executor.scratch
 
     @property
     def key(self) -> str:

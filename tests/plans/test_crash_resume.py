@@ -435,7 +435,7 @@ def test_a_relay_left_reserved_pauses_the_plan_until_abandoned(tmp_path: Path, c
             store, Library(cache_dir=world.root / "cache"), actor="test", hosts=lambda n: host, kinds=kinds
         )
         credential = credentials.load(credentials.path_for(world.home / "credentials", "ctl"), "ctl", store.url)
-        key = OpContext(cast("Any", None), world.plan_id, "relay", 1, "ctl", None, None).key
+        key = OpContext(cast("Any", None), world.plan_id, "relay", 1, "ctl", None).key
         with pytest.raises(DeliveryError) as caught:
             service.relay(RelayInput("ctl", credential, "reviewer", PROMPT, receipt_id=key))
         assert caught.value.code == "delivery_ambiguous"

@@ -192,7 +192,7 @@ def test_review_plan_runs_every_step_once_and_keeps_output_out_of_the_log(rig: R
 def resumed_outputs(rig: Rig, plan_id: str, step: str, do: str, name: str) -> dict[str, Any]:
     """What the plan would record for ``step`` had the runner died after the operation acted: the
     operation's resolution of a step found in flight."""
-    ctx = OpContext(rig.executor, plan_id, step, 1, "ctl", None, None)
+    ctx = OpContext(rig.executor, plan_id, step, 1, "ctl", None)
     resume = OPERATIONS[do].resume
     assert resume is not None
     found = resume(ctx, {"name": name})
