@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runner.agents.abc import AgentBusyError, AgentError, Observation, StartOptions
+from runner.agents.abc import AgentBusyError, AgentError, Expect, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.errors import CorralError
@@ -76,10 +76,10 @@ class FaultyHost(ProcessHost):
             raise OSError(5, "Input/output error talking to the pane")
         super().close(pane_id)
 
-    def prompt(self, pane_id: str, text: str) -> Observation:
+    def prompt(self, pane_id: str, text: str, expect: Expect | None = None) -> Observation:
         if self.busy_on_prompt:
             raise AgentBusyError("the agent started working on something else", pane_id=pane_id)
-        return super().prompt(pane_id, text)
+        return super().prompt(pane_id, text, expect)
 
 
 class World:

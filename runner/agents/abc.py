@@ -96,6 +96,36 @@ class AgentBusyError(RefusedError, AgentError):
     default_code = "agent_busy"
 
 
+@dataclass(frozen=True)
+class Expect:
+    """The agent a prompt is meant for, as the caller saw it: its identity and its cursor."""
+
+    identity: tuple[str, str, str, str]
+    seq: int
+
+
+def check_promptable(observed: Observation, expect: Expect | None) -> None:
+    """Refuse (not delivered) unless the agent is idle or done and, given ``expect``, exactly the agent
+    at exactly the cursor the caller saw. Hosts call it on the observation they hand the prompt over on."""
+    if observed.status not in PROMPTABLE:
+        raise AgentBusyError(
+            f"agent {observed.pane_id!r} is {observed.status}; only an idle or done agent takes a prompt",
+            pane_id=observed.pane_id,
+            status=observed.status,
+            seq=observed.seq,
+            delivered=False,
+        )
+    if expect is not None and (observed.identity != expect.identity or observed.seq != expect.seq):
+        raise AgentBusyError(
+            f"agent {observed.pane_id!r} moved before delivery ({observed.status} at seq {observed.seq}, "
+            f"expected seq {expect.seq})",
+            pane_id=observed.pane_id,
+            status=observed.status,
+            seq=observed.seq,
+            delivered=False,
+        )
+
+
 class AgentKindError(NotFoundError, AgentError):
     """The agent kind is not configured (built-in or agents.yaml). An unknown kind is never guessed."""
 
@@ -132,12 +162,15 @@ class AgentHost(ABC):
         """Every live agent this host knows."""
 
     @abstractmethod
-    def prompt(self, pane_id: str, text: str) -> Observation:
+    def prompt(self, pane_id: str, text: str, expect: Expect | None = None) -> Observation:
         """Hand ``text`` to the agent and observe it once it is ``working``.
 
-        The returned observation is what delivery is judged on: ``working`` at exactly one past the
-        cursor seen before. Raises :class:`AgentBusyError` (not delivered: the agent was not idle
-        or done) or :class:`AgentError` (``details["delivered"]`` False when nothing was handed over).
+        With ``expect``, only to exactly that agent at exactly that cursor (:func:`check_promptable`,
+        on the host's own last read before handing over; the process host makes it atomic). The
+        returned observation is what delivery is judged on: ``working`` at exactly one past the
+        cursor seen before. Raises :class:`AgentBusyError` (not delivered: the agent was not idle or
+        done, or not the expected one) or :class:`AgentError` (``details["delivered"]`` False when
+        nothing was handed over).
         """
 
     @abstractmethod

@@ -43,7 +43,6 @@ import anyio
 
 from runner.agents.abc import (
     NAME_PATTERN,
-    PROMPTABLE,
     SETTLED,
     STATUSES,
     AgentBusyError,
@@ -51,9 +50,11 @@ from runner.agents.abc import (
     AgentGoneError,
     AgentHost,
     AgentKindError,
+    Expect,
     Observation,
     StartOptions,
     WaitTimeoutError,
+    check_promptable,
 )
 from runner.agents.kinds import Kind, Kinds
 from runner.errors import CorralError, InputError
@@ -347,7 +348,7 @@ class HerdrHost(AgentHost):
                 pane_id=pane_id,
             ) from None
 
-    def prompt(self, pane_id: str, text: str) -> Observation:
+    def prompt(self, pane_id: str, text: str, expect: Expect | None = None) -> Observation:
         if "\x00" in text or len(text.encode("utf-8", errors="surrogatepass")) > MAX_PROMPT_BYTES:
             raise AgentError(
                 f"the prompt cannot be passed to herdr as one argument (NUL byte, or over {MAX_PROMPT_BYTES} bytes)",
@@ -355,15 +356,7 @@ class HerdrHost(AgentHost):
                 pane_id=pane_id,
                 delivered=False,
             )
-        before = self.get(pane_id)
-        if before.status not in PROMPTABLE:
-            raise AgentBusyError(
-                f"agent {pane_id!r} is {before.status}; only an idle or done agent takes a prompt",
-                pane_id=pane_id,
-                status=before.status,
-                seq=before.seq,
-                delivered=False,
-            )
+        check_promptable(self.get(pane_id), expect)
         args = ["agent", "prompt", pane_id, text, "--wait", "--until", "working", "--timeout"]
         args.append(_ms(self.prompt_timeout))
         try:

@@ -27,14 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from runner.agents.abc import (
-    PROMPTABLE,
     AgentBusyError,
     AgentError,
     AgentGoneError,
     AgentHost,
+    Expect,
     Observation,
     StartOptions,
     WaitTimeoutError,
+    check_promptable,
 )
 from runner.agents.kinds import Kinds
 from runner.errors import ConflictError
@@ -152,17 +153,10 @@ class ProcessHost(AgentHost):
             ) from None
         return self._observe(slot)
 
-    def prompt(self, pane_id: str, text: str) -> Observation:
+    def prompt(self, pane_id: str, text: str, expect: Expect | None = None) -> Observation:
         slot = self._slot(pane_id)
-        observed = self._observe(slot)
-        if observed.status not in PROMPTABLE:
-            raise AgentBusyError(
-                f"agent {pane_id!r} is {observed.status}; only an idle or done agent takes a prompt",
-                pane_id=pane_id,
-                status=observed.status,
-                seq=observed.seq,
-                delivered=False,
-            )
+        # The compare-and-set to ``working`` below is on this read's seq: the check holds atomically.
+        check_promptable(self._observe(slot), expect)
         kind = self.kinds.get(slot.kind)
         options = StartOptions(model=slot.options.get("model"), effort=slot.options.get("effort"))
         run = slot.seq + 1

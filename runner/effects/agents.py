@@ -7,9 +7,15 @@ happened; ``ambiguous`` when the world may have changed in a way that could not 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from runner.agents.abc import IDENTITY, PROMPTABLE, AgentBusyError, AgentError, AgentGoneError, AgentHost, StartOptions
+from runner.agents.abc import (
+    AgentBusyError,
+    AgentError,
+    AgentGoneError,
+    AgentHost,
+    Expect,
+    StartOptions,
+)
 from runner.context import Context, EffectResult, format_time
 from runner.effects import EFFECTS
 
@@ -82,23 +88,20 @@ def deliver_prompt(ctx: Context) -> EffectResult:
     """Hand the prompt over; delivery is confirmed only by ``working`` at exactly ``before_seq + 1``."""
     host = _host(ctx)
     data = ctx.data
-    expected: tuple[Any, ...] = tuple(data.get(k) for k in IDENTITY)
-    before_seq = data["before_seq"]
+    expected = Expect(
+        (str(data["pane_id"]), str(data["name"]), str(data["kind"]), str(data["cwd"])), data["before_seq"]
+    )
+    before_seq = expected.seq
     try:
-        before = host.get(data["pane_id"])
-    except AgentError as exc:
-        return _fail(f"not delivered: the agent could not be observed ({exc.message})")
-    if before.identity != expected or before.seq != before_seq or before.status not in PROMPTABLE:
-        return _fail(f"not delivered: the agent moved before delivery ({before.status} at seq {before.seq})")
-    try:
-        after = host.prompt(data["pane_id"], ctx.secrets["prompt"])
+        # The host hands it over only to this agent at this cursor (re-read just before delivery).
+        after = host.prompt(data["pane_id"], ctx.secrets["prompt"], expected)
     except (AgentBusyError, AgentGoneError) as exc:
         return _fail(f"not delivered: {exc.message}")
     except AgentError as exc:
         if exc.details.get("delivered") is False:
             return _fail(f"not delivered: {exc.message}")
         return _ambiguous(f"delivery unconfirmed: {exc.message}")
-    if after.identity == expected and after.status == "working" and after.seq == before_seq + 1:
+    if after.identity == expected.identity and after.status == "working" and after.seq == before_seq + 1:
         return EffectResult("success", {"after_seq": after.seq, "delivered_at": format_time(ctx.now)})
     return _ambiguous(
         f"delivery unconfirmed: expected working at seq {before_seq + 1}, saw {after.status} at seq {after.seq}"

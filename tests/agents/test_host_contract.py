@@ -22,6 +22,7 @@ from runner.agents.abc import (
     AgentGoneError,
     AgentHost,
     AgentKindError,
+    Expect,
     Observation,
     StartOptions,
     WaitTimeoutError,
@@ -131,6 +132,26 @@ def test_prompt_while_working_is_busy_and_changes_nothing(rig: Rig) -> None:
         rig.host.prompt(started.pane_id, "echo too soon")
     assert caught.value.details["delivered"] is False
     assert rig.host.get(started.pane_id).seq == working.seq
+    rig.host.close(started.pane_id)
+
+
+@pytest.mark.anyio
+async def test_a_prompt_meant_for_another_cursor_or_agent_is_not_delivered(rig: Rig) -> None:
+    started = rig.start()
+    first = rig.host.prompt(started.pane_id, "echo one", Expect(started.identity, started.seq))
+    assert (first.status, first.seq) == ("working", started.seq + 1)
+    done = await rig.host.wait(started.pane_id, first.seq, 10)
+    stale = [
+        Expect(started.identity, started.seq),  # the cursor before the first run
+        Expect((started.pane_id, "someone-else", started.kind, started.cwd), done.seq),
+    ]
+    for expect in stale:
+        with pytest.raises(AgentBusyError) as caught:
+            rig.host.prompt(started.pane_id, "echo two", expect)
+        assert caught.value.details["delivered"] is False
+        assert (rig.host.get(started.pane_id).status, rig.host.get(started.pane_id).seq) == (done.status, done.seq)
+    second = rig.host.prompt(started.pane_id, "echo two", Expect(done.identity, done.seq))
+    assert (second.status, second.seq) == ("working", done.seq + 1)
     rig.host.close(started.pane_id)
 
 

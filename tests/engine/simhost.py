@@ -41,15 +41,16 @@ from dataclasses import dataclass, field
 import anyio
 
 from runner.agents.abc import (
-    PROMPTABLE,
     SETTLED,
     AgentBusyError,
     AgentError,
     AgentGoneError,
     AgentHost,
+    Expect,
     Observation,
     StartOptions,
     WaitTimeoutError,
+    check_promptable,
 )
 
 PROMPT_MODES = ("late", "lost_delivered", "lost_undelivered", "refused", "busy")
@@ -152,13 +153,15 @@ class SimHost(AgentHost):
     def list(self) -> list[Observation]:
         return [a.observe() for a in self.agents.values() if not a.closed]
 
-    def prompt(self, pane_id: str, text: str) -> Observation:
+    def prompt(self, pane_id: str, text: str, expect: Expect | None = None) -> Observation:
         agent = self._live(pane_id)
         mode, self.next_prompt = self.next_prompt, None
         stamp = self.stamp()
-        if agent.status not in PROMPTABLE:
+        try:
+            check_promptable(agent.observe(), expect)
+        except AgentBusyError:
             self.prompts.append(PromptCall(pane_id, stamp, text, "refused_busy", None))
-            raise AgentBusyError(f"agent {pane_id!r} is {agent.status}", pane_id=pane_id, delivered=False)
+            raise
         if mode == "refused":
             self.prompts.append(PromptCall(pane_id, stamp, text, mode, None))
             raise AgentError("the prompt could not be typed", code="agent_prompt_failed", delivered=False)

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runner.agents.abc import AgentError, AgentHost, Observation, StartOptions
+from runner.agents.abc import AgentError, AgentHost, Expect, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.errors import CorralError, InputError, RefusedError
@@ -241,8 +241,8 @@ class LostReplyHost(ProcessHost):
 
     lose = True
 
-    def prompt(self, pane_id: str, text: str) -> Observation:
-        observed = super().prompt(pane_id, text)
+    def prompt(self, pane_id: str, text: str, expect: Expect | None = None) -> Observation:
+        observed = super().prompt(pane_id, text, expect)
         if self.lose:
             self.lose = False
             raise AgentError("the reply from the host was lost", code="agent_prompt_unconfirmed", delivered=None)
