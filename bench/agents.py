@@ -38,7 +38,6 @@ import json
 import os
 import platform
 import random
-import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -52,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from common import Cold, corral_executable, percentile
 
 from runner._version import __version__
 from runner.agents import process
@@ -86,13 +86,6 @@ def _ms(ns: float) -> float:
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
-
-
-def percentile(values: list[float], q: int) -> float:
-    """The q-th percentile (inclusive method); the single value when there is one."""
-    if len(values) < 2:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 # --- the writer: a second process that changes slots and says when ----------------------------------------
@@ -353,52 +346,6 @@ async def round_trip(world: World, trips: RoundTrips) -> None:
 
 
 # --- cold processes: the CLI and the floors ----------------------------------------------------------------
-
-
-@dataclass
-class Cold:
-    """A command line timed in its own fresh process."""
-
-    key: str
-    label: str
-    argv: list[str]
-    env: dict[str, str]
-    stdin: bytes | None = None
-    expect: bytes | None = None  # must appear in stdout
-    samples_ms: list[float] = field(default_factory=list)
-
-    def run(self) -> float:
-        start = time.perf_counter()
-        done = subprocess.run(self.argv, input=self.stdin, env=self.env, capture_output=True, check=False)
-        elapsed = (time.perf_counter() - start) * 1000
-        if done.returncode != 0 or (self.expect is not None and self.expect not in done.stdout):
-            raise SystemExit(
-                f"{self.label} exited with status {done.returncode}:\n{done.stdout.decode(errors='replace')}"
-                f"{done.stderr.decode(errors='replace')}"
-            )
-        return elapsed
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "argv": self.argv,
-            "runs": len(self.samples_ms),
-            "median_ms": round(median(self.samples_ms), 2),
-            "p90_ms": round(percentile(self.samples_ms, 90), 2),
-            "min_ms": round(min(self.samples_ms), 2),
-            "samples_ms": [round(s, 2) for s in self.samples_ms],
-        }
-
-
-def corral_executable() -> str:
-    """The console script next to this interpreter (the venv's), else the one on PATH."""
-    beside = Path(sys.executable).parent / "corral"
-    if beside.is_file():
-        return str(beside)
-    found = shutil.which("corral")
-    if found is None:
-        raise SystemExit("no corral executable beside this Python or on PATH: run `make` (pip install -e .) first")
-    return found
 
 
 def child_env(pycache: Path, home: Path | None = None) -> dict[str, str]:

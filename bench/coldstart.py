@@ -23,15 +23,13 @@ import json
 import os
 import platform
 import re
-import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from common import Cold, corral_executable
 
 CONTROLLER = "bench"
 AUTHORITY_SHA = hashlib.sha256(b"bench authority").hexdigest()
@@ -39,60 +37,6 @@ TARGET_MS = 200.0
 # Imported only to validate, draw or drive agents; a renew that imports one of them has regressed.
 HEAVY = ("jsonschema", "referencing", "yaml", "rich", "git", "graphviz", "anyio")
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)\s*$")
-
-
-@dataclass
-class Command:
-    """One command line timed in its own fresh process."""
-
-    key: str
-    label: str
-    argv: list[str]
-    env: dict[str, str]
-    samples_ms: list[float] = field(default_factory=list)
-
-    def run(self) -> float:
-        start = time.perf_counter()
-        done = subprocess.run(self.argv, env=self.env, capture_output=True, check=False)
-        elapsed = (time.perf_counter() - start) * 1000
-        if done.returncode != 0:
-            raise SystemExit(
-                f"{self.label} exited with status {done.returncode}:\n{done.stderr.decode(errors='replace')}"
-            )
-        return elapsed
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples_ms)
-
-    @property
-    def p90(self) -> float:
-        if len(self.samples_ms) < 2:
-            return self.samples_ms[0]
-        return statistics.quantiles(self.samples_ms, n=10, method="inclusive")[-1]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "argv": self.argv,
-            "runs": len(self.samples_ms),
-            "median_ms": round(self.median, 2),
-            "p90_ms": round(self.p90, 2),
-            "min_ms": round(min(self.samples_ms), 2),
-            "max_ms": round(max(self.samples_ms), 2),
-            "samples_ms": [round(s, 2) for s in self.samples_ms],
-        }
-
-
-def corral_executable() -> str:
-    """The console script next to this interpreter (the venv's), else the one on PATH."""
-    beside = Path(sys.executable).parent / "corral"
-    if beside.is_file():
-        return str(beside)
-    found = shutil.which("corral")
-    if found is None:
-        raise SystemExit("no corral executable beside this Python or on PATH: run `make` (pip install -e .) first")
-    return found
 
 
 def environments(home: Path, pycache: Path) -> tuple[dict[str, str], dict[str, str]]:
@@ -141,10 +85,10 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     renew = [corral, "controller", "renew", "--controller", CONTROLLER]
     bytecode_off = bool(given.get("PYTHONDONTWRITEBYTECODE")) and not given.get("PYTHONPYCACHEPREFIX")
     commands = [
-        Command("python_pass", "python -c pass", [sys.executable, "-c", "pass"], cached),
-        Command("version", "corral --version", [corral, "--version"], cached),
-        Command("renew", "corral controller renew", renew, cached),
-        Command(
+        Cold("python_pass", "python -c pass", [sys.executable, "-c", "pass"], cached),
+        Cold("version", "corral --version", [corral, "--version"], cached),
+        Cold("renew", "corral controller renew", renew, cached),
+        Cold(
             "renew_env_as_given",
             "renew, env as given" + (" (PYTHONDONTWRITEBYTECODE)" if bytecode_off else ""),
             renew,
