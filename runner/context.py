@@ -101,6 +101,27 @@ class Context:
     """The instance data as updated so far by the transition's earlier updates."""
     resources: Mapping[str, Any] = field(default_factory=dict)
     """Adapters effects act through (``agents``: the agent host); guards and updates ignore them."""
+    gate: Gate | None = None
+    """For effects: the check that the authority the effect was granted under still holds (see :class:`Gate`)."""
+
+
+class Gate(Protocol):
+    """The authority check an effect runs at the very moment it acts on the world.
+
+    Invariant: no effect starts after the authority it was granted under has moved. The engine builds
+    one gate per two-phase transition: it re-reads the instance (still at the intent's version, so a
+    receipt abandoned meanwhile is caught) and re-runs the transition's ``recheck`` guards (the fence).
+    Called with the store transaction an adapter performs the hand-over in (the process host's
+    compare-and-set), the check and the hand-over commit together; called with ``None`` it opens its
+    own transaction, for hosts that cannot be atomic with the store (Herdr): then it is the last thing
+    done before the external call. It raises :class:`runner.errors.AuthorityMovedError`.
+    """
+
+    def __call__(self, tx: Any = None) -> None: ...
+
+    @property
+    def store(self) -> Any:
+        """The store the gate checks in: a host may pass its own transaction only on the same store."""
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ on), a human ``message`` and structured ``details``. The category decides the ex
     │   ├── CredentialError                                  the local credential file is unusable
     │   └── StoreVersionError                                the database is newer than this code
     ├── RefusedError                  refused       exit 4   a guard said no (the code says which)
-    │   └── TransitionNotAllowedError                        the trigger is not allowed in this state
+    │   ├── TransitionNotAllowedError                        the trigger is not allowed in this state
+    │   └── AuthorityMovedError                              an effect's gate: the fence or instance moved
     └── ConflictError                 conflict      exit 5   the world changed underneath; re-read
+        ├── OutcomeUnrecordedError                           an effect acted; its instance moved meanwhile
         └── StoreBusyError                                   the store stayed locked past the deadline
 """
 
@@ -185,11 +187,31 @@ class TransitionNotAllowedError(RefusedError):
     default_code = "transition_not_allowed"
 
 
+class AuthorityMovedError(RefusedError):
+    """An effect was about to act, but the authority it was granted under had moved since its intent
+    was recorded: the controller's fence (``fence_stale``, ``lease_expired``), or the instance itself
+    (``instance_moved``: e.g. a receipt abandoned meanwhile). Raised by an effect's gate *before* it
+    acted, so nothing was started, delivered or closed. Re-read the world and decide again.
+    """
+
+    default_code = "instance_moved"
+
+
 class ConflictError(CorralError):
     """The instance changed between read and write (compare-and-set lost). Re-read, then decide."""
 
     category = "conflict"
     default_code = "version_conflict"
+
+
+class OutcomeUnrecordedError(ConflictError):
+    """An effect acted, but its outcome could not be recorded because the instance moved meanwhile
+    (possible only on hosts whose hand-over is not atomic with the store). ``details`` says what
+    happened (``effect_outcome``, ``delivered``) and the instance as it now stands: believe those,
+    then reconcile or abandon on fresh evidence.
+    """
+
+    default_code = "outcome_unrecorded"
 
 
 class StoreBusyError(ConflictError):

@@ -64,22 +64,24 @@ class FaultyHost(ProcessHost):
     close_fault: str | None = None  # None, "error" (an AgentError) or "unexpected" (an OSError)
     busy_on_prompt = False
 
-    def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
+    def start(
+        self, name: str, kind: str, cwd: str, options: StartOptions, gate: Any = None, nonce: Any = None
+    ) -> Observation:
         if self.die_on_start:
             raise RunnerDied(f"killed while starting {name}")
-        return super().start(name, kind, cwd, options)
+        return super().start(name, kind, cwd, options, gate, nonce)
 
-    def close(self, pane_id: str) -> None:
+    def close(self, pane_id: str, gate: Any = None) -> None:
         if self.close_fault == "error":
             raise AgentError("the pane would not close", code="pane_close_failed")
         if self.close_fault == "unexpected":
             raise OSError(5, "Input/output error talking to the pane")
-        super().close(pane_id)
+        super().close(pane_id, gate)
 
-    def prompt(self, pane_id: str, text: str, expect: Expect | None = None) -> Observation:
+    def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Any = None) -> Observation:
         if self.busy_on_prompt:
             raise AgentBusyError("the agent started working on something else", pane_id=pane_id)
-        return super().prompt(pane_id, text, expect)
+        return super().prompt(pane_id, text, expect, gate)
 
 
 class World:

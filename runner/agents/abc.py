@@ -10,11 +10,13 @@ Adapters: ``process`` (embedded default, :mod:`runner.agents.process`) and ``her
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runner.context import Gate
 from runner.errors import CorralError, NotFoundError, RefusedError
 
 STATUSES = ("idle", "working", "done", "blocked", "unknown")
@@ -38,6 +40,8 @@ class Observation:
     status: str
     seq: int
     exit_status: int | None = None
+    nonce: str | None = None
+    """The start nonce the host recorded with the pane (None where the host keeps none)."""
 
     @property
     def identity(self) -> tuple[str, str, str, str]:
@@ -145,8 +149,20 @@ class AgentHost(ABC):
     name: str
 
     @abstractmethod
-    def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
+    def start(
+        self,
+        name: str,
+        kind: str,
+        cwd: str,
+        options: StartOptions,
+        gate: Gate | None = None,
+        nonce: str | None = None,
+    ) -> Observation:
         """Start an agent named ``name`` of ``kind`` in ``cwd``; returns it observed ``idle``.
+
+        ``gate`` is checked immediately before anything is created (in the same store transaction
+        where the host can); ``nonce`` is recorded with the pane where the host can keep it
+        (:attr:`Observation.nonce`), so a start killed half-way is found again by :meth:`find`.
 
         Raises:
             AgentKindError: the kind is unknown. AgentError: the start failed; ``details["pane_id"]``
@@ -162,8 +178,11 @@ class AgentHost(ABC):
         """Every live agent this host knows."""
 
     @abstractmethod
-    def prompt(self, pane_id: str, text: str, expect: Expect | None = None) -> Observation:
+    def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Gate | None = None) -> Observation:
         """Hand ``text`` to the agent and observe it once it is ``working``.
+
+        ``gate`` is the authority check (:class:`runner.context.Gate`): the process host runs it in
+        the transaction that moves the agent to ``working``; Herdr immediately before ``agent prompt``.
 
         With ``expect``, only to exactly that agent at exactly that cursor (:func:`check_promptable`,
         on the host's own last read before handing over; the process host makes it atomic). The
@@ -186,8 +205,20 @@ class AgentHost(ABC):
         """
 
     @abstractmethod
-    def close(self, pane_id: str) -> None:
-        """Close the pane (stopping the agent). Closing a pane that is already gone is not an error."""
+    def close(self, pane_id: str, gate: Gate | None = None) -> None:
+        """Close the pane (stopping the agent). Closing a pane that is already gone is not an error.
+
+        ``gate`` is checked immediately before the pane is closed (atomically where the host can)."""
+
+    def find(self, name: str, kind: str, cwd: str, nonce: str | None = None) -> builtins.list[Observation]:
+        """Live panes that look like the agent a start asked for: the same name, kind and cwd, and, where
+        the host records it, the same start ``nonce``. Reconcile uses it to find the pane of a start that
+        was killed before it could record the pane's id."""
+        return [
+            o
+            for o in self.list()
+            if (o.name, o.kind, o.cwd) == (name, kind, cwd) and (nonce is None or o.nonce in (None, nonce))
+        ]
 
     def describe(self) -> dict[str, Any]:
         """What this host is, for ``corral status``."""

@@ -57,6 +57,7 @@ from runner.agents.abc import (
     check_promptable,
 )
 from runner.agents.kinds import Kind, Kinds
+from runner.context import Gate
 from runner.errors import CorralError, InputError
 
 logger = logging.getLogger(__name__)
@@ -276,7 +277,16 @@ class HerdrHost(AgentHost):
 
     # --- acting ------------------------------------------------------------------------------------
 
-    def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
+    def start(
+        self,
+        name: str,
+        kind: str,
+        cwd: str,
+        options: StartOptions,
+        gate: Gate | None = None,
+        nonce: str | None = None,
+    ) -> Observation:
+        # Herdr keeps no start nonce: reconcile finds a half-started pane by name, kind and cwd.
         spec = self.kinds.get(kind)
         spec.check_options(options)
         herdr_kind = self._herdr_kind(spec)
@@ -286,6 +296,8 @@ class HerdrHost(AgentHost):
         if self.workspace:
             args += ["--workspace", self.workspace]
         args += ["--cwd", cwd, "--label", name, "--no-focus"]
+        if gate is not None:
+            gate()  # Herdr cannot be atomic with the store: the last check before the pane exists
         created = _result(self._call(args), "root_pane", ["tab", "create"])
         pane_id = created.get("pane_id") if isinstance(created, dict) else None
         if not isinstance(pane_id, str) or not pane_id:
@@ -348,7 +360,7 @@ class HerdrHost(AgentHost):
                 pane_id=pane_id,
             ) from None
 
-    def prompt(self, pane_id: str, text: str, expect: Expect | None = None) -> Observation:
+    def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Gate | None = None) -> Observation:
         if "\x00" in text or len(text.encode("utf-8", errors="surrogatepass")) > MAX_PROMPT_BYTES:
             raise AgentError(
                 f"the prompt cannot be passed to herdr as one argument (NUL byte, or over {MAX_PROMPT_BYTES} bytes)",
@@ -359,6 +371,11 @@ class HerdrHost(AgentHost):
         check_promptable(self.get(pane_id), expect)
         args = ["agent", "prompt", pane_id, text, "--wait", "--until", "working", "--timeout"]
         args.append(_ms(self.prompt_timeout))
+        if gate is not None:
+            # Herdr cannot be atomic with the store: this is the last check before the prompt is typed.
+            # The window left is the time from this transaction's commit to herdr typing the text
+            # (one process start); a fence moved inside it is not seen (docs/security.md).
+            gate()
         try:
             completed = self._call(args, self.prompt_timeout + GRACE)
         except AgentGoneError as exc:
@@ -392,7 +409,9 @@ class HerdrHost(AgentHost):
             exc.details.setdefault("pane_id", pane_id)
             raise
 
-    def close(self, pane_id: str) -> None:
+    def close(self, pane_id: str, gate: Gate | None = None) -> None:
+        if gate is not None:
+            gate()  # not atomic: Herdr's pane close is unconditional (see docs/security.md)
         try:
             self._call(["pane", "close", pane_id])
         except AgentGoneError:

@@ -38,8 +38,9 @@ from runner.agents.abc import (
     check_promptable,
 )
 from runner.agents.kinds import Kinds
+from runner.context import Gate
 from runner.errors import ConflictError
-from runner.store.abc import AgentSlot, Store
+from runner.store.abc import AgentSlot, Store, Transaction
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,17 @@ class ProcessHost(AgentHost):
                 age = (self.store.now() - parse_time(slot.updated_at)).total_seconds()
                 if age > STUCK_AFTER:
                     status = "unknown"
-        return Observation(slot.pane_id, slot.name, slot.kind, slot.cwd, status, slot.seq, slot.exit_status)
+        nonce = slot.options.get("nonce")
+        return Observation(
+            slot.pane_id,
+            slot.name,
+            slot.kind,
+            slot.cwd,
+            status,
+            slot.seq,
+            slot.exit_status,
+            nonce if isinstance(nonce, str) else None,
+        )
 
     def get(self, pane_id: str) -> Observation:
         return self._observe(self._slot(pane_id))
@@ -134,12 +145,32 @@ class ProcessHost(AgentHost):
     def _dir(slot: AgentSlot) -> Path:
         return Path(slot.dir)
 
-    def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
+    def _gated(self, gate: Gate | None, tx: Transaction) -> None:
+        """Run ``gate`` inside ``tx`` (atomic with the hand-over) when it checks the same store."""
+        if gate is not None:
+            gate(tx) if gate.store is self.store else gate()
+
+    def start(
+        self,
+        name: str,
+        kind: str,
+        cwd: str,
+        options: StartOptions,
+        gate: Gate | None = None,
+        nonce: str | None = None,
+    ) -> Observation:
         spec = self.kinds.get(kind)
         spec.check_options(options)
         with self.store.write() as tx:
+            # Invariant: the slot exists only if the lease's authority held when it was created.
+            self._gated(gate, tx)
             pane_id = f"p{tx.next_number('pane')}"
-            opts = {k: v for k, v in (("model", options.model), ("effort", options.effort)) if v is not None}
+            # The start nonce rides with the recorded options, so reconcile can find this exact slot.
+            opts = {
+                k: v
+                for k, v in (("model", options.model), ("effort", options.effort), ("nonce", nonce))
+                if v is not None
+            }
             slot = tx.put_slot(
                 AgentSlot(pane_id, name, kind, cwd, "idle", 0, options=opts, dir=str(self.root.absolute() / pane_id)),
                 expected_seq=None,
@@ -153,7 +184,7 @@ class ProcessHost(AgentHost):
             ) from None
         return self._observe(slot)
 
-    def prompt(self, pane_id: str, text: str, expect: Expect | None = None) -> Observation:
+    def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Gate | None = None) -> Observation:
         slot = self._slot(pane_id)
         # The compare-and-set to ``working`` below is on this read's seq: the check holds atomically.
         check_promptable(self._observe(slot), expect)
@@ -175,6 +206,9 @@ class ProcessHost(AgentHost):
         }
         try:
             with self.store.write() as tx:
+                # Invariant: the agent moves to working only if, in this same transaction, the fence the
+                # prompt was authorised under still holds and its receipt is still reserved.
+                self._gated(gate, tx)
                 working = tx.put_slot(
                     replace(slot, status="working", seq=run, run=run, pid=None, exit_status=None), slot.seq
                 )
@@ -225,17 +259,17 @@ class ProcessHost(AgentHost):
         except ConflictError:
             pass
 
-    def close(self, pane_id: str) -> None:
-        with self.store.read() as reader:
-            slot = reader.slot(pane_id)
-        if slot is None or slot.closed:
-            return
-        if slot.pid is not None and slot.status == "working":
-            self._stop(slot.pid)
+    def close(self, pane_id: str, gate: Gate | None = None) -> None:
         with self.store.write() as tx:
+            # Closed first, under the gate: a closed slot is never written again, so a supervisor still
+            # running can record nothing more; it is stopped just after.
+            self._gated(gate, tx)
             current = tx.slot(pane_id)
-            if current is not None and not current.closed:
-                tx.put_slot(replace(current, closed=True, pid=None), current.seq)
+            if current is None or current.closed:
+                return
+            tx.put_slot(replace(current, closed=True, pid=None), current.seq)
+        if current.pid is not None and current.status == "working":
+            self._stop(current.pid)
 
     def _stop(self, pid: int) -> None:
         """Stop a supervisor and its command (they share a process group)."""

@@ -41,6 +41,8 @@ def start_agent(ctx: Context) -> EffectResult:
             data["kind"],
             data["cwd"],
             StartOptions(model=options.get("model"), effort=options.get("effort")),
+            gate=ctx.gate,
+            nonce=data.get("start_nonce"),
         )
     except AgentError as exc:
         pane_id = exc.details.get("pane_id")
@@ -69,7 +71,7 @@ def start_agent(ctx: Context) -> EffectResult:
 def close_agent(ctx: Context) -> EffectResult:
     """Close the leased agent's pane. Never touches its working directory."""
     try:
-        _host(ctx).close(ctx.data["pane_id"])
+        _host(ctx).close(ctx.data["pane_id"], gate=ctx.gate)
     except AgentError as exc:
         return EffectResult("failure", {"failure": exc.message}, message=exc.message)
     return EffectResult("success", {"closed_at": format_time(ctx.now)})
@@ -94,7 +96,7 @@ def deliver_prompt(ctx: Context) -> EffectResult:
     before_seq = expected.seq
     try:
         # The host hands it over only to this agent at this cursor (re-read just before delivery).
-        after = host.prompt(data["pane_id"], ctx.secrets["prompt"], expected)
+        after = host.prompt(data["pane_id"], ctx.secrets["prompt"], expected, gate=ctx.gate)
     except (AgentBusyError, AgentGoneError) as exc:
         return _fail(f"not delivered: {exc.message}")
     except AgentError as exc:

@@ -6,9 +6,13 @@
 3. Apply the transition's updates to the data; check the result against the declared fields.
 4. Compare-and-set the instance and append the event, in the same transaction.
 5. If the transition has effects, that write recorded the intent (an intermediate state). Outside
-   the transaction: re-check the ``recheck`` guards, perform the effects, then compare-and-set the
-   outcome (``success``/``failure``/``ambiguous``) with its own event. A crash or an exception
-   between the two writes leaves the intermediate state for ``reconcile``; nothing is retried.
+   the transaction: perform the effects, each behind a *gate* (the instance still at the intent's
+   version, the ``recheck`` guards passing) checked immediately before it and, where the adapter
+   allows, atomically with its hand-over (``ctx.gate(tx)``); then compare-and-set the outcome
+   (``success``/``failure``/``ambiguous``) with its own event. A gate refusal records ``failure``
+   (nothing was done) and raises. A crash or an exception between the two writes leaves the
+   intermediate state for ``reconcile``; nothing is retried. An outcome whose instance moved
+   meanwhile is logged as a ``late_outcome`` event and reported as what it was, never applied.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from typing import Any
 from runner.context import Context, EffectResult, Event, Instance, Rejection
 from runner.effects import EFFECTS
 from runner.errors import (
+    AuthorityMovedError,
     ConflictError,
     CorralError,
     InvalidError,
     NotFoundError,
+    OutcomeUnrecordedError,
     RefusedError,
     TransitionNotAllowedError,
 )
@@ -145,13 +151,7 @@ class Engine:
         reply: Mapping[str, Any],
     ) -> Result:
         assert chosen.outcomes is not None  # the schema requires outcomes with effects
-        if chosen.recheck:
-            with self.store.write() as tx:
-                ctx = self._context(intent, request, tx)
-                for ref in chosen.recheck:
-                    rejection = _guard(ref)(ctx, **ref.args)
-                    if rejection is not None:
-                        raise _refused(intent, request.trigger, [(ref.name, rejection)], left_in=intent.state)
+        gate = _Gate(self, chosen, intent, request)
         ctx = Context(
             instance=intent,
             trigger=request.trigger,
@@ -163,8 +163,17 @@ class Engine:
             actor=request.actor,
             data=intent.data,
             resources=request.resources,
+            gate=gate,
         )
-        result = _run_effects(chosen, ctx)
+        refusal: AuthorityMovedError | None = None
+        try:
+            _fault(spec, chosen, "intent")
+            result = _run_effects(chosen, ctx)
+        except AuthorityMovedError as exc:
+            # The gate refused before anything was done: certainly not started.
+            refusal = exc
+            result = EffectResult("failure", _not_started_data(spec, exc), message=f"not started: {exc.message}")
+        _fault(spec, chosen, "effect")
         dest = {
             "success": chosen.outcomes.success,
             "failure": chosen.outcomes.failure,
@@ -172,17 +181,145 @@ class Engine:
         }[result.outcome]
         data = {**intent.data, **result.data}
         _check_data(spec, data, result.data, f"effects of {chosen.trigger!r}")
+        payload: dict[str, Any] = {
+            "phase": "outcome",
+            "outcome": result.outcome,
+            "changed": _changed(spec, intent.data, data),
+        }
+        if result.message:
+            payload["message"] = result.message
+        if refusal is not None:
+            payload["not_started"] = refusal.code
         with self.store.write() as tx:
-            final = tx.put(intent, dest, data)
-            payload: dict[str, Any] = {
-                "phase": "outcome",
-                "outcome": result.outcome,
-                "changed": _changed(spec, intent.data, data),
-            }
-            if result.message:
-                payload["message"] = result.message
-            second = tx.append(final, f"{request.trigger}:{result.outcome}", intent.state, request.actor, payload)
+            current = tx.get(intent.id)
+            if current is None or current.version != intent.version:
+                # Invariant: an outcome is recorded only on the intent it belongs to. The instance moved
+                # meanwhile (an abandon, a reconcile): say what the effect did, never a bare conflict.
+                late = self._late(tx, current, request, result, refusal)
+            else:
+                final = tx.put(intent, dest, data)
+                second = tx.append(final, f"{request.trigger}:{result.outcome}", intent.state, request.actor, payload)
+                late = None
+        if late is not None:
+            raise late
+        if refusal is not None:
+            refusal.details.update(instance=intent.id, state=final.state, outcome="failure", started=False)
+            raise refusal
         return Result(final, (first, second), {**reply, **result.reply}, result.outcome)
+
+    def _late(
+        self,
+        tx: Transaction,
+        current: Instance | None,
+        request: Request,
+        result: EffectResult,
+        refusal: AuthorityMovedError | None,
+    ) -> CorralError:
+        """The error for an outcome whose instance moved during the effect; the outcome is logged as a
+        fact (an event at the instance's current version) without changing the instance."""
+        state = current.state if current is not None else None
+        if current is not None:
+            tx.append(
+                current,
+                f"{request.trigger}:{result.outcome}",
+                current.state,
+                request.actor,
+                {"phase": "late_outcome", "outcome": result.outcome, "message": result.message},
+            )
+        if refusal is not None:
+            refusal.details.update(instance=request.instance_id, state=state, started=False)
+            return refusal
+        if result.outcome == "failure":
+            return AuthorityMovedError(
+                f"{request.instance_id} moved to {state!r} while {request.trigger!r} ran; the effect did not happen "
+                f"({result.message})",
+                code="instance_moved",
+                instance=request.instance_id,
+                state=state,
+                effect_outcome="failure",
+                started=False,
+            )
+        return OutcomeUnrecordedError(
+            f"{request.instance_id} moved to {state!r} while {request.trigger!r} ran; the effect's outcome was "
+            f"{result.outcome!r} ({result.message or 'done'}) and is logged, not applied",
+            instance=request.instance_id,
+            state=state,
+            effect_outcome=result.outcome,
+            effect_data=dict(result.data),
+        )
+
+
+class _Gate:
+    """The authority check of one two-phase transition (see :class:`runner.context.Gate`)."""
+
+    def __init__(self, engine: Engine, chosen: TransitionSpec, intent: Instance, request: Request) -> None:
+        self._engine = engine
+        self._chosen = chosen
+        self._intent = intent
+        self._request = request
+        self.calls = 0
+
+    @property
+    def store(self) -> Store:
+        return self._engine.store
+
+    def __call__(self, tx: Any = None) -> None:
+        self.calls += 1
+        if tx is None:
+            with self._engine.store.write() as own:
+                self._check(own)
+        else:
+            self._check(tx)
+
+    def _check(self, tx: Transaction) -> None:
+        intent = self._intent
+        current = tx.get(intent.id)
+        if current is None or current.version != intent.version:
+            state = current.state if current is not None else None
+            raise AuthorityMovedError(
+                f"{intent.id} is now {state!r} (version {current.version if current else 0}, the intent was "
+                f"version {intent.version}): the {self._request.trigger!r} recorded for it is void, nothing was done",
+                code="instance_moved",
+                instance=intent.id,
+                state=state,
+            )
+        ctx = self._engine._context(intent, self._request, tx)
+        for ref in self._chosen.recheck:
+            rejection = _guard(ref)(ctx, **ref.args)
+            if rejection is not None:
+                raise AuthorityMovedError(
+                    f"{rejection.message}; nothing was done",
+                    code=rejection.code,
+                    guard=ref.name,
+                    **dict(rejection.details),
+                )
+
+
+def _not_started_data(spec: MachineSpec, refusal: AuthorityMovedError) -> dict[str, Any]:
+    """What a failure outcome records when the gate refused: the machine's own failure fields, if declared."""
+    data: dict[str, Any] = {}
+    if "failure" in spec.fields:
+        data["failure"] = f"not started: {refusal.message}"
+    if "reason" in spec.fields:
+        data["reason"] = refusal.code
+    if "message" in spec.fields:
+        data["message"] = f"not started: {refusal.message}"
+    return data
+
+
+def _fault(spec: MachineSpec, chosen: TransitionSpec, point: str) -> None:
+    """The crash-point harness: ``CORRAL_FAULT=after:<machine>.<trigger>:<intent|effect>`` kills this
+    process (SIGKILL, as a crash would) right after that point, but only when ``CORRAL_TEST_FAULTS=1``
+    is set too, so a stray variable in production can never take corral down."""
+    import os
+
+    wanted = os.environ.get("CORRAL_FAULT")
+    if not wanted or os.environ.get("CORRAL_TEST_FAULTS") != "1":
+        return
+    if wanted == f"after:{spec.name}.{chosen.trigger}:{point}":
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class _NoView:
@@ -203,14 +340,21 @@ def _guard(ref: Ref) -> Any:
 
 
 def _run_effects(chosen: TransitionSpec, ctx: Context) -> EffectResult:
+    """Run the effects in order. Before each, the gate checks the authority still holds (an effect
+    that can act atomically with the store checks it again at the hand-over itself, through
+    ``ctx.gate``); a refusal (:class:`AuthorityMovedError`) propagates: nothing more was done."""
     merged_data: dict[str, Any] = {}
     merged_reply: dict[str, Any] = {}
+    assert ctx.gate is not None
     for ref in chosen.effects:
         entry = EFFECTS.get(ref.name)
         if entry is None:
             return EffectResult("ambiguous", merged_data, merged_reply, f"effect {ref.name!r} is not registered")
+        ctx.gate()
         try:
             result = entry.fn(ctx, **ref.args)
+        except AuthorityMovedError:
+            raise
         except Exception as exc:
             logger.exception("effect %s of %s raised", ref.name, ctx.instance.id)
             return EffectResult("ambiguous", merged_data, merged_reply, f"effect {ref.name!r} raised: {exc}")

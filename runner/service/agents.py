@@ -31,7 +31,15 @@ from runner.agents.abc import (
 from runner.agents.kinds import Kinds
 from runner.context import Instance
 from runner.engine import Request, Result
-from runner.errors import ConflictError, CorralError, InputError, NotFoundError, RefusedError
+from runner.errors import (
+    AuthorityMovedError,
+    ConflictError,
+    CorralError,
+    InputError,
+    NotFoundError,
+    OutcomeUnrecordedError,
+    RefusedError,
+)
 from runner.fence import Credential
 from runner.guards.agents import LEASE_MACHINES, LIVE_LEASE_STATES, OPEN_RECEIPT_STATES, same_identity
 from runner.service.base import ServiceBase
@@ -702,16 +710,26 @@ class AgentOps(ServiceBase):
         host = self.host(lease.data["host"])
         receipt_id = inp.receipt_id or str(uuid.uuid4())
         token = f"{TOKEN_PREFIX}{receipt_id}"
-        result = self._fire_on(
-            "receipt",
-            f"receipt/{receipt_id}",
-            "relay",
-            inp.credential,
-            {"target": lease.id, "token": token, "prompt_sha256": _sha256(inp.text), "batch_id": inp.batch_id},
-            {"agent": self._observe(host, lease.data.get("pane_id"))},
-            secrets={"prompt": inp.text},
-            host=host,
-        )
+        try:
+            result = self._fire_on(
+                "receipt",
+                f"receipt/{receipt_id}",
+                "relay",
+                inp.credential,
+                {"target": lease.id, "token": token, "prompt_sha256": _sha256(inp.text), "batch_id": inp.batch_id},
+                {"agent": self._observe(host, lease.data.get("pane_id"))},
+                secrets={"prompt": inp.text},
+                host=host,
+            )
+        except AuthorityMovedError as exc:
+            # The gate refused before the hand-over: certainly not delivered (say so, with the receipt).
+            exc.details["delivered"] = False
+            self._attach_receipt(exc, receipt_id)
+            raise
+        except OutcomeUnrecordedError as exc:
+            exc.details["delivered"] = exc.details.get("effect_outcome") == "success" or None
+            self._attach_receipt(exc, receipt_id)
+            raise
         view = self._receipt_view(result.instance)
         if result.outcome == "success":
             return view
@@ -725,6 +743,11 @@ class AgentOps(ServiceBase):
             code="delivery_ambiguous",
             receipt=view.to_dict(),
         )
+
+    def _attach_receipt(self, exc: CorralError, receipt_id: str) -> None:
+        found = self.store.get(f"receipt/{receipt_id}")
+        if found is not None:
+            exc.details["receipt"] = self._receipt_view(found).to_dict()
 
     async def _collect_one(self, inp: CollectInput, token: str) -> CollectResult:
         receipt = self._receipt(token)

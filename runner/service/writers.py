@@ -285,6 +285,8 @@ class WriterOps(AgentOps):
                     code="git_status_changed",
                     lane=lease.id,
                 )
+            # The copy can take a while: the fence is judged again immediately before anything runs.
+            self._check_fence(inp.credential)
             results = sandbox.run_all(snap, home, commands, tail=inp.tails)
         verification = {
             "passed": all(r.passed for r in results),

@@ -25,7 +25,7 @@ from runner.agents.abc import (
 )
 from runner.agents.herdr import HerdrHost
 from runner.agents.kinds import BUILTIN, Kind, Kinds
-from runner.errors import CorralError, InputError
+from runner.errors import AuthorityMovedError, CorralError, InputError
 
 PANE = "w1:p2"  # the fake's first new pane (w1:p1 is the caller's own)
 START_SEQ = 2  # the fake's seq for a freshly started agent
@@ -361,6 +361,36 @@ def test_prompt_hands_the_text_over_as_one_argument_and_returns_working(
     ]
     assert fake_herdr.agent(PANE)["prompts"] == [text]
     assert (observation.status, observation.seq) == ("working", START_SEQ + 1)
+
+
+class MovedGate:
+    """A gate whose authority has moved: it refuses every call, and counts them."""
+
+    store = None
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, tx: object = None) -> None:
+        self.calls += 1
+        raise AuthorityMovedError("the fence moved", code="fence_stale")
+
+
+def test_the_gate_is_the_last_check_before_herdr_acts(host: HerdrHost, fake_herdr: FakeHerdr, cwd: str) -> None:
+    """Herdr cannot be atomic with the store: the gate runs immediately before each command that acts,
+    and a refusal means the command is never run."""
+    started(host, fake_herdr, cwd)
+    gate = MovedGate()
+    with pytest.raises(AuthorityMovedError):
+        host.prompt(PANE, "never typed", gate=gate)
+    with pytest.raises(AuthorityMovedError):
+        host.close(PANE, gate=gate)
+    with pytest.raises(AuthorityMovedError):
+        host.start("other", "script", cwd, StartOptions(), gate=gate)
+    assert gate.calls == 3
+    assert fake_herdr.calls("agent", "prompt") == [] and fake_herdr.calls("pane", "close") == []
+    assert fake_herdr.calls("tab", "create") == []
+    assert not fake_herdr.agent(PANE).get("prompts")
 
 
 def test_prompt_to_a_working_or_blocked_agent_is_refused_without_typing_anything(

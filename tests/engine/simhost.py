@@ -52,6 +52,7 @@ from runner.agents.abc import (
     WaitTimeoutError,
     check_promptable,
 )
+from runner.context import Gate
 
 PROMPT_MODES = ("late", "lost_delivered", "lost_undelivered", "refused", "busy")
 START_MODES = ("fail", "fail_nopane", "orphan")
@@ -134,7 +135,17 @@ class SimHost(AgentHost):
             raise AgentGoneError(f"no live agent in pane {pane_id!r}", pane_id=pane_id)
         return agent
 
-    def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
+    def start(
+        self,
+        name: str,
+        kind: str,
+        cwd: str,
+        options: StartOptions,
+        gate: Gate | None = None,
+        nonce: str | None = None,
+    ) -> Observation:
+        if gate is not None:
+            gate()
         mode, self.next_start = self.next_start, None
         if mode == "fail_nopane":
             raise AgentError("the multiplexer refused to make a pane", code="agent_start_failed")
@@ -153,8 +164,10 @@ class SimHost(AgentHost):
     def list(self) -> list[Observation]:
         return [a.observe() for a in self.agents.values() if not a.closed]
 
-    def prompt(self, pane_id: str, text: str, expect: Expect | None = None) -> Observation:
+    def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Gate | None = None) -> Observation:
         agent = self._live(pane_id)
+        if gate is not None:
+            gate()
         mode, self.next_prompt = self.next_prompt, None
         stamp = self.stamp()
         try:
@@ -200,7 +213,9 @@ class SimHost(AgentHost):
             seq=agent.seq,
         )
 
-    def close(self, pane_id: str) -> None:
+    def close(self, pane_id: str, gate: Gate | None = None) -> None:
+        if gate is not None:
+            gate()
         agent = self.agents.get(pane_id)
         mode, self.next_close = self.next_close, None
         if pane_id in self.fail_close:

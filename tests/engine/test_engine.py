@@ -12,10 +12,12 @@ from runner.context import Context, EffectResult, Rejection, Update
 from runner.effects import EFFECTS
 from runner.engine import Engine, Request
 from runner.errors import (
+    AuthorityMovedError,
     ConflictError,
     CorralError,
     InvalidError,
     NotFoundError,
+    OutcomeUnrecordedError,
     RefusedError,
     TransitionNotAllowedError,
 )
@@ -179,15 +181,94 @@ def test_guard_refusal_writes_nothing(engine: Engine, gadget: MachineSpec, store
     assert "effect:gadget/1" not in calls
 
 
-def test_recheck_failure_leaves_the_intent_for_reconcile(
+def test_recheck_failure_records_that_nothing_was_started(
     engine: Engine, gadget: MachineSpec, store: SQLiteStore
 ) -> None:
-    with pytest.raises(RefusedError) as caught:
+    with pytest.raises(AuthorityMovedError) as caught:
         fire(engine, gadget, "start", ok=True, fail_recheck=True)
-    assert caught.value.details["left_in"] == "starting"
+    assert caught.value.code == "not_ok" and caught.value.details["started"] is False
     stored = store.get("gadget/1")
-    assert stored is not None and stored.state == "starting"
+    assert stored is not None and stored.state == "broken", "certainly not started: the failure outcome"
     assert "effect:gadget/1" not in calls
+    outcome = store.events()[-1]
+    assert outcome.trigger == "start:failure" and outcome.payload["not_started"] == "not_ok"
+
+
+def _gated_probe(ctx: Context) -> EffectResult:
+    """Let the test move the world between the engine's check and the effect's own gate call."""
+    calls.append("gated:before")
+    hook = ctx.resources.get("between")
+    if hook is not None:
+        hook()
+    assert ctx.gate is not None
+    ctx.gate()
+    calls.append("gated:acted")
+    return EffectResult("success", data={"note": "acted"})
+
+
+EFFECTS.add("test_gated_probe", _gated_probe)
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> MachineSpec:
+    path = tmp_path / "gated.yaml"
+    text = (
+        textwrap.dedent(MACHINE)
+        .replace("machine: gadget", "machine: gated")
+        .replace("effects: [test_probe]\n    recheck", "effects: [test_gated_probe]\n    recheck")
+    )
+    path.write_text(text)
+    return Library().load(path)
+
+
+def test_the_gate_at_the_effect_sees_the_instance_moved(engine: Engine, gated: MachineSpec, store: SQLiteStore) -> None:
+    """An instance moved between intent and effect (an abandon): the effect does not act, and the caller
+    is told nothing was done, never a bare version conflict."""
+
+    def move() -> None:
+        with store.write() as tx:
+            current = tx.get("gated/1")
+            assert current is not None
+            moved = tx.put(current, "unsure", current.data)
+            tx.append(moved, "meddle", current.state, "other", {})
+
+    request = Request("gated/1", "start", params={"ok": True}, actor="t", resources={"between": move})
+    with pytest.raises(AuthorityMovedError) as caught:
+        engine.fire(gated, request)
+    assert caught.value.code == "instance_moved" and caught.value.details["state"] == "unsure"
+    assert "gated:acted" not in calls
+    stored = store.get("gated/1")
+    assert stored is not None and stored.state == "unsure", "the outcome is never applied to a moved instance"
+    late = store.events()[-1]
+    assert late.payload["phase"] == "late_outcome" and late.payload["outcome"] == "failure"
+
+
+def test_an_effect_that_acted_on_a_moved_instance_reports_what_it_did(
+    engine: Engine, gadget: MachineSpec, store: SQLiteStore
+) -> None:
+    """Where the hand-over cannot be atomic, an effect may act and then find its instance moved: the
+    reply says it acted (outcome_unrecorded, effect_outcome success), and the log keeps the fact."""
+
+    def effect(ctx: Context) -> EffectResult:
+        with store.write() as tx:
+            current = tx.get("gadget/1")
+            assert current is not None
+            moved = tx.put(current, "unsure", current.data)
+            tx.append(moved, "meddle", current.state, "other", {})
+        return EffectResult("success", data={"note": "acted"})
+
+    EFFECTS.add("test_meddling_probe", effect)
+    path = Path(gadget.path).with_name("meddle.yaml")
+    path.write_text(
+        textwrap.dedent(MACHINE).replace(
+            "effects: [test_probe]\n    recheck", "effects: [test_meddling_probe]\n    recheck"
+        )
+    )
+    spec = Library().load(path)
+    with pytest.raises(OutcomeUnrecordedError) as caught:
+        fire(engine, spec, "start", ok=True)
+    assert caught.value.details["effect_outcome"] == "success" and caught.value.details["state"] == "unsure"
+    assert caught.value.status.exit == 5
 
 
 def test_first_candidate_whose_guards_pass_wins(engine: Engine, gadget: MachineSpec) -> None:

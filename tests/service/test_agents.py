@@ -241,8 +241,8 @@ class LostReplyHost(ProcessHost):
 
     lose = True
 
-    def prompt(self, pane_id: str, text: str, expect: Expect | None = None) -> Observation:
-        observed = super().prompt(pane_id, text, expect)
+    def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Any = None) -> Observation:
+        observed = super().prompt(pane_id, text, expect, gate)
         if self.lose:
             self.lose = False
             raise AgentError("the reply from the host was lost", code="agent_prompt_unconfirmed", delivered=None)
@@ -280,14 +280,16 @@ class FlakyStartHost(ProcessHost):
 
     close_fails = False
 
-    def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
-        started = super().start(name, kind, cwd, options)
+    def start(
+        self, name: str, kind: str, cwd: str, options: StartOptions, gate: Any = None, nonce: Any = None
+    ) -> Observation:
+        started = super().start(name, kind, cwd, options, gate, nonce)
         raise AgentError("the agent did not come up", code="agent_start_failed", pane_id=started.pane_id)
 
-    def close(self, pane_id: str) -> None:
+    def close(self, pane_id: str, gate: Any = None) -> None:
         if self.close_fails:
             raise AgentError("the pane would not close", code="pane_close_failed")
-        super().close(pane_id)
+        super().close(pane_id, gate)
 
 
 def test_failed_start_closes_its_pane_or_is_orphaned_until_reconciled(tmp_path: Path) -> None:
@@ -310,7 +312,9 @@ def test_failed_start_closes_its_pane_or_is_orphaned_until_reconciled(tmp_path: 
 class KindlessHost(ProcessHost):
     """A host that does not know the kind after all (Herdr's own kind list can differ from corral's)."""
 
-    def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
+    def start(
+        self, name: str, kind: str, cwd: str, options: StartOptions, gate: Any = None, nonce: Any = None
+    ) -> Observation:
         from runner.agents.abc import AgentKindError
 
         raise AgentKindError(f"the host has no agent kind {kind!r}", kind=kind)
@@ -325,7 +329,7 @@ def test_a_host_refusing_the_kind_fails_the_start_cleanly(tmp_path: Path) -> Non
 
 def test_close_failure_then_reconcile(tmp_path: Path) -> None:
     world = World(tmp_path, lambda store, agents: FlakyStartHost(store, agents, Kinds.load([])))
-    world.host.start = lambda *a: ProcessHost.start(world.host, *a)  # type: ignore[method-assign, assignment]
+    world.host.start = lambda *a, **k: ProcessHost.start(world.host, *a, **k)  # type: ignore[method-assign, assignment]
     world.start()
     world.host.close_fails = True  # type: ignore[attr-defined]
     error = refused(

@@ -601,16 +601,18 @@ class FlakyCloseHost(ProcessHost):
     close_fails = False
     start_fails = False
 
-    def start(self, name: str, kind: str, cwd: str, options: StartOptions) -> Observation:
-        started = super().start(name, kind, cwd, options)
+    def start(
+        self, name: str, kind: str, cwd: str, options: StartOptions, gate: Any = None, nonce: Any = None
+    ) -> Observation:
+        started = super().start(name, kind, cwd, options, gate, nonce)
         if self.start_fails:
             raise AgentError("the agent did not come up", code="agent_start_failed", pane_id=started.pane_id)
         return started
 
-    def close(self, pane_id: str) -> None:
+    def close(self, pane_id: str, gate: Any = None) -> None:
         if self.close_fails:
             raise AgentError("the pane would not close", code="pane_close_failed")
-        super().close(pane_id)
+        super().close(pane_id, gate)
 
 
 @pytest.fixture
