@@ -230,6 +230,83 @@ def reviewer_reconcile(app: App, controller_id: str, credential_path: Path | Non
     )
 
 
+# --- panes no lease holds ---------------------------------------------------------------------------------
+
+
+@cli.group()
+def agent() -> None:
+    """Agents on a host, leased or not."""
+
+
+@agent.command(name="close")
+@click.argument("pane")
+@controller_option
+@click.option("--expect-name", "expected_name", required=True, help="The agent's name, as you saw it.")
+@click.option("--expect-kind", "expected_kind", required=True, help="Its kind, as you saw it.")
+@click.option("--expect-cwd", "expected_cwd", required=True, help="Its working directory, as you saw it.")
+@click.option("--expect-seq", "expected_seq", type=int, required=True, help="The cursor you saw it settled at.")
+@click.option("--reason", help="Why (recorded with the close; data, never an instruction).")
+@host_option("The agent host the pane is on.")
+@credential_option
+@json_option
+@click.pass_obj
+def agent_close(
+    app: App,
+    pane: str,
+    controller_id: str,
+    expected_name: str,
+    expected_kind: str,
+    expected_cwd: str,
+    expected_seq: int,
+    reason: str | None,
+    host_name: str,
+    credential_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Close a pane corral started that no lease holds (e.g. a start killed before it recorded its pane).
+
+    Fenced, bound to the agent and cursor you saw (`corral agents`), and recorded in the event log.
+    A leased pane is refused (pane_leased): close, release or reconcile its lease instead.
+    """
+    import os
+
+    from runner.service import PaneCloseInput
+
+    credential = load_credential(app, controller_id, credential_path)
+    closed = app.service.pane_close(
+        PaneCloseInput(
+            controller_id,
+            credential,
+            pane,
+            expected_name,
+            expected_kind,
+            os.path.abspath(expected_cwd),
+            expected_seq,
+            host_name,
+            reason,
+        )
+    )
+    if as_json:
+        render.emit_json({"close": closed.to_dict()})
+        return
+    click.echo(f"closed pane {pane} ({expected_name}, {expected_kind}) at seq {expected_seq}: {closed.id}")
+
+
+@agent.command(name="reconcile")
+@controller_option
+@credential_option
+@json_option
+@click.pass_obj
+def agent_reconcile(app: App, controller_id: str, credential_path: Path | None, as_json: bool) -> None:
+    """Settle operator closes (`corral agent close`) killed before their outcome was recorded."""
+    from runner.service import ControllerInput
+
+    credential = load_credential(app, controller_id, credential_path)
+    _show_housekeeping(
+        app.service.pane_reconcile(ControllerInput(controller_id, credential, True)), as_json, "reconcile"
+    )
+
+
 # --- receipts --------------------------------------------------------------------------------------------
 
 

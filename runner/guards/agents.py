@@ -10,6 +10,8 @@ observation         meaning
 ``capture_sha256``  SHA-256 of that capture
 ``cwd``             ``{"given", "real", "is_dir"}`` for a start
 ``kinds``           the agent kinds configured on this machine
+``starter``         for reconcile: is the process that recorded a start still running?
+                    (``absent``/``active``/``stale``/``indeterminate``, :mod:`runner.lockstatus`)
 ==================  =====================================================================
 """
 
@@ -25,7 +27,16 @@ from runner.guards import GUARDS
 # Machines whose instances lease one agent each (writer lanes join with the writer machine).
 LEASE_MACHINES = ("reviewer", "writer")
 # Invariant: a lease in one of these states may still hold a pane, so its name is taken.
-LIVE_LEASE_STATES = ("provisioning", "active", "closing", "orphaned", "close_failed", "releasing", "release_failed")
+LIVE_LEASE_STATES = (
+    "provisioning",
+    "active",
+    "closing",
+    "orphaned",
+    "discarding",
+    "close_failed",
+    "releasing",
+    "release_failed",
+)
 OPEN_RECEIPT_STATES = ("reserved", "pending")
 
 
@@ -273,3 +284,115 @@ def agent_quiet(ctx: Context) -> Rejection | None:
     if not same_identity(observed, ctx.instance.data):
         return _identity_rejection(observed, ctx.instance.data)
     return agent_settled(ctx, allow_blocked=True)
+
+
+@GUARDS.register("start_abandoned")
+def start_abandoned(ctx: Context) -> Rejection | None:
+    """No process is still starting this lease: its recorded starter has ended (only a lease still
+    ``provisioning`` can have one at work; a live start is never raced by reconcile)."""
+    if ctx.instance.state != "provisioning":
+        return None
+    status = ctx.observations.get("starter")
+    if status in ("stale", "absent"):
+        return None
+    starter = ctx.instance.data.get("starter") or {}
+    if status == "active":
+        return Rejection(
+            "start_in_progress",
+            f"the start of {ctx.instance.id} is still running (process {starter.get('pid')}); let it finish",
+            {"starter": status},
+        )
+    return Rejection(
+        "start_indeterminate",
+        f"whether the process that started {ctx.instance.id} still runs cannot be told from here (it was "
+        f"recorded on host {starter.get('host')!r}); reconcile it from that host",
+        {"starter": status},
+    )
+
+
+@GUARDS.register("agent_found")
+def agent_found(ctx: Context) -> Rejection | None:
+    """A live pane is this lease's: its own recorded pane, or (none recorded) one with the name, kind,
+    cwd and, where the host keeps it, the start nonce the lease recorded before the pane was created."""
+    observed = _agent(ctx)
+    data = ctx.instance.data
+    if not observed.get("exists"):
+        return Rejection("agent_gone", "no pane of this lease exists")
+    recorded = data.get("pane_id")
+    same = all(observed.get(k) == data.get(k) for k in ("name", "kind", "cwd"))
+    nonce_ok = observed.get("nonce") in (None, data.get("start_nonce"))
+    if same and nonce_ok and (recorded is None or observed.get("pane_id") == recorded):
+        return None
+    return _identity_rejection(observed, {**data, "pane_id": recorded or observed.get("pane_id")})
+
+
+@GUARDS.register("agent_expected")
+def agent_expected(ctx: Context) -> Rejection | None:
+    """The pane holds exactly the agent the operator named (pane, name, kind, cwd), and it is settled."""
+    observed = _agent(ctx)
+    expected = {k: ctx.params.get(k) for k in IDENTITY}
+    if not same_identity(observed, expected):
+        return _identity_rejection(observed, expected)
+    return agent_settled(ctx, allow_blocked=True)
+
+
+def _holder(ctx: Context, host: Any, pane_id: Any) -> Any:
+    for machine in LEASE_MACHINES:
+        for lease in ctx.view.find(machine, LIVE_LEASE_STATES):
+            if lease.data.get("pane_id") == pane_id and lease.data.get("host") == host:
+                return lease
+    return None
+
+
+@GUARDS.register("pane_unleased")
+def pane_unleased(ctx: Context) -> Rejection | None:
+    """No live lease holds the pane: closing a leased pane goes through its lease (close, release,
+    reconcile), never around it."""
+    host, pane_id = ctx.params.get("host"), ctx.params.get("pane_id")
+    lease = _holder(ctx, host, pane_id)
+    if lease is None:
+        return None
+    return Rejection(
+        "pane_leased",
+        f"pane {pane_id!r} is held by the {lease.state} lease {lease.id}; close, release or reconcile that lease",
+        {"lease": lease.id, "state": lease.state, "pane_id": pane_id},
+    )
+
+
+@GUARDS.register("pane_started_by_corral")
+def pane_started_by_corral(ctx: Context) -> Rejection | None:
+    """corral started the pane: every pane of the process host; on another host, one a lease recorded
+    (by pane id, or by the name, kind and cwd of a start that never recorded its pane)."""
+    host, pane_id = ctx.params.get("host"), ctx.params.get("pane_id")
+    if host == "process":
+        return None
+    identity = tuple(ctx.params.get(k) for k in ("name", "kind", "cwd"))
+    for machine in LEASE_MACHINES:
+        for lease in ctx.view.find(machine):
+            if lease.data.get("host") != host:
+                continue
+            if lease.data.get("pane_id") == pane_id or (
+                lease.data.get("pane_id") is None
+                and tuple(lease.data.get(k) for k in ("name", "kind", "cwd")) == identity
+            ):
+                return None
+    return Rejection(
+        "pane_not_corrals",
+        f"no lease records that corral started pane {pane_id!r} on {host!r}; corral closes only panes it started",
+        {"pane_id": pane_id, "host": host},
+    )
+
+
+@GUARDS.register("closing_cursor")
+def closing_cursor(ctx: Context) -> Rejection | None:
+    """The agent is still settled at the cursor its recorded close was bound to: nothing ran since."""
+    observed = _agent(ctx)
+    expected = ctx.instance.data.get("closing_seq")
+    if observed.get("seq") == expected and observed.get("status") in SETTLED:
+        return None
+    return Rejection(
+        "cursor_mismatch",
+        f"the agent is {observed.get('status')} at seq {observed.get('seq')}, not settled at the cursor the close "
+        f"was bound to ({expected}); inspect it before closing",
+        {"expected_seq": expected, "observed_seq": observed.get("seq"), "status": observed.get("status")},
+    )

@@ -210,6 +210,34 @@ class ControllerInput:
 
 
 @dataclass(frozen=True)
+class PaneCloseInput:
+    """Close a pane corral started that no live lease holds, bound to the agent and cursor seen there."""
+
+    controller_id: str
+    credential: Credential
+    pane_id: str
+    expected_name: str
+    expected_kind: str
+    expected_cwd: str
+    expected_state_change_seq: int
+    host: str = "process"
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)
+        if not isinstance(self.pane_id, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$", self.pane_id):
+            raise InputError("pane", f"{self.pane_id!r} is not a pane id")
+        _check_name("expect_name", self.expected_name)
+        _check_agent(self.expected_kind, self.host, None, None)
+        if not isinstance(self.expected_cwd, str) or not self.expected_cwd.startswith("/"):
+            raise InputError("expect_cwd", f"{self.expected_cwd!r} is not an absolute path")
+        _check_cursor("expect_seq", self.expected_state_change_seq)
+        if self.reason is not None and len(self.reason) > 1000:
+            raise InputError("reason", "is longer than 1000 characters")
+
+
+@dataclass(frozen=True)
 class RelayInput:
     """Hand ``text`` to the leased agent ``target`` with a receipt."""
 
@@ -584,6 +612,48 @@ class AgentOps(ServiceBase):
         )
         return CloseResult(self._settled(result, "agent_close_failed", "closing the pane"), output)
 
+    @staticmethod
+    def _start_params() -> dict[str, Any]:
+        """What a start records in its intent, before the host creates anything: a nonce the host keeps
+        with the pane, and this process (so reconcile never races a start that is still running)."""
+        from runner import lockstatus
+
+        return {"start_nonce": uuid.uuid4().hex, "starter": lockstatus.current()}
+
+    def _find_pane(self, host: AgentHost, lease: Instance) -> tuple[dict[str, Any], str | None]:
+        """The pane a lease stands for: the one it recorded, or, for a start killed before it recorded
+        one, the single live pane no other lease holds with its name, kind, cwd and start nonce.
+        Returns the observation (``GONE`` if none) and, when several panes match, why none was chosen."""
+        pane_id = lease.data.get("pane_id")
+        if pane_id is not None:
+            return self._observe(host, pane_id), None
+        held = {
+            other.data.get("pane_id")
+            for machine in LEASE_MACHINES
+            for other in self.store.find(machine, LIVE_LEASE_STATES)
+            if other.data.get("host") == lease.data.get("host")
+        }
+        nonce = lease.data.get("start_nonce")
+        found = [
+            o
+            for o in host.find(
+                str(lease.data.get("name")), str(lease.data.get("kind")), str(lease.data.get("cwd")), nonce
+            )
+            if o.pane_id not in held
+        ]
+        exact = [o for o in found if nonce is not None and o.nonce == nonce]
+        if exact:
+            found = exact
+        if not found:
+            return dict(GONE), None
+        if len(found) > 1:
+            panes = ", ".join(o.pane_id for o in found)
+            return (
+                dict(GONE),
+                f"{len(found)} unleased panes ({panes}) match this start: close the right one (`corral agent close`)",
+            )
+        return {**found[0].to_dict(), "nonce": found[0].nonce}, None
+
     def _lease_view(self, instance: Instance) -> AgentLeaseView:
         spec = self.library.builtin(instance.machine)
         return AgentLeaseView(
@@ -617,7 +687,14 @@ class AgentOps(ServiceBase):
             f"reviewer/{inp.lease_id or uuid.uuid4()}",
             "start",
             inp.credential,
-            {"name": inp.name, "kind": inp.kind, "cwd": inp.cwd, "host": inp.host, "options": options},
+            {
+                "name": inp.name,
+                "kind": inp.kind,
+                "cwd": inp.cwd,
+                "host": inp.host,
+                "options": options,
+                **self._start_params(),
+            },
             observations,
             host=host,
         )
@@ -671,8 +748,15 @@ class AgentOps(ServiceBase):
         return Housekeeping(inp.apply, actions)
 
     def reconcile(self, inp: ControllerInput, machine: str = "reviewer") -> Housekeeping:
-        """Settle this controller's leases (``reviewer`` or ``writer``) left where ``reconcile`` applies
-        (intermediate states, orphaned, a failed close) whose pane is gone; others are reported."""
+        """Settle this controller's leases (``reviewer`` or ``writer``) left where ``reconcile`` applies.
+
+        A lease whose pane is gone is settled; the pane of a start that never finished (found by its
+        recorded pane, or by the start nonce and identity it recorded before the pane was created) is
+        closed, fenced, and the lease ends ``failed_closed``; a recorded close or release whose pane is
+        still open with the agent at the bound cursor is finished. A start whose process still runs is
+        left alone; whatever the guards refuse is reported with their code, and nothing is touched."""
+        from runner import lockstatus
+
         self._check_fence(inp.credential)
         spec = self.library.builtin(machine)
         unsettled = [state for state in spec.states if spec.transitions_for("reconcile", state)]
@@ -681,21 +765,70 @@ class AgentOps(ServiceBase):
             if lease.data.get("controller_id") != inp.controller_id:
                 continue
             host = self.host(lease.data["host"])
-            observed = self._observe(host, lease.data.get("pane_id"))
+            observed, ambiguous = self._find_pane(host, lease)
             action: dict[str, Any] = {"name": lease.data.get("name"), "lease": lease.id, "state": lease.state}
-            if observed.get("exists"):
-                if lease.state == "active":
-                    continue  # a live lease with its pane: nothing to reconcile, nothing to report
-                action.update(action="skip", why="its pane still exists")
+            if ambiguous is not None:
+                action.update(action="skip", why=ambiguous)
+            elif lease.state == "active" and observed.get("exists"):
+                continue  # a live lease with its pane: nothing to reconcile, nothing to report
             else:
-                result = self._fire_on(machine, lease.id, "reconcile", inp.credential, {}, {"agent": observed})
-                action.update(action="reconciled", to=result.instance.state)
+                starter = lockstatus.status(lease.data.get("starter")) if lease.state == "provisioning" else None
+                try:
+                    result = self._fire_on(
+                        machine,
+                        lease.id,
+                        "reconcile",
+                        inp.credential,
+                        {},
+                        {"agent": observed, "starter": starter},
+                        host=host,
+                    )
+                except RefusedError as exc:
+                    # The machine's guards judged the evidence insufficient: report why, touch nothing.
+                    action.update(action="skip", code=exc.code, why=exc.message)
+                else:
+                    action.update(action="reconciled", to=result.instance.state)
+                    if observed.get("exists"):
+                        action.update(closed_pane=observed.get("pane_id"))
             actions.append(action)
         return Housekeeping(True, actions)
 
     def reviewer_reconcile(self, inp: ControllerInput) -> Housekeeping:
         """:meth:`reconcile` for reviewer leases."""
         return self.reconcile(inp, "reviewer")
+
+    # --- panes no lease holds ---------------------------------------------------------------------------
+
+    def pane_close(self, inp: PaneCloseInput) -> AgentLeaseView:
+        """Close a pane corral started and no lease holds (a start killed before it recorded the pane).
+
+        Fenced, bound to the identity and cursor the operator saw, and recorded (machine ``pane``).
+        Refused: ``pane_leased`` (go through the lease), ``pane_not_corrals``, ``identity_changed``,
+        ``cursor_mismatch``, ``agent_not_settled``, ``agent_gone``.
+        """
+        host = self.host(inp.host)
+        result = self._fire_on(
+            "pane",
+            f"pane/{uuid.uuid4()}",
+            "close",
+            inp.credential,
+            {
+                "host": inp.host,
+                "pane_id": inp.pane_id,
+                "name": inp.expected_name,
+                "kind": inp.expected_kind,
+                "cwd": inp.expected_cwd,
+                "expected_state_change_seq": inp.expected_state_change_seq,
+                "reason": inp.reason,
+            },
+            {"agent": self._observe(host, inp.pane_id)},
+            host=host,
+        )
+        return self._settled(result, "agent_close_failed", "closing the pane")
+
+    def pane_reconcile(self, inp: ControllerInput) -> Housekeeping:
+        """:meth:`reconcile` for operator closes whose outcome was never recorded."""
+        return self.reconcile(inp, "pane")
 
     # --- receipts -------------------------------------------------------------------------------------
 

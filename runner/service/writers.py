@@ -231,6 +231,7 @@ class WriterOps(AgentOps):
                 "ticket_ref": inp.ticket_ref,
                 "authority_ref": inp.authority_ref,
                 "authority_sha256": inp.authority_sha256,
+                **self._start_params(),
             },
             {
                 "git": facts,

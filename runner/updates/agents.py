@@ -28,6 +28,36 @@ def record_agent_lease(ctx: Context) -> Update:
             "host": ctx.params.get("host"),
             "options": dict(ctx.params.get("options") or {}),
             "requested_at": format_time(ctx.now),
+            # Invariant: recorded before the host is asked to create anything, so a start killed at any
+            # point leaves what reconcile needs to find its pane (and to tell whether it still runs).
+            "start_nonce": ctx.params.get("start_nonce"),
+            "starter": ctx.params.get("starter"),
+        }
+    )
+
+
+@UPDATES.register("record_found_pane")
+def record_found_pane(ctx: Context) -> Update:
+    """Record the pane reconcile found for a start that never finished, before closing it."""
+    return Update(
+        data={
+            "pane_id": _observed(ctx).get("pane_id"),
+            "failure": "the start never finished; reconcile closes the pane it left",
+        }
+    )
+
+
+@UPDATES.register("record_pane_close")
+def record_pane_close(ctx: Context) -> Update:
+    """Record which pane an operator closes, the agent in it and the cursor the close is bound to."""
+    return Update(
+        data={
+            "controller_id": ctx.params["controller_id"],
+            "host": ctx.params["host"],
+            **{k: ctx.params[k] for k in IDENTITY},
+            "closing_seq": _observed(ctx).get("seq"),
+            "reason": ctx.params.get("reason"),
+            "requested_at": format_time(ctx.now),
         }
     )
 

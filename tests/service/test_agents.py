@@ -301,11 +301,14 @@ def test_failed_start_closes_its_pane_or_is_orphaned_until_reconciled(tmp_path: 
     error = refused("agent_start_failed", lambda: world.start("rev2"))
     assert error.details["lease"]["state"] == "orphaned"
     pane = error.details["lease"]["pane_id"]
-    skipped = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential))
-    assert [a["action"] for a in skipped.actions] == ["skip"]
-    ProcessHost.close(world.host, pane)  # the operator closes the pane by other means
+    # Reconcile closes the orphaned start's pane itself (fenced); while closing keeps failing, it stays orphaned.
+    again = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential))
+    assert [(a["action"], a["to"]) for a in again.actions] == [("reconciled", "orphaned")]
+    assert [o.pane_id for o in world.host.list()] == [pane]
+    world.host.close_fails = False  # type: ignore[attr-defined]
     done = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential))
-    assert [(a["action"], a["to"]) for a in done.actions] == [("reconciled", "failed_closed")]
+    assert [(a["action"], a["to"], a["closed_pane"]) for a in done.actions] == [("reconciled", "failed_closed", pane)]
+    assert world.host.list() == [], "the orphaned pane is closed"
     assert {x.state for x in world.service.reviewers(ReviewerListInput("ctl", include_ended=True))} == {"failed_closed"}
 
 
