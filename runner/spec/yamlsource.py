@@ -226,7 +226,7 @@ class _Walk:
         self.sizes[key] = (size, height)
         return value, size, height
 
-    def scalar(self, node: yaml.ScalarNode, pointer: str) -> Any:
+    def scalar(self, node: yaml.Node, pointer: str) -> Any:
         """The JSON value of one scalar node, or a :class:`SpecError` at its position.
 
         PyYAML's constructors raise plain ``ValueError``/``KeyError``/... for an explicit tag on
