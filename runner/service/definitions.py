@@ -103,19 +103,24 @@ def _validate_one(path: Path, recipes: Any) -> Report:
 
 def _check_plan(path: Path, recipes: Any) -> list[Any]:
     """A plan file: its schema, its recipe, and its inputs against the recipe's."""
-    from runner.errors import CorralError, Diagnostic
+    from runner.errors import CorralError
     from runner.plans.executor import check_plan_document
     from runner.spec import yamlsource
     from runner.spec.recipes import validate_inputs
 
     try:
         source = yamlsource.load(path)
+    except SpecError as exc:
+        return list(exc.diagnostics)
+    try:
         doc = check_plan_document(source.data)
         validate_inputs(recipes.get(doc["recipe"]), dict(doc.get("inputs") or {}))
     except SpecError as exc:
         return list(exc.diagnostics)
     except CorralError as exc:
-        return [Diagnostic(exc.code, "error", exc.message, str(path))]
+        field = exc.details.get("field")
+        pointer = "/" + field.replace(".", "/") if isinstance(field, str) and field != "plan" else ""
+        return [source.diagnostic(exc.code, exc.message, pointer)]
     return []
 
 

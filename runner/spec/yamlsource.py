@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import yaml
 
+from runner import jsonvalues
 from runner.errors import Diagnostic, SpecError
 
 try:  # libyaml is several times faster; the pure loader is a correct fallback.
@@ -57,11 +58,8 @@ _Loader.add_implicit_resolver(
 
 SCHEMA_COMMENT = "# yaml-language-server: $schema="
 MAX_EXPANDED_NODES = 100_000
-MAX_DEPTH = 100  # definitions nest a dozen levels; the walk and jsonschema recurse per level
-MAX_INT = 2**63 - 1  # SQLite's integers, and what every JSON consumer of the store can hold
-MAX_INT_LITERAL = 100  # characters: longer integer text is out of range before it is converted
+MAX_DEPTH = jsonvalues.MAX_DEPTH  # lists and mappings; the walk and jsonschema recurse per level
 _INT_TAG = "tag:yaml.org,2002:int"
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
 
 
@@ -141,6 +139,21 @@ def parse(text: str, path: str) -> Source:
             nesting deeper than :data:`MAX_DEPTH`; ``spec_duplicate_key`` for a key repeated within
             one mapping; ``spec_unsupported_value`` for a value JSON cannot hold.
     """
+    try:
+        return _parse_yaml(text, path)
+    except SpecError as exc:
+        if exc.code != "spec_yaml" or not text.lstrip("\ufeff \t\r\n").startswith(("{", "[")):
+            raise
+        # A JSON document that YAML 1.1 cannot read (an escaped character outside the BMP, a tab
+        # between tokens): strict JSON it is, positioned at its start only. Otherwise YAML's error.
+        try:
+            data = jsonvalues.loads(text)
+        except jsonvalues.JSONValueError:
+            raise exc from None
+        return Source(path=path, text=text, data=data, positions={"": (1, 1)})
+
+
+def _parse_yaml(text: str, path: str) -> Source:
     loader = _Loader(text)
     source = Source(path=path, text=text, data=None)
     try:
@@ -188,13 +201,13 @@ class _Walk:
             if depth + height > MAX_DEPTH:
                 raise SpecError([_at(self.source, node, "spec_yaml", _TOO_DEEP)])
             return self.values[key], size, height
-        if depth >= MAX_DEPTH:
+        if depth >= MAX_DEPTH and not isinstance(node, yaml.ScalarNode):
             raise SpecError([_at(self.source, node, "spec_yaml", _TOO_DEEP)])
         if not isinstance(node, yaml.ScalarNode) and node.tag not in _PLAIN_TAGS:
             # Scalars go through the safe constructor, which refuses unknown tags; collections are
             # walked here, so their tags are checked here.
             raise SpecError([_at(self.source, node, "spec_yaml", f"unsupported YAML tag {node.tag!r}")])
-        size, height = 1, 1
+        size, height = 1, 0
         value: Any
         if isinstance(node, yaml.MappingNode):
             self.loader.flatten_mapping(node)  # resolves merge keys (<<) the way the safe loader does
@@ -211,15 +224,17 @@ class _Walk:
                         [_at(self.source, key_node, "spec_duplicate_key", f"key {name!r} appears twice in one mapping")]
                     )
                 value[name], child, tall = self.convert(value_node, f"{pointer}/{escape(name)}", depth + 1)
-                size, height = size + child, max(height, tall + 1)
+                size, height = size + child, max(height, tall)
         elif isinstance(node, yaml.SequenceNode):
             value = self.values[key] = []
             for index, item in enumerate(node.value):
                 converted, child, tall = self.convert(item, f"{pointer}/{index}", depth + 1)
                 value.append(converted)
-                size, height = size + child, max(height, tall + 1)
+                size, height = size + child, max(height, tall)
         else:
             value = self.values[key] = self.scalar(node, pointer)
+        if not isinstance(node, yaml.ScalarNode):
+            height += 1  # a list or mapping is one level of nesting
         if size > MAX_EXPANDED_NODES:
             message = f"the document expands to more than {MAX_EXPANDED_NODES} values (aliases)"
             raise SpecError([_at(self.source, node, "spec_yaml", message)])
@@ -233,7 +248,7 @@ class _Walk:
         text it cannot read (``!!int abc``, ``!!bool maybe``, ``!!timestamp x``) and Python refuses
         to convert integers of more than 4,300 digits: all are refused here, never passed on.
         """
-        if node.tag == _INT_TAG and len(node.value) > MAX_INT_LITERAL:
+        if node.tag == _INT_TAG and len(node.value) > jsonvalues.MAX_INT_LITERAL:
             raise SpecError([_at(self.source, node, "spec_unsupported_value", _INT_RANGE, pointer)])
         try:
             value = self.loader.construct_object(node, deep=True)
@@ -256,11 +271,11 @@ def _unsupported(value: Any) -> str | None:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, str):
-        if _SURROGATE.search(value):
+        if jsonvalues.SURROGATE.search(value):
             return "the string holds a lone UTF-16 surrogate, which is not Unicode text"
         return None
     if isinstance(value, int):
-        return None if -MAX_INT - 1 <= value <= MAX_INT else _INT_RANGE
+        return _INT_RANGE if jsonvalues.int_out_of_range(value) else None
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{value!r} is not a JSON number: use a finite number"
     kind = type(value).__name__
