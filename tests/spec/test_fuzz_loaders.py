@@ -188,7 +188,7 @@ def workdir() -> Iterator[Path]:
         yield Path(name)
 
 
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.timeout(60)
