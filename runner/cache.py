@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from runner import jsonvalues
 from runner._version import __version__
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ class ContentCache:
         if self.directory is None:
             return None
         try:
-            return json.loads((self.directory / f"{key}.json").read_text(encoding="utf-8"))
+            return jsonvalues.loads((self.directory / f"{key}.json").read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:  # a damaged entry: validate afresh

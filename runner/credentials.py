@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from runner import jsonvalues
 from runner.errors import CredentialError
 from runner.fence import Credential
 
@@ -83,7 +84,7 @@ def load(path: Path, controller_id: str, store_url: str) -> Credential:
             mode=f"{stat.S_IMODE(info.st_mode):o}",
         )
     try:
-        doc: Any = json.loads(path.read_text(encoding="utf-8"))
+        doc: Any = jsonvalues.loads(path.read_text(encoding="utf-8"))  # strict: no RecursionError, NaN
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise _corrupt(path, f"unreadable ({type(exc).__name__})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:

@@ -125,10 +125,7 @@ def _load_file(path: Path, cache: ContentCache) -> dict[str, Kind]:
 def _validate(path: Path, raw: bytes) -> Any:
     from runner.spec import schema, yamlsource
 
-    try:
-        source = yamlsource.parse(raw.decode("utf-8"), str(path))
-    except UnicodeDecodeError as exc:
-        raise InputError("agents.yaml", f"{path} is not UTF-8: {exc}", code="config_invalid") from None
+    source = yamlsource.parse(yamlsource.decode(raw, str(path)), str(path))
     diagnostics = schema.check(source, "agents")
     if diagnostics:
         raise SpecError(diagnostics)

@@ -177,6 +177,8 @@ def validate(app: App, paths: tuple[Path, ...], strict: bool, as_json: bool) -> 
     """Validate machine definitions (default: the built-in and local ones).
 
     Prints OK or FAIL per file and every diagnostic as file:line:column: severity code pointer: message.
+    Every file gets its own verdict; the exit status is the worst: 1 if corral itself failed on a
+    file (``internal``, a bug), else 3 if any file failed, else 0.
     """
     from runner.service import ValidateInput
     from runner.service import validate as run
@@ -207,6 +209,8 @@ def validate(app: App, paths: tuple[Path, ...], strict: bool, as_json: bool) -> 
         errors = sum(d.severity == "error" for r in reports for d in r.diagnostics)
         warnings = sum(d.severity == "warning" for r in reports for d in r.diagnostics)
         click.echo(f"{len(reports)} file(s): {len(failed)} failed, {errors} error(s), {warnings} warning(s)")
+    if any(d.code == "internal" for r in reports for d in r.diagnostics):
+        raise SystemExit(1)
     if failed:
         raise SystemExit(3)
 

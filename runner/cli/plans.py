@@ -34,10 +34,10 @@ def _read_plan(path: Path) -> dict[str, Any]:
     from runner.spec import yamlsource
 
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise InputError("plan", f"cannot read {path}: {exc.strerror}", code="plan_invalid") from None
-    doc = yamlsource.parse(text, str(path)).data
+    doc = yamlsource.parse(yamlsource.decode(raw, str(path)), str(path)).data
     if not isinstance(doc, dict):
         raise InputError("plan", f"{path} holds no plan document", code="plan_invalid")
     return doc

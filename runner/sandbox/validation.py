@@ -41,7 +41,7 @@ def load_commands(worktree: str, base_commit: str) -> list[Command]:
             path=CONFIG_PATH,
         )
     shown = f"{base_commit[:12]}:{CONFIG_PATH}"
-    source = yamlsource.parse(raw.decode("utf-8", "replace"), shown)
+    source = yamlsource.parse(yamlsource.decode(raw, shown), shown)
     diagnostics = schema.check(source, "validate")
     if diagnostics:
         raise SpecError(diagnostics)

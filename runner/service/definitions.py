@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runner.errors import SpecError
 from runner.spec.library import Library, Report
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -36,8 +39,7 @@ class MachineSummary:
 
 def validate(library: Library, inp: ValidateInput) -> list[Report]:
     """Validate definition files (default: every built-in and local machine); never raises for them."""
-    from runner.errors import Diagnostic
-    from runner.spec.library import validate_file
+    from runner.errors import CorralError, Diagnostic
     from runner.spec.recipes import RecipeLibrary
 
     recipes = RecipeLibrary()
@@ -65,11 +67,14 @@ def validate(library: Library, inp: ValidateInput) -> list[Report]:
                 )
             )
             continue
-        report, _ = validate_file(path)
-        if report.kind == "recipe":
-            report = Report(report.path, "recipe", path.stem, recipes.validate_file(path))
-        elif report.kind == "plan":
-            report = Report(report.path, "plan", path.stem, _check_plan(path, recipes))
+        try:
+            report = _validate_one(path, recipes)
+        except CorralError as exc:  # each file gets its own verdict: one bad file never hides the rest
+            report = Report(str(path), "unknown", None, [Diagnostic(exc.code, "error", exc.message, str(path))])
+        except Exception as exc:  # a bug, reported as this file's verdict (exit 1), not the whole run's
+            logger.debug("validating %s failed unexpectedly", path, exc_info=True)
+            message = f"unexpected {type(exc).__name__}: {exc} (a bug in corral: please report it)"
+            report = Report(str(path), "unknown", None, [Diagnostic("internal", "error", message, str(path))])
         if report.kind == "machine" and report.name in builtin_names and path.resolve().parent != builtin_dir:
             report.diagnostics.append(
                 Diagnostic(
@@ -84,21 +89,38 @@ def validate(library: Library, inp: ValidateInput) -> list[Report]:
     return reports
 
 
+def _validate_one(path: Path, recipes: Any) -> Report:
+    """One file's report, by the kind its top-level key declares."""
+    from runner.spec.library import validate_file
+
+    report, _ = validate_file(path)
+    if report.kind == "recipe":
+        return Report(report.path, "recipe", path.stem, recipes.validate_file(path))
+    if report.kind == "plan":
+        return Report(report.path, "plan", path.stem, _check_plan(path, recipes))
+    return report
+
+
 def _check_plan(path: Path, recipes: Any) -> list[Any]:
     """A plan file: its schema, its recipe, and its inputs against the recipe's."""
-    from runner.errors import CorralError, Diagnostic
+    from runner.errors import CorralError
     from runner.plans.executor import check_plan_document
     from runner.spec import yamlsource
     from runner.spec.recipes import validate_inputs
 
     try:
-        source = yamlsource.parse(path.read_text(encoding="utf-8"), str(path))
+        source = yamlsource.load(path)
+    except SpecError as exc:
+        return list(exc.diagnostics)
+    try:
         doc = check_plan_document(source.data)
         validate_inputs(recipes.get(doc["recipe"]), dict(doc.get("inputs") or {}))
     except SpecError as exc:
         return list(exc.diagnostics)
     except CorralError as exc:
-        return [Diagnostic(exc.code, "error", exc.message, str(path))]
+        field = exc.details.get("field")
+        pointer = "/" + field.replace(".", "/") if isinstance(field, str) and field != "plan" else ""
+        return [source.diagnostic(exc.code, exc.message, pointer)]
     return []
 
 

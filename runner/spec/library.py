@@ -50,11 +50,10 @@ def validate_file(path: Path) -> tuple[Report, MachineSpec | None]:
     shown = _display(path)
     try:
         raw = path.read_bytes()
-        text = raw.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         return Report(shown, "unknown", None, [Diagnostic("spec_unreadable", "error", str(exc), shown)]), None
     try:
-        source = yamlsource.parse(text, shown)
+        source = yamlsource.parse(yamlsource.decode(raw, shown), shown)
     except SpecError as exc:
         return Report(shown, "unknown", None, exc.diagnostics), None
     doc = source.data
@@ -152,7 +151,11 @@ class Library:
 
     def load(self, path: Path) -> MachineSpec:
         """The validated spec in ``path``; raises :class:`SpecError` if it does not validate."""
-        raw = path.read_bytes()
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            shown = _display(path)
+            raise SpecError([Diagnostic("spec_unreadable", "error", str(exc), shown)]) from None
         key = key_for(_schema_bytes(), raw)
         spec = self._specs.get(key)
         if spec is not None:

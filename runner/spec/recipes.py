@@ -176,7 +176,7 @@ class RecipeLibrary:
         from runner.spec.library import _display
 
         shown = _display(path)
-        source = yamlsource.parse(path.read_text(encoding="utf-8"), shown)
+        source = yamlsource.load(path, shown)
         diagnostics = schema.check(source, "recipe")
         if diagnostics:
             raise SpecError(diagnostics)

@@ -318,3 +318,82 @@ def test_events_follow_prints_new_events_as_they_are_appended(
     finally:
         follower.kill()
         follower.communicate()
+
+
+def hostile_files(tmp_path: Path) -> dict[str, Path]:
+    """A plan with a 5,000-digit integer, a machine with ``!!binary`` in a guard's ``with``, a plan
+    that is not UTF-8: each crashed ``corral validate`` or ``corral run`` with exit 1 before."""
+    root = Path(__file__).resolve().parents[2]
+    plan = (root / "recipes" / "examples" / "review.yaml").read_text()
+    machine = (root / "machines" / "controller.yaml").read_text()
+    files = {
+        "bigint.yaml": plan.replace("timeout: 600", "timeout: " + "9" * 5000).encode(),
+        "binary.yaml": machine.replace("with: {allow_expired: true}", "with: {allow_expired: !!binary aGk=}").encode(),
+        "latin.yaml": plan.replace("obvious", "obvi\u00e9us").encode("latin-1"),
+    }
+    paths = {}
+    for name, raw in files.items():
+        paths[name] = tmp_path / name
+        paths[name].write_bytes(raw)
+    return paths
+
+
+def test_validate_gives_each_hostile_file_its_own_verdict(corral: Any, tmp_path: Path) -> None:
+    paths = hostile_files(tmp_path)
+    good = Path(__file__).resolve().parents[2] / "machines" / "reviewer.yaml"
+    run = corral("validate", *map(str, paths.values()), str(good), "--json")
+    assert run.code == 3, run.out + run.err
+    files = {Path(f["path"]).name: f for f in run.json()["files"]}
+    assert files["reviewer.yaml"]["ok"] is True
+    verdicts = {name: (f["ok"], [(d["code"], d["line"]) for d in f["diagnostics"]]) for name, f in files.items()}
+    assert verdicts["bigint.yaml"] == (False, [("spec_unsupported_value", 12)])
+    assert verdicts["binary.yaml"] == (False, [("spec_unsupported_value", 42)])
+    assert verdicts["latin.yaml"] == (False, [("spec_encoding", 9)])
+    text = corral("validate", *map(str, paths.values()), str(good))
+    assert text.code == 3 and "4 file(s): 3 failed" in text.out
+
+
+def test_a_bug_on_one_file_is_that_files_verdict_and_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runner.cli.app import main
+    from runner.spec import library
+
+    root = Path(__file__).resolve().parents[2] / "machines"
+    real = library.validate_file
+
+    def buggy(path: Path) -> Any:
+        if path.name == "receipt.yaml":
+            raise RuntimeError("simulated bug")
+        return real(path)
+
+    monkeypatch.setattr(library, "validate_file", buggy)
+    monkeypatch.setenv("CORRAL_HOME", str(tmp_path / "home"))
+    status = main(["validate", str(root / "receipt.yaml"), str(root / "reviewer.yaml"), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert status == 1
+    verdicts = {Path(f["path"]).name: (f["ok"], [d["code"] for d in f["diagnostics"]]) for f in doc["files"]}
+    assert verdicts == {"receipt.yaml": (False, ["internal"]), "reviewer.yaml": (True, [])}
+
+
+def test_run_refuses_hostile_plans_with_exit_3_and_writes_nothing(corral: Any, tmp_path: Path, home: Path) -> None:
+    paths = hostile_files(tmp_path)
+    for name, code in (("bigint.yaml", "spec_unsupported_value"), ("latin.yaml", "spec_encoding")):
+        run = corral("run", str(paths[name]), "--json")
+        assert run.code == 3, run.out + run.err
+        assert run.json()["error"]["code"] == code
+        assert run.json()["error"]["details"]["diagnostics"][0]["path"] == str(paths[name])
+    assert not (home / "corral.db").exists(), "a refused plan opens no store"
+
+
+def test_machines_and_draw_refuse_a_local_machine_holding_binary(corral: Any, tmp_path: Path) -> None:
+    machines = tmp_path / "machines"
+    machines.mkdir()
+    binary = hostile_files(tmp_path)["binary.yaml"]
+    (machines / "custom.yaml").write_bytes(binary.read_bytes().replace(b"machine: controller", b"machine: custom"))
+    found = corral("machines", "--json")
+    assert found.code == 0, found.out + found.err
+    rows = {m["name"]: m for m in found.json()["machines"]}
+    assert "spec_unsupported_value" in rows["custom"]["error"]
+    drawn = corral("draw", "custom", "--json")
+    assert (drawn.code, drawn.json()["error"]["code"]) == (3, "spec_unsupported_value")
