@@ -196,7 +196,9 @@ def writer_verify(
         f"({verification['duration_seconds']} s)"
     )
     for record in verification["results"]:
-        state = "timed out" if record["timed_out"] else f"exit {record['exit_status']}"
+        state = record.get("reason") or f"exit {record['exit_status']}"
+        if record.get("truncated"):
+            state += f", output truncated to {record['limits']['output_kb']} KiB"
         click.echo(
             f"  {'ok  ' if record['passed'] else 'FAIL'} {record['name']}: {state}, "
             f"{record['duration_seconds']} s, output sha256 {record['output_sha256'][:12]}…"

@@ -287,7 +287,7 @@ class WriterOps(AgentOps):
         started = time.monotonic()
         before = self._git(worktree)
         root = scratch or Path(tempfile.gettempdir()) / "corral-snapshots"
-        with snapshot(worktree, root) as (snap, home):
+        with snapshot(worktree, root, sandbox) as (snap, home):
             after = self._git(worktree)
             if (before["head"], before["status_sha256"]) != (after["head"], after["status_sha256"]):
                 raise ConflictError(
