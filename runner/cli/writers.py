@@ -32,7 +32,13 @@ def writer() -> None:
     "--protect",
     "protected",
     multiple=True,
-    help="A protected branch (repeatable; default: the repository's default branch).",
+    help="Also protect this branch (repeatable), on top of the default set that preflight shows.",
+)
+@click.option(
+    "--protect-only",
+    "protected_only",
+    multiple=True,
+    help="Protect exactly these branches (repeatable), replacing the default set; not with --protect.",
 )
 @click.option("--purpose", required=True, help="What the lane is for.")
 @click.option("--ticket", "ticket_ref", required=True, help="The ticket it works on.")
@@ -55,6 +61,7 @@ def writer_start(
     owned: tuple[str, ...],
     locked: tuple[str, ...],
     protected: tuple[str, ...],
+    protected_only: tuple[str, ...],
     purpose: str,
     ticket_ref: str,
     authority_ref: str,
@@ -68,6 +75,8 @@ def writer_start(
     """Start a writer lane after Git preflight and scope checks."""
     from runner.service import WriterStartInput
 
+    if protected and protected_only:
+        raise click.UsageError("give --protect (added to the default set) or --protect-only (replacing it), not both")
     credential = load_credential(app, controller_id, credential_path)
     lane = app.service.writer_start(
         WriterStartInput(
@@ -86,10 +95,11 @@ def writer_start(
             authority_ref,
             authority_sha256.lower(),
             locked,
-            protected,
+            protected_only or protected,
             host_name,
             model,
             effort,
+            protect_defaults=not protected_only,
         )
     )
     if as_json:
@@ -186,7 +196,9 @@ def writer_verify(
         f"({verification['duration_seconds']} s)"
     )
     for record in verification["results"]:
-        state = "timed out" if record["timed_out"] else f"exit {record['exit_status']}"
+        state = record.get("reason") or f"exit {record['exit_status']}"
+        if record.get("truncated"):
+            state += f", output truncated to {record['limits']['output_kb']} KiB"
         click.echo(
             f"  {'ok  ' if record['passed'] else 'FAIL'} {record['name']}: {state}, "
             f"{record['duration_seconds']} s, output sha256 {record['output_sha256'][:12]}…"
@@ -260,6 +272,7 @@ def preflight(app: App, worktree: str, as_json: bool) -> None:
         ("HEAD", facts["head"]),
         ("status sha256", facts["status_sha256"]),
         ("default branch", facts["default_branch"] or "(unknown)"),
+        ("protected", ", ".join(facts["protected_default"]) or "(none known: name them with --protect)"),
     ]
     for label, value in rows:
         click.echo(f"{label:>15}: {value}")
@@ -296,6 +309,8 @@ def scopes_check(
             click.echo(f"conflict: owned {a} overlaps its own locked {b}")
         for c in report["conflicts"]:
             click.echo(f"conflict ({c['kind']}): {c['scope']} overlaps {c['theirs']} of lane {c['lane']}")
+        for link in report["symlinks"]:
+            click.echo(f"symlink: {link['scope']} goes through {link['link']} -> {link['target']} ({link['where']})")
         if report["ok"]:
             click.echo("no conflicts")
     if not report["ok"]:

@@ -12,7 +12,12 @@ fact                 how
 ``branch``           ``symbolic-ref --short -q HEAD`` (None when HEAD is detached)
 ``head``             ``rev-parse HEAD``
 ``status_sha256``    SHA-256 of ``status --porcelain=v1 --untracked-files=all``, byte for byte
-``default_branch``   origin's HEAD if there is one, else the main worktree's branch
+``default_branch``   origin's HEAD if there is one, else ``init.defaultBranch`` from git's config
+                     (None when neither is known; never the branch some checkout happens to be on)
+``protected_default`` the branches protected when a lane names none: ``default_branch`` plus
+                     ``main`` and ``master`` wherever those branches exist (locally or on origin)
+``scope_links``      (only from :func:`scope_links`) each scope one of whose components is a
+                     symlink, on disk in the worktree or tracked as one at HEAD
 ===================  ========================================================================
 """
 
@@ -39,6 +44,7 @@ class GitFacts:
     head: str
     status_sha256: str
     default_branch: str | None
+    protected_default: tuple[str, ...] = ()
 
     @property
     def linked(self) -> bool:
@@ -46,7 +52,8 @@ class GitFacts:
         return self.git_dir != self.common_dir
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "linked": self.linked, "is_toplevel": self.toplevel == self.realpath}
+        facts = {**asdict(self), "protected_default": list(self.protected_default)}
+        return {**facts, "linked": self.linked, "is_toplevel": self.toplevel == self.realpath}
 
 
 class GitReadError(InputError):
@@ -116,6 +123,7 @@ def read(worktree: str) -> GitFacts:
             "worktree", f"git could not read {worktree}: {exc.stderr.strip() or exc}", path=worktree
         ) from None
     assert isinstance(status, bytes)
+    default = _default_branch(repo)
     return GitFacts(
         worktree=worktree,
         realpath=realpath,
@@ -125,11 +133,19 @@ def read(worktree: str) -> GitFacts:
         branch=branch,
         head=head,
         status_sha256=hashlib.sha256(status).hexdigest(),
-        default_branch=_default_branch(repo),
+        default_branch=default,
+        protected_default=_protected_default(repo, default),
     )
 
 
+# Branches protected whenever they exist, whatever the remote or the configuration says.
+CONVENTIONAL_DEFAULTS = ("main", "master")
+
+
 def _default_branch(repo: Any) -> str | None:
+    """origin's HEAD, else ``init.defaultBranch``. Never the main checkout's *current* branch: that is
+    wherever somebody happens to stand, and guessing from it left ``main`` unprotected while the main
+    checkout sat on a topic branch."""
     import git
 
     try:
@@ -139,15 +155,69 @@ def _default_branch(repo: Any) -> str | None:
     except git.GitCommandError:
         pass
     try:
-        listing = repo.git.worktree("list", "--porcelain")
-    except git.GitCommandError:
+        configured = str(repo.git.config("--get", "init.defaultBranch")).strip()
+    except git.GitCommandError:  # exit 1: not set
         return None
-    for line in listing.splitlines():  # the first entry is the main worktree
-        if line.startswith("branch refs/heads/"):
-            return str(line).removeprefix("branch refs/heads/")
-        if line == "":
+    return configured or None
+
+
+def _protected_default(repo: Any, default: str | None) -> tuple[str, ...]:
+    import git
+
+    found = {default} if default else set()
+    for name in CONVENTIONAL_DEFAULTS:
+        for ref in (f"refs/heads/{name}", f"refs/remotes/origin/{name}"):
+            try:
+                repo.git.show_ref("--verify", "-q", ref)
+            except git.GitCommandError:
+                continue
+            found.add(name)
             break
-    return None
+    return tuple(sorted(found))
+
+
+def scope_links(worktree: str, head: str, scopes: list[str]) -> list[dict[str, Any]]:
+    """Every scope one of whose path components is a symlink, with the first such component.
+
+    A component counts when it is a symlink on disk in the worktree (``lstat``) or is tracked as a
+    symlink (mode 120000) at ``head``: a scope through ``lib -> src`` would let a lane owning
+    ``lib/a.py`` edit ``src/a.py`` that another lane owns, and a link pointing outside the repository
+    would reach files corral never judged. Each entry: ``scope``, ``link`` (the component, repo-relative),
+    ``target`` (what it points to, as stored) and ``where`` (``worktree``, ``head`` or both).
+    """
+    import git
+
+    realpath = os.path.realpath(worktree)
+    prefixes = sorted({"/".join(s.split("/")[: i + 1]) for s in scopes for i in range(s.count("/") + 1)})
+    tracked: dict[str, str] = {}
+    if prefixes:
+        repo = _repo(realpath)
+        try:
+            listing = repo.git.execute(
+                ["git", "ls-tree", "-z", head, "--", *prefixes], stdout_as_string=False, strip_newline_in_stdout=False
+            )
+        except git.GitCommandError as exc:
+            raise GitReadError("worktree", f"git could not list {head} in {worktree}: {exc}", path=worktree) from None
+        assert isinstance(listing, bytes)
+        for entry in listing.split(b"\0"):
+            meta, _, name = entry.partition(b"\t")
+            fields = meta.split()
+            if len(fields) == 3 and fields[0] == b"120000":
+                path = name.decode("utf-8", "surrogateescape")
+                blob = file_at(worktree, head, path) or b""
+                tracked[path] = blob.decode("utf-8", "surrogateescape")
+    found = []
+    for scope in scopes:
+        parts = scope.split("/")
+        for i in range(len(parts)):
+            link = "/".join(parts[: i + 1])
+            on_disk = os.path.islink(os.path.join(realpath, link))
+            if on_disk or link in tracked:
+                target = os.readlink(os.path.join(realpath, link)) if on_disk else tracked[link]
+                where = "both" if on_disk and link in tracked else ("worktree" if on_disk else "head")
+                found.append({"scope": scope, "link": link, "target": target, "where": where})
+                break
+    return found
 
 
 def is_ancestor(worktree: str, ancestor: str, descendant: str) -> bool:

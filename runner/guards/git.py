@@ -133,6 +133,26 @@ def scopes_disjoint(ctx: Context) -> Rejection | None:
     )
 
 
+@GUARDS.register("scopes_resolved")
+def scopes_resolved(ctx: Context) -> Rejection | None:
+    """No owned or locked scope goes through a symlink (on disk in the worktree, or tracked at HEAD).
+
+    Scopes are judged as literal paths; through a link ``lib -> src`` a lane owning ``lib`` would edit
+    ``src``, which the overlap check never compared. Refused rather than resolved: a resolved path
+    would still change under the lane whenever the link does.
+    """
+    links = list(ctx.observations.get("scope_links") or ())
+    if not links:
+        return None
+    first = links[0]
+    return Rejection(
+        "scope_symlink",
+        f"the scope {first.get('scope')!r} goes through the symlink {first.get('link')!r} "
+        f"(-> {first.get('target')!r}); name the real path instead",
+        {"links": links},
+    )
+
+
 @GUARDS.register("lane_conflicts")
 def lane_conflicts(ctx: Context) -> Rejection | None:
     """No live lane of the same repository shares the worktree or branch, or overlaps the scopes.
@@ -143,11 +163,24 @@ def lane_conflicts(ctx: Context) -> Rejection | None:
     facts = _git(ctx)
     owned = tuple(ctx.params.get("owned_scopes") or ())
     locked = tuple(ctx.params.get("locked_scopes") or ())
+    realpath = facts.get("realpath")
     for lane in ctx.view.find("writer", LANE_STATES):
         data = lane.data
-        if lane.id == ctx.instance.id or data.get("common_dir") != facts.get("common_dir"):
+        if lane.id == ctx.instance.id:
             continue
         who = {"lane": lane.id, "name": data.get("name"), "state": lane.state}
+        theirs = data.get("cwd")
+        # Invariant: no live lane's worktree lies inside another's, in either direction and whatever
+        # the repository: the outer lane's agent could edit every file of the inner one.
+        if theirs != realpath and (inside(realpath, theirs) or inside(theirs, realpath)):
+            where = "inside" if inside(realpath, theirs) else "contains"
+            return Rejection(
+                "worktree_nested",
+                f"this worktree {where} the worktree of lane {data.get('name')!r} ({theirs})",
+                {**who, "worktree": realpath, "their_worktree": theirs},
+            )
+        if data.get("common_dir") != facts.get("common_dir"):
+            continue
         if data.get("cwd") == facts.get("realpath"):
             return Rejection("worktree_taken", f"lane {data.get('name')!r} already works in this worktree", who)
         if data.get("branch") == facts.get("branch"):

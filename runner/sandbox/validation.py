@@ -4,13 +4,20 @@ The commands come from ``.corral/validate.yaml`` *at the lane's base commit* (so
 rewrite the checks it is judged by), validated by ``schemas/validate.schema.json``: fixed argv lists,
 an optional timeout, extra environment; never a shell string. The worktree's tracked and untracked
 (not ignored) files are copied into a private snapshot directory, which the sandbox mounts read-only
-at its own path; the worktree itself is never touched.
+at its own path; the worktree itself is never touched. Each validation may set ``limits`` (see
+:data:`runner.sandbox.bwrap.LIMITS`) within the maxima the schema enforces.
+
+When the sandbox runs under its own uid (corral as root), the snapshot is given to that uid, and is
+made under the system's temporary directory if the scratch directory is not reachable by other users
+(a state home under ``/root``): bwrap, running as that uid, must be able to open it.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +25,7 @@ from pathlib import Path
 
 from runner.errors import InputError, SpecError
 from runner.git import preflight
-from runner.sandbox.bwrap import Command
+from runner.sandbox.bwrap import Command, Limits, Sandbox
 
 CONFIG_PATH = ".corral/validate.yaml"
 
@@ -49,24 +56,46 @@ def load_commands(worktree: str, base_commit: str) -> list[Command]:
     if len(set(names)) != len(names):
         raise InputError("validations", f"{shown} names a validation twice", code="spec_invalid")
     return [
-        Command(v["name"], tuple(v["argv"]), float(v.get("timeout", 600)), dict(v.get("env") or {}))
+        Command(
+            v["name"],
+            tuple(v["argv"]),
+            float(v.get("timeout", 600)),
+            dict(v.get("env") or {}),
+            Limits(**dict(v.get("limits") or {})),
+        )
         for v in source.data["validations"]
     ]
 
 
-@contextmanager
-def snapshot(worktree: str, root: Path) -> Iterator[tuple[Path, Path]]:
-    """A private copy of the worktree's files and an empty private home, removed afterwards.
+def _reachable_by_others(path: Path) -> bool:
+    """Every directory from ``/`` down to ``path`` lets other users pass (the x bit for others)."""
+    for directory in (path, *path.parents):
+        try:
+            if not os.stat(directory).st_mode & stat.S_IXOTH:
+                return False
+        except OSError:
+            return False
+    return True
 
-    Yields ``(snapshot_dir, home_dir)``. Symlinks are copied as symlinks, never followed.
+
+@contextmanager
+def snapshot(worktree: str, root: Path, sandbox: Sandbox | None = None) -> Iterator[tuple[Path, Path]]:
+    """A private copy of the worktree's files, removed afterwards, and the path of the sandbox's home
+    (a tmpfs inside the sandbox: nothing is made for it on the host).
+
+    Yields ``(snapshot_dir, home_dir)``. Symlinks are copied as symlinks, never followed. With a
+    ``sandbox`` that runs under its own uid, the copy is owned by that uid (mode 0700 on its run
+    directory: nobody else reads it).
     """
-    run = root / uuid.uuid4().hex
-    snap, home = run / "snapshot", run / "home"
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    foreign = sandbox is not None and sandbox.uid is not None and sandbox.uid != os.geteuid()
+    if foreign and not _reachable_by_others(root):
+        root = Path(tempfile.gettempdir())
+    run = root / f"corral-run-{uuid.uuid4().hex}" if foreign else root / uuid.uuid4().hex
+    snap, home = run / "snapshot", run / "home"
     run.mkdir(mode=0o700)
     try:
         snap.mkdir(mode=0o755)
-        home.mkdir(mode=0o700)
         source = Path(os.path.realpath(worktree))
         for relative in preflight.listed_files(worktree):
             origin = source / relative
@@ -78,6 +107,8 @@ def snapshot(worktree: str, root: Path) -> Iterator[tuple[Path, Path]]:
                 os.symlink(os.readlink(origin), target)
             elif origin.is_file():
                 shutil.copy2(origin, target, follow_symlinks=False)
+        if sandbox is not None:
+            sandbox.own(run)
         yield snap, home
     finally:
         shutil.rmtree(run, ignore_errors=True)

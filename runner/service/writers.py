@@ -77,16 +77,22 @@ class WriterStartInput:
     authority_sha256: str
     locked_scopes: tuple[str, ...] = ()
     protected_branches: tuple[str, ...] = ()
+    """Added to the repository's default protected set (``protected_default``), or the whole set when
+    ``protect_defaults`` is false."""
     host: str = "process"
     model: str | None = None
     effort: str | None = None
     lease_id: str | None = None
     """An idempotency key: the lane instance is ``writer/<lease_id>``."""
+    protect_defaults: bool = True
+    """False: ``protected_branches`` replaces the default set instead of adding to it."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
         _check_name("name", self.name)
+        if not self.protect_defaults and not self.protected_branches:
+            raise InputError("protected_branches", "name the protected branches that replace the default set")
         _check_agent(self.kind, self.host, self.model, self.effort)
         _check_key("lease_id", self.lease_id)
         if not isinstance(self.worktree, str) or not self.worktree.startswith("/"):
@@ -199,13 +205,16 @@ class WriterOps(AgentOps):
             facts["base_is_ancestor"] = preflight.is_ancestor(inp.worktree, inp.base_commit, facts["head"])
         except InputError:
             facts["base_is_ancestor"] = False  # git does not know the commit at all
-        protected = list(inp.protected_branches)
+        defaults = list(facts.get("protected_default") or ()) if inp.protect_defaults else []
+        protected = sorted({*defaults, *inp.protected_branches})
         if not protected:
-            if not facts.get("default_branch"):
-                raise InputError(
-                    "protected_branches", "the repository's default branch is unknown: name the protected branches"
-                )
-            protected = [facts["default_branch"]]
+            raise InputError(
+                "protected_branches",
+                "the repository's default branch is unknown (no origin HEAD, no init.defaultBranch, no main "
+                "or master): name the protected branches",
+            )
+        head = str(facts["head"])
+        scope_links = preflight.scope_links(str(facts["realpath"]), head, [*inp.owned_scopes, *inp.locked_scopes])
         host = self.host(inp.host)
         in_worktree = [o.to_dict() for o in host.list() if o.cwd and inside(os.path.realpath(o.cwd), facts["realpath"])]
         result = self._fire_on(
@@ -237,6 +246,7 @@ class WriterOps(AgentOps):
                 "git": facts,
                 "kinds": self.kinds.names(),
                 "worktree_agents": in_worktree,
+                "scope_links": scope_links,
                 "cwd": {"given": inp.worktree, "real": facts["realpath"], "is_dir": True},
             },
             host=host,
@@ -278,7 +288,7 @@ class WriterOps(AgentOps):
         started = time.monotonic()
         before = self._git(worktree)
         root = scratch or Path(tempfile.gettempdir()) / "corral-snapshots"
-        with snapshot(worktree, root) as (snap, home):
+        with snapshot(worktree, root, sandbox) as (snap, home):
             after = self._git(worktree)
             if (before["head"], before["status_sha256"]) != (after["head"], after["status_sha256"]):
                 raise ConflictError(
@@ -317,7 +327,13 @@ class WriterOps(AgentOps):
 
     def scopes_check(self, inp: ScopesCheckInput) -> dict[str, Any]:
         """Read-only: the normalized scopes, their own overlaps, and conflicts with live lanes."""
-        common_dir = self._git(inp.worktree)["common_dir"] if inp.worktree else None
+        facts = self._git(inp.worktree) if inp.worktree else None
+        common_dir = facts["common_dir"] if facts else None
+        links: list[dict[str, Any]] = []
+        if facts is not None and inp.worktree is not None:
+            from runner.git import preflight
+
+            links = preflight.scope_links(inp.worktree, str(facts["head"]), [*inp.owned_scopes, *inp.locked_scopes])
         conflicts = []
         for lane in self.store.find("writer", LANE_STATES):
             if common_dir is not None and lane.data.get("common_dir") != common_dir:
@@ -335,5 +351,6 @@ class WriterOps(AgentOps):
             "locked_scopes": list(inp.locked_scopes),
             "own_overlaps": own,
             "conflicts": conflicts,
-            "ok": not own and not conflicts,
+            "symlinks": links,
+            "ok": not own and not conflicts and not links,
         }

@@ -57,7 +57,8 @@ def test_linked_worktree_facts(repo: Path) -> None:
     assert facts.git_dir == os.path.realpath(repo / ".git" / "worktrees" / "wt-feat")
     assert facts.common_dir == os.path.realpath(repo / ".git")
     assert facts.linked is True
-    assert facts.default_branch == "main"
+    assert facts.default_branch is None, "no origin, no init.defaultBranch: not guessed from a checkout"
+    assert facts.protected_default == ("main",)
     raw = git_bytes(wt, "status", "--porcelain=v1", "--untracked-files=all")
     assert b"new/deep/file.txt" in raw and b"debug.log" not in raw and b'"name with spaces' in raw
     assert facts.status_sha256 == hashlib.sha256(raw).hexdigest()
@@ -72,7 +73,8 @@ def test_linked_worktree_facts(repo: Path) -> None:
         "branch": "feat",
         "head": head,
         "status_sha256": facts.status_sha256,
-        "default_branch": "main",
+        "default_branch": None,
+        "protected_default": ["main"],
         "linked": True,
         "is_toplevel": True,
     }
@@ -116,7 +118,7 @@ def test_main_checkout_is_not_linked(repo: Path) -> None:
     facts = preflight.read(str(repo))
     assert facts.linked is False
     assert facts.git_dir == facts.common_dir == os.path.realpath(repo / ".git")
-    assert (facts.branch, facts.toplevel, facts.default_branch) == ("main", os.path.realpath(repo), "main")
+    assert (facts.branch, facts.toplevel, facts.protected_default) == ("main", os.path.realpath(repo), ("main",))
     assert facts.to_dict()["is_toplevel"] is True
 
 
@@ -128,7 +130,7 @@ def test_detached_head_has_no_branch(repo: Path) -> None:
     assert facts.branch is None
     assert facts.head == base
     assert facts.linked is True
-    assert facts.default_branch == "main"
+    assert facts.protected_default == ("main",)
 
 
 @pytest.mark.parametrize("where", ["linked", "main"])
@@ -180,13 +182,16 @@ def test_an_independent_clone_is_not_linked_and_takes_origins_default(tmp_path: 
     assert linked.default_branch == "trunk"
 
 
-def test_without_origin_the_default_is_the_main_worktrees_branch_or_unknown(repo: Path) -> None:
+def test_without_origin_the_default_is_init_default_branch_never_the_checked_out_one(repo: Path) -> None:
     git(repo, "checkout", "-q", "-b", "develop")
     wt = add_worktree(repo, "wt", "-b", "feat")
-    assert preflight.read(str(wt)).default_branch == "develop"
-    git(repo, "checkout", "-q", "--detach")
-    assert preflight.read(str(wt)).default_branch is None
-    assert preflight.read(str(repo)).default_branch is None
+    facts = preflight.read(str(wt))
+    assert (facts.default_branch, facts.protected_default) == (None, ("main",)), "not the main checkout's develop"
+    git(repo, "config", "init.defaultBranch", "develop")
+    facts = preflight.read(str(wt))
+    assert (facts.default_branch, facts.protected_default) == ("develop", ("develop", "main"))
+    git(repo, "branch", "-m", "main", "master")
+    assert preflight.read(str(repo)).protected_default == ("develop", "master")
 
 
 @pytest.mark.parametrize(

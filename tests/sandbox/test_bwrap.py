@@ -19,6 +19,7 @@ import shutil
 import socket
 import stat
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -29,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from runner.sandbox.bwrap import Command, CommandResult, Sandbox, SandboxUnavailableError
+from runner.sandbox.bwrap import Command, CommandResult, Limits, Sandbox, SandboxUnavailableError
 
 HOST_TMP = Path("/tmp")
 
@@ -60,15 +61,18 @@ class Box:
 
 
 @pytest.fixture
-def box(tmp_path: Path) -> Box:
+def box(tmp_path: Path) -> Iterator[Box]:
     _require_bwrap()
     sandbox = Sandbox()
     sandbox.check()  # bwrap is installed: if the kernel refuses it, that is a failure here, not a skip
-    snapshot, home = tmp_path / "snapshot", tmp_path / "home"
+    # As root the sandbox runs as its own uid, which must reach the snapshot: pytest's tmp_path is 0700.
+    run = Path(tempfile.mkdtemp(prefix="corral-test-")) if sandbox.uid is not None else tmp_path
+    snapshot, home = run / "snapshot", run / "home"  # home: only a path, a tmpfs inside the sandbox
     snapshot.mkdir()
-    home.mkdir(mode=0o700)
     (snapshot / "app.py").write_text("print('app')\n")
-    return Box(sandbox, snapshot, home)
+    sandbox.own(run)
+    yield Box(sandbox, snapshot, home)
+    shutil.rmtree(run, ignore_errors=True)
 
 
 # A probe helper, prepended to the probes that try to reach something: the errno, or None if it worked.
@@ -265,7 +269,7 @@ def test_only_the_home_is_writable(box: Box) -> None:
     for name in ("snapshot_new", "snapshot_existing", "snapshot_relative", "usr", "etc"):
         assert found[name] in (errno.EROFS, errno.EACCES, errno.EPERM), f"wrote to {name}: {found}"
     assert found["home"] is None, found
-    assert (box.home / f"ok-{tag}").read_text() == "written from the sandbox\n", "the home is the host's directory"
+    assert not (box.home / f"ok-{tag}").exists(), "the home is a tmpfs of the sandbox, not the host's directory"
     assert (box.snapshot / "app.py").read_bytes() == original
     assert sorted(p.name for p in box.snapshot.iterdir()) == ["app.py"]
     assert not Path(f"/usr/corral-{tag}").exists() and not Path(f"/etc/corral-{tag}").exists()
@@ -316,7 +320,7 @@ print(json.dumps({{
     assert not (HOST_TMP / f"corral-sandbox-{tag}").exists(), "a file written in the sandbox's /tmp reached the host"
     # Only the path down to this test's home and snapshot (bind mounts) shows; nothing else of the host's /tmp.
     visible = set(found["tmp_listing"]) - {f"corral-sandbox-{tag}"}
-    allowed = {box.home.relative_to(HOST_TMP).parts[0]} if box.home.is_relative_to(HOST_TMP) else set()
+    allowed = {p.relative_to(HOST_TMP).parts[0] for p in (box.home, box.snapshot) if p.is_relative_to(HOST_TMP)}
     assert visible <= allowed, f"the sandbox's /tmp shows more of the host's: {visible - allowed}"
 
 
@@ -399,13 +403,11 @@ def _processes_with(marker: str) -> list[int]:
 
 def test_a_command_past_its_timeout_is_killed_and_reported(box: Box) -> None:
     marker = f"corral-spin-{uuid.uuid4().hex[:12]}"
-    beat = box.home / "beat"
     spin = (
         "import os, subprocess, sys, time\n"
         "subprocess.Popen(['sleep', '300'])  # a grandchild that must die too\n"
         "while True:\n"
-        "    with open(os.path.join(os.environ['HOME'], 'beat'), 'a') as f:\n"
-        "        f.write('.')\n"
+        "    print('.', end='', flush=True)\n"
         "    time.sleep(0.02)\n"
     )
     started = time.monotonic()
@@ -413,14 +415,11 @@ def test_a_command_past_its_timeout_is_killed_and_reported(box: Box) -> None:
     elapsed = time.monotonic() - started
     assert (result.timed_out, result.exit_status, result.passed) == (True, None, False)
     assert 1.0 <= result.duration_seconds < 10 and elapsed < 10
-    assert beat.exists() and beat.stat().st_size > 0, "the command ran before it was killed"
+    assert result.output_bytes > 0, "the command ran before it was killed"
     deadline = time.monotonic() + 5
     while _processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _processes_with(marker) == [], "a process of the timed-out command survived"
-    size = beat.stat().st_size
-    time.sleep(0.3)
-    assert beat.stat().st_size == size, "the command kept running after it was reported timed out"
 
 
 def test_the_environment_is_cleared(box: Box, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -462,7 +461,7 @@ def test_a_bwrap_the_kernel_refuses_is_sandbox_unavailable_and_nothing_runs(tmp_
     )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     marker = tmp_path / "ran"
-    sandbox = Sandbox(bwrap=str(fake))
+    sandbox = Sandbox(bwrap=str(fake), uid=os.geteuid())  # run as us: the fake lives in a 0700 tmp_path
     with pytest.raises(SandboxUnavailableError) as caught:
         sandbox.run(tmp_path, tmp_path, Command("touch", ("touch", str(marker))))
     assert caught.value.code == "sandbox_unavailable"
@@ -470,3 +469,106 @@ def test_a_bwrap_the_kernel_refuses_is_sandbox_unavailable_and_nothing_runs(tmp_
     calls = log.read_text().splitlines()
     assert len(calls) == 1 and calls[0].endswith(" true"), calls  # only the probe was ever started
     assert not marker.exists()
+
+
+# --- bounds and the unprivileged uid ---------------------------------------------------------------
+
+
+def _bounded(box: Box, code: str, **limits: int) -> CommandResult:
+    command = Command("bounded", ("python3", "-c", code), 60.0, {}, Limits(**limits))
+    return box.sandbox.run(box.snapshot, box.home, command, tail=True)
+
+
+def test_as_root_the_command_is_not_root_and_cannot_read_shadow(box: Box) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("corral is not root here: the sandbox runs as the caller")
+    found = box.probe(
+        "import json, os\n"
+        "try:\n    open('/etc/shadow').read(); shadow = 'read'\n"
+        "except OSError as exc:\n    shadow = exc.errno\n"
+        "print(json.dumps({'uid': os.getuid(), 'gid': os.getgid(), 'shadow': shadow}))\n"
+    )
+    assert found["uid"] != 0 and found["gid"] != 0, found
+    assert found["shadow"] == errno.EACCES, found
+    cat = box.run(("cat", "/etc/shadow"))
+    assert cat.exit_status not in (None, 0) and "root:" not in (cat.tail or "")
+
+
+def test_a_fork_loop_stops_at_the_process_limit(box: Box) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("RLIMIT_NPROC is set only under a fresh uid (corral as root)")
+    code = (
+        "import os, sys, time\n"
+        "made = 0\n"
+        "for _ in range(50):\n"
+        "    try:\n        pid = os.fork()\n"
+        "    except OSError as exc:\n        print('fork failed after', made, exc.errno, flush=True); sys.exit(9)\n"
+        "    if pid == 0:\n        time.sleep(5); os._exit(0)\n"
+        "    made += 1\n"
+        "print('forked', made)\n"
+    )
+    result = _bounded(box, code, processes=20)
+    assert result.exit_status == 9 and not result.passed, result.tail
+    assert "fork failed after" in (result.tail or "")
+    assert int((result.tail or "").split("after")[1].split()[0]) < 20
+    assert result.to_record()["limits"]["processes"] == 20
+
+
+def test_tmp_is_capped(box: Box) -> None:
+    code = (
+        "import sys\n"
+        "try:\n    open('/tmp/big', 'wb').write(b'x' * (20 << 20))\n"
+        "except OSError as exc:\n    print('tmp full', exc.errno); sys.exit(4)\n"
+    )
+    result = _bounded(box, code, tmp_mb=8)
+    assert result.exit_status == 4 and f"tmp full {errno.ENOSPC}" in (result.tail or ""), result.tail
+
+
+def test_home_is_capped_and_never_reaches_the_host(box: Box) -> None:
+    code = (
+        "import os, sys\n"
+        "try:\n    open(os.path.join(os.environ['HOME'], 'big'), 'wb').write(b'x' * (20 << 20))\n"
+        "except OSError as exc:\n    print('home full', exc.errno); sys.exit(4)\n"
+    )
+    result = _bounded(box, code, home_mb=8)
+    assert result.exit_status == 4 and f"home full {errno.ENOSPC}" in (result.tail or ""), result.tail
+    assert not (box.home / "big").exists()
+
+
+def test_a_file_past_the_file_size_limit_kills_the_writer_with_a_reason(box: Box) -> None:
+    # dd, not python3: Python ignores SIGXFSZ (it gets EFBIG instead, and fails with its own error).
+    argv = ("dd", "if=/dev/zero", "of=/tmp/f", "bs=1M", "count=3")
+    command = Command("bounded", argv, 60.0, {}, Limits(file_size_mb=1))
+    result = box.sandbox.run(box.snapshot, box.home, command, tail=True)
+    assert not result.passed
+    assert result.reason is not None and "SIGXFSZ" in result.reason, (result.exit_status, result.tail)
+
+
+def test_memory_is_bounded_per_process(box: Box) -> None:
+    code = (
+        "import sys\n"
+        "try:\n    block = bytearray(200 << 20)\n"
+        "except MemoryError:\n    print('no memory'); sys.exit(5)\n"
+        "print('allocated')\n"
+    )
+    result = _bounded(box, code, memory_mb=64)
+    assert result.exit_status == 5 and "no memory" in (result.tail or ""), result.tail
+
+
+def test_output_is_kept_up_to_its_bound_and_marked_truncated(box: Box) -> None:
+    code = "import sys\nsys.stdout.write('h' * 1000 + 'x' * ((1 << 20) - 2000) + 't' * 1000)\n"
+    result = _bounded(box, code, output_kb=64)
+    assert result.output_bytes == 1 << 20 and result.truncated is True and result.passed
+    expected = ("h" * 1000 + "x" * ((1 << 20) - 2000) + "t" * 1000).encode()
+    assert result.output_sha256 == hashlib.sha256(expected).hexdigest(), "the whole output is digested"
+    assert result.tail is not None and len(result.tail) < 66 * 1024
+    assert result.tail.startswith("h" * 1000) and result.tail.endswith("t" * 1000) and "omitted" in result.tail
+    record = result.to_record()
+    assert record["truncated"] is True and record["limits"]["output_kb"] == 64
+    small = _bounded(box, "print('short')", output_kb=64)
+    assert small.truncated is False and small.tail == "short\n"
+
+
+def test_limits_beyond_their_maxima_are_refused() -> None:
+    with pytest.raises(ValueError, match="processes"):
+        Limits(processes=100_000)

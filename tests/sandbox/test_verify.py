@@ -17,6 +17,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -67,8 +68,8 @@ validations:
 COMPILES_OUTPUT = "compiled 3 files: app.py lib/util.py notes.py\n"
 NO_TODO_OUTPUT = "a marker is left in notes.py\n"
 
-# Waits (at most 30 s) for the test to create $HOME/go, after saying it started: a run the test can
-# hold open while it changes the fence.
+# Waits (at most 30 s) for the test to create `go` in the snapshot (the host side of its read-only
+# bind): a run the test can hold open while it changes the fence. Nothing written inside reaches the host.
 SLOW = """\
 validations:
   - name: slow
@@ -76,11 +77,9 @@ validations:
       - python3
       - -c
       - |
-        import os, pathlib, time
-        home = pathlib.Path(os.environ['HOME'])
-        (home / 'started').touch()
+        import pathlib, time
         deadline = time.monotonic() + 30
-        while not (home / 'go').exists() and time.monotonic() < deadline:
+        while not pathlib.Path('go').exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         print('slow check done')
 """
@@ -125,7 +124,9 @@ class World:
             self.store, Library(cache_dir=self.cache), actor="test", hosts=lambda name: self.host, kinds=self.kinds
         )
         self.credential = self.service.acquire(AcquireInput("ctl", "T-7", SHA, 900, "t@h")).credential
-        self.scratch = root / "scratch"
+        # Reachable by other users (0711 down from /): as root the sandbox's own uid must open the snapshot.
+        self.scratch = Path(tempfile.mkdtemp(prefix="corral-scratch-"))
+        os.chmod(self.scratch, 0o711)
         self.main = root / "main"
         self.main.mkdir()
         git("init", "-q", "-b", "main", cwd=self.main)
@@ -189,6 +190,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     w = World(tmp_path)
     yield w
     w.store.close()
+    shutil.rmtree(w.scratch, ignore_errors=True)
 
 
 BASE_FILES = {
@@ -442,7 +444,7 @@ def test_a_missing_sandbox_refuses_verify_and_nothing_runs(world: World, monkeyp
     monkeypatch.setenv("PATH", str(no_bwrap))
     refused("sandbox_unavailable", world.verify)
     assert world.lane_data(lane_id) == before
-    assert not world.scratch.exists(), "a snapshot was made although nothing could run"
+    assert list(world.scratch.iterdir()) == [], "a snapshot was made although nothing could run"
 
 
 class HoldTheRun:
@@ -458,14 +460,14 @@ class HoldTheRun:
     def _body(self) -> None:
         try:
             deadline = time.monotonic() + 30
-            while not list(self.world.scratch.glob("*/home/started")):
-                assert time.monotonic() < deadline, "the slow check never started"
+            while not list(self.world.scratch.glob("*/snapshot/.corral")):
+                assert time.monotonic() < deadline, "the snapshot was never made"
                 time.sleep(0.01)
-            (home,) = [p.parent for p in self.world.scratch.glob("*/home/started")]
+            (snapshot,) = [p.parent for p in self.world.scratch.glob("*/snapshot/.corral")]
             try:
                 self.action()
             finally:
-                (home / "go").touch()
+                (snapshot / "go").touch()
         except BaseException as exc:
             self.failures.append(exc)
 
@@ -512,3 +514,24 @@ def test_a_fence_change_during_the_run_invalidates_it_and_records_nothing(world:
     helper.join()
     assert result.verification["passed"] is True and result.verification["fence_generation"] == fresh.generation
     assert world.lane_data(lane_id)[1]["verification"] == result.verification
+
+
+def test_limits_in_validate_yaml_are_applied_and_their_maxima_enforced(world: World) -> None:
+    config = (
+        "validations:\n  - name: loud\n    argv: [python3, -c, \"print('x' * 300000)\"]\n"
+        "    limits: {output_kb: 64, tmp_mb: 8}\n"
+    )
+    world.lane(world.commit({**BASE_FILES, ".corral/validate.yaml": config}))
+    (record,) = world.verify().verification["results"]
+    assert record["passed"] is True and record["truncated"] is True and record["output_bytes"] == 300001
+    assert record["limits"]["output_kb"] == 64 and record["limits"]["tmp_mb"] == 8
+    assert record["limits"]["processes"] == 256, "the others keep their defaults"
+
+
+def test_a_limit_past_its_maximum_is_spec_invalid(world: World) -> None:
+    config = "validations:\n  - name: lint\n    argv: [python3, -V]\n    limits: {processes: 100000}\n"
+    base = world.commit({**BASE_FILES, ".corral/validate.yaml": config})
+    world.lane(base)
+    error = refused("spec_invalid", world.verify)
+    assert isinstance(error, SpecError)
+    assert error.diagnostics[0].pointer == "/validations/0/limits/processes"

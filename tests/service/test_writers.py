@@ -265,7 +265,7 @@ def test_preflight_gives_what_a_start_expects(lab: Lab) -> None:
         head_of(wt),
         status_digest(wt),
     )
-    assert facts["linked"] is True and facts["is_toplevel"] is True and facts["default_branch"] == "main"
+    assert facts["linked"] is True and facts["is_toplevel"] is True and facts["protected_default"] == ["main"]
     lane = lab.start(
         "alpha", wt, expected_head=facts["head"], expected_status_sha256=facts["status_sha256"], branch=facts["branch"]
     )
@@ -316,14 +316,16 @@ def test_named_protected_branches_are_protected(lab: Lab) -> None:
 
 
 def test_an_unknown_default_branch_must_be_named(lab: Lab) -> None:
-    git(lab.repo, "checkout", "-q", "--detach")  # no origin, and the main worktree is on no branch
-    wt = lab.worktree("wt-feat")
+    # No origin, no init.defaultBranch, and neither main nor master exists: nothing to protect by default.
+    repo = make_repo(lab.root / "trunk-only", branch="trunk")
+    wt = lab.worktree("wt-feat", repo=repo)
+    base = git(repo, "rev-parse", "HEAD~1")
     before = lab.footprint()
     with pytest.raises(CorralError) as caught:
-        lab.start("alpha", wt)
+        lab.start("alpha", wt, base_commit=base)
     assert caught.value.details["field"] == "protected_branches"
     assert lab.footprint() == before
-    assert lab.start("alpha", wt, protected_branches=("main",)).state == "active"
+    assert lab.start("alpha", wt, base_commit=base, protected_branches=("trunk",)).state == "active"
 
 
 def test_a_detached_head_is_refused(lab: Lab) -> None:
@@ -727,6 +729,7 @@ def test_scopes_check_reports_conflicts_and_writes_nothing(lab: Lab) -> None:
         "locked_scopes": [],
         "own_overlaps": [],
         "conflicts": [],
+        "symlinks": [],
         "ok": True,
     }
     assert (lab.footprint(), [(i.id, i.version) for i in lab.store.find("writer")]) == before
