@@ -22,7 +22,8 @@ def test_round_trip_with_private_modes(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert credentials.load(path, "ctl", STORE) == CRED
-    assert [p.name for p in path.parent.iterdir()] == ["ctl.json"], "no temporary file left behind"
+    names = sorted(p.name for p in path.parent.iterdir())
+    assert names == [".ctl.json.lock", "ctl.json"], "no temporary file left behind (the lock file stays)"
 
 
 def test_overwrite_replaces_atomically(tmp_path: Path) -> None:
