@@ -468,6 +468,7 @@ def grant(
         current = int((lease.data.get("generation") if lease is not None else 0) or 0)
         proposed = Credential(controller_id, proposal.lease_id, current + 1, proposal.token)
         _write(path, Stored(proposed, store_url, binding, pending=True, previous=in_force))
+        faults.point("credential_before_grant")
         try:
             granted = fire(proposal)
         except BaseException:

@@ -7,7 +7,8 @@ A fault point does nothing unless ``CORRAL_TEST_FAULTS=1`` is set; then
 - ``pause:PATH``: create ``PATH.reached``, then wait until ``PATH`` exists (at most 60 s), so a test
   can run something else inside the window and then let the process go on.
 
-Points: ``credential_after_grant`` (a grant committed, its credential not yet saved) and
+Points: ``credential_before_grant`` (a grant's proposal saved, the grant not yet asked for),
+``credential_after_grant`` (a grant committed, its credential not yet saved) and
 ``release_before_discard`` (a release committed, its credential file not yet removed). Agents never
 inherit ``CORRAL_*`` variables, so an agent cannot arm them for its coordinator.
 """
