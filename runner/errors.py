@@ -155,9 +155,12 @@ class NotFoundError(InvalidError):
 
 
 class CredentialError(InvalidError):
-    """The local credential file is missing, corrupt, too open, or for another store.
+    """The local credential file is missing, corrupt, unsafe, or for another store.
 
-    Raised by ``runner.credentials``. Acquire, resume or take over the lease to get a fresh one;
+    Raised by ``runner.credentials`` (``credential_missing``, ``credential_insecure``: not a 0600
+    regular file of this user in a 0700 directory, or a symlink/FIFO; ``credential_corrupt``;
+    ``credential_store_mismatch``) and ``runner.lineage`` (``credential_bind_unavailable``).
+    Fix the file's mode or directory, or acquire, resume or take over the lease to get a fresh one;
     never edit a credential by hand.
     """
 

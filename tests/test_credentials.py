@@ -22,7 +22,8 @@ def test_round_trip_with_private_modes(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert credentials.load(path, "ctl", STORE) == CRED
-    assert [p.name for p in path.parent.iterdir()] == ["ctl.json"], "no temporary file left behind"
+    names = sorted(p.name for p in path.parent.iterdir())
+    assert names == [".ctl.json.lock", "ctl.json"], "no temporary file left behind (the lock file stays)"
 
 
 def test_overwrite_replaces_atomically(tmp_path: Path) -> None:
@@ -88,3 +89,22 @@ def test_remove_is_idempotent(tmp_path: Path) -> None:
     credentials.save(path, CRED, STORE)
     assert credentials.remove(path) is True
     assert credentials.remove(path) is False
+
+
+def test_discard_removes_only_the_grant_it_was_given(tmp_path: Path) -> None:
+    path = tmp_path / "ctl.json"
+    successor = Credential("ctl", "99999999-2222-3333-4444-555555555555", 4, "e" * 32)
+    credentials.save(path, successor, STORE)
+    assert credentials.discard(path, "ctl", STORE, CRED) is False, "the file holds a successor's grant"
+    assert credentials.load(path, "ctl", STORE) == successor
+    assert credentials.discard(path, "ctl", STORE, successor) is True
+    assert not path.exists()
+
+
+def test_a_loose_directory_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "creds" / "ctl.json"
+    credentials.save(path, CRED, STORE)
+    path.parent.chmod(0o755)
+    assert error_code(path) == "credential_insecure"
+    with pytest.raises(CredentialError):
+        credentials.save(path, CRED, STORE)

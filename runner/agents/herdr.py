@@ -93,20 +93,31 @@ class CommandRunner(Protocol):
         ...
 
 
+def herdr_environment() -> dict[str, str]:
+    """Ours without corral's own ``CORRAL_*`` variables: Herdr may hand its client's environment to the
+    panes it starts, and an agent must not learn where its coordinator's credentials are."""
+    return {k: v for k, v in os.environ.items() if not k.upper().startswith("CORRAL_")}
+
+
 class SubprocessRunner:
-    """The real thing: a child process per call, stdin closed, output captured."""
+    """The real thing: a child process per call, stdin closed, output captured, no ``CORRAL_*``."""
 
     def run(self, argv: Sequence[str], timeout: float) -> Completed:
         try:
             done = subprocess.run(
-                list(argv), stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+                env=herdr_environment(),
             )
         except subprocess.TimeoutExpired:
             raise TimeoutError(f"{argv[0]} did not finish within {timeout:g} s") from None
         return Completed(done.returncode, done.stdout, done.stderr)
 
     async def run_async(self, argv: Sequence[str], timeout: float) -> Completed:
-        process = await anyio.open_process(list(argv), stdin=subprocess.DEVNULL)
+        process = await anyio.open_process(list(argv), stdin=subprocess.DEVNULL, env=herdr_environment())
         chunks: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
 
         async def drain(name: str, stream: Any) -> None:

@@ -4,6 +4,13 @@ Built-ins: ``claude`` (``claude -p``; the only kind taking ``--model`` / ``--eff
 (``codex exec -``) and ``script`` (the bundled deterministic demo agent). ``$CORRAL_HOME/agents.yaml``
 and then ``./.corral/agents.yaml`` may add kinds or replace built-ins (schema:
 ``schemas/agents.schema.json``). A caller names a kind; it never supplies a command.
+
+An agent's environment is built from an allow-list, never inherited whole: :data:`BASE_ENV` for
+every kind plus the kind's own ``env_allow`` (built-ins: ``ANTHROPIC_API_KEY`` … for ``claude``,
+``OPENAI_API_KEY`` and ``CODEX_HOME`` … for ``codex``, ``PYTHONPATH`` for ``script``). An entry is a
+variable name or a prefix ending in ``*``. Nothing that could match a ``CORRAL_*`` variable is ever
+allowed (refused at load, ``config_invalid``, and filtered again when the environment is built), so
+an agent never learns where its coordinator's credentials, store or state home are.
 """
 
 from __future__ import annotations
@@ -19,6 +26,25 @@ from runner.cache import ContentCache, key_for
 from runner.data import data_dir
 from runner.errors import InputError, SpecError
 
+# Every kind's agents get these (if set): what a command needs to run and print, nothing of corral's.
+BASE_ENV: tuple[str, ...] = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_*", "TERM", "TMPDIR", "SHELL", "TZ")
+FORBIDDEN_PREFIX = "CORRAL_"
+
+
+def env_entry_forbidden(entry: str) -> bool:
+    """Whether an allow-list entry could let a ``CORRAL_*`` variable through (``CORRAL_X``, ``COR*``, ``*``)."""
+    upper = entry.upper()
+    if upper.endswith("*"):
+        stem = upper[:-1]
+        return FORBIDDEN_PREFIX.startswith(stem) or stem.startswith(FORBIDDEN_PREFIX)
+    return upper.startswith(FORBIDDEN_PREFIX)
+
+
+def _allowed(name: str, allow: tuple[str, ...]) -> bool:
+    if name.upper().startswith(FORBIDDEN_PREFIX):
+        return False
+    return any(name.startswith(e[:-1]) if e.endswith("*") else name == e for e in allow)
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -32,6 +58,12 @@ class Kind:
     blocked_marker: str | None = None
     herdr_kind: str | None = None
     source: str = "built-in"
+    env_allow: tuple[str, ...] = ()  # beyond BASE_ENV; never CORRAL_*
+
+    def environment(self, source: Mapping[str, str]) -> dict[str, str]:
+        """The environment an agent of this kind runs with: ``source`` filtered by the allow-list."""
+        allow = BASE_ENV + self.env_allow
+        return {name: value for name, value in source.items() if _allowed(name, allow)}
 
     def command(self, options: StartOptions) -> list[str]:
         """The argv for one prompt (``{python}`` expanded; options as flag/value pairs). The supervisor
@@ -51,14 +83,20 @@ class Kind:
 
 
 BUILTIN: dict[str, Kind] = {
-    "claude": Kind("claude", ("claude", "-p"), options={"model": "--model", "effort": "--effort"}),
-    "codex": Kind("codex", ("codex", "exec", "-")),
+    "claude": Kind(
+        "claude",
+        ("claude", "-p"),
+        options={"model": "--model", "effort": "--effort"},
+        env_allow=("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "CLAUDE_CONFIG_DIR"),
+    ),
+    "codex": Kind("codex", ("codex", "exec", "-"), env_allow=("OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME")),
     "script": Kind(
         "script",
         ("{python}", "-m", "runner.agents.demo_agent"),
         blocked_exit_codes=(3,),
         blocked_marker="CORRAL-BLOCKED",
         herdr_kind="script",
+        env_allow=("PYTHONPATH",),  # the demo agent is corral's own module: it must import the same runner
     ),
 }
 
@@ -107,6 +145,17 @@ def _load_file(path: Path, cache: ContentCache) -> dict[str, Kind]:
     if doc is None:
         doc = _validate(path, raw)
         cache.put(key, doc)
+    for name, spec in doc["kinds"].items():
+        for entry in spec.get("env_allow") or ():
+            if env_entry_forbidden(entry):
+                raise InputError(
+                    "agents.yaml",
+                    f"{path}: kind {name!r} allows {entry!r} in env_allow, which could pass corral's own "
+                    "CORRAL_* variables (state home, store, credentials) to agents; remove it",
+                    code="config_invalid",
+                    path=str(path),
+                    kind=name,
+                )
     return {
         name: Kind(
             name=name,
@@ -117,9 +166,17 @@ def _load_file(path: Path, cache: ContentCache) -> dict[str, Kind]:
             blocked_marker=spec.get("blocked_marker"),
             herdr_kind=spec.get("herdr_kind"),
             source=str(path),
+            env_allow=_env_allow(name, spec),
         )
         for name, spec in doc["kinds"].items()
     }
+
+
+def _env_allow(name: str, spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """A file's kind extends the built-in kind it replaces: its own entries plus the built-in's."""
+    builtin = BUILTIN.get(name)
+    own = tuple(spec.get("env_allow") or ())
+    return (builtin.env_allow if builtin is not None else ()) + own
 
 
 def _validate(path: Path, raw: bytes) -> Any:

@@ -4,12 +4,13 @@ A slot is a row in the store (status, ``seq``, the current run) plus a directory
 ``$CORRAL_HOME/agents/<pane>/`` holding one log per run. A new agent is ``idle`` at seq 0 and runs
 nothing. A prompt moves it to ``working`` (seq + 1) and starts a detached supervisor that runs the
 kind's fixed command in the agent's cwd with the prompt on stdin (or as one argument), never through
-a shell; when the command exits the supervisor records ``done`` (or ``blocked``: a configured exit
-code or output marker) at seq + 2 with the exit status. Reading output changes nothing.
+a shell, with only the kind's allowed environment (:meth:`Kind.environment`: no ``CORRAL_*``); when
+the command exits the supervisor records ``done`` (or ``blocked``: a configured exit code or output
+marker) at seq + 2 with the exit status. Reading output changes nothing.
 
-Any process can observe an agent through the store, and agents outlive the coordinator that
-prompted them. Waits check the slot every ``POLL`` seconds (a primary-key read), so they wake within
-a few milliseconds of the change and never see a state older than their cursor.
+Any process can observe an agent through the store, and agents outlive the coordinator that prompted
+them. Waits check the slot every ``POLL`` seconds (a primary-key read), so they wake within a few
+milliseconds of the change and never see a state older than their cursor.
 """
 
 from __future__ import annotations
@@ -197,6 +198,9 @@ class ProcessHost(AgentHost):
             "pane_id": pane_id,
             "run": run,
             "argv": kind.command(options),
+            # The agent's whole environment (an allow-list, never CORRAL_*): the supervisor itself
+            # inherits ours to reach the store; the command it runs gets only this.
+            "env": kind.environment(os.environ),
             "prompt_mode": kind.prompt,
             "text": text,
             "cwd": slot.cwd,

@@ -3,13 +3,15 @@
 Started by :meth:`ProcessHost.prompt` after the slot was set ``working`` at cursor ``run``; it reads
 its job as JSON on standard input (so the prompt text never touches the disk or argv), detaches
 (fork + a new session: nobody's child, it outlives its prompter), runs the kind's fixed argv in the
-agent's cwd with output appended to the run's log, and compare-and-sets the slot from ``run`` to
-``run + 1`` as ``done`` or ``blocked`` with the exit status. If the slot moved meanwhile (closed, or
-changed by someone else) it records nothing.
+agent's cwd with the job's environment only (the kind's allow-list, built by the prompter; the
+supervisor's own environment, which may hold ``CORRAL_*``, is not passed on), output appended to the
+run's log, and compare-and-sets the slot from ``run`` to ``run + 1`` as ``done`` or ``blocked`` with
+the exit status. If the slot moved meanwhile (closed, or changed by someone else) it records
+nothing.
 
-The prompting process waits for the launcher half only, so that half imports nothing beyond ``json``,
-``os`` and ``sys``; the detached half starts the agent first and imports the store while it runs
-(both measured on the relay+collect critical path: bench/agents.py).
+The prompting process waits for the launcher half only, so that half imports nothing beyond
+``json``, ``os`` and ``sys``; the detached half starts the agent first and imports the store while
+it runs (both measured on the relay+collect critical path: bench/agents.py).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def start(job: dict[str, Any]) -> subprocess.Popen[bytes] | None:
             child = subprocess.Popen(
                 argv,
                 cwd=job["cwd"],
+                env=job["env"],  # only the kind's allow-list: never corral's variables or credential paths
                 stdin=subprocess.PIPE if job["prompt_mode"] == "stdin" else subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,

@@ -125,9 +125,47 @@ def _credential_path(app: App, controller_id: str, explicit: Path | None) -> Pat
     return explicit if explicit is not None else credentials.path_for(app.home.credentials, controller_id)
 
 
+def bind_option(fn: F) -> F:
+    return click.option(
+        "--bind-process",
+        "bind_process",
+        is_flag=True,
+        help="Bind the credential to the calling process (the shell or agent running corral): later "
+        "commands are refused unless they run from it or its descendants.",
+    )(fn)
+
+
 def load_credential(app: App, controller_id: str, explicit: Path | None) -> Credential:
-    """The controller's credential from ``--credential`` or the state home, checked against the store."""
-    return credentials.load(_credential_path(app, controller_id, explicit), controller_id, app.service.store.url)
+    """The controller's credential from ``--credential`` or the state home, checked against the store.
+
+    The one loading path of every command that acts with a credential: it refuses an unsafe or
+    malformed file, a caller outside a ``--bind-process`` binding (``caller_not_controller``), and
+    settles a grant left pending by a crash (``runner.credentials.settle``).
+    """
+    from runner.fence import instance_id
+
+    store = app.service.store
+    return credentials.load(
+        _credential_path(app, controller_id, explicit),
+        controller_id,
+        store.url,
+        lease=lambda: store.get(instance_id(controller_id)),
+    )
+
+
+def _binding(bind_process: bool) -> Any:
+    from runner.lineage import Binding
+
+    return Binding.of_caller() if bind_process else None
+
+
+def _grant(app: App, controller_id: str, path: Path, fire: Callable[[Any], Any], binding: Any, keep: bool) -> Any:
+    """Grant with the proposed credential saved first (see ``runner.credentials.grant``)."""
+    from runner.fence import instance_id
+
+    store = app.service.store
+    lease = store.get(instance_id(controller_id))
+    return credentials.grant(path, controller_id, store.url, lease, fire, binding=binding, keep_binding=keep)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -393,10 +431,6 @@ def _show_lease(app: App, verb: str, lease: Any, credential_path: Path | None, a
         click.echo(f"  credential: {credential_path} (0600; the token is never printed)")
 
 
-def _save_grant(app: App, grant: Any, path: Path) -> None:
-    credentials.save(path, grant.credential, app.service.store.url)
-
-
 @controller.command()
 @controller_option
 @click.option("--authority-ref", required=True, help="What authorises this controller (ticket, plan, URL).")
@@ -404,6 +438,7 @@ def _save_grant(app: App, grant: Any, path: Path) -> None:
 @click.option("--ttl", "ttl_seconds", type=int, default=900, show_default=True, help="Lease time to live, 5-86400 s.")
 @click.option("--holder", help="Who holds it, for listings (default: user@host).")
 @credential_option
+@bind_option
 @json_option
 @click.pass_obj
 def acquire(
@@ -414,15 +449,18 @@ def acquire(
     ttl_seconds: int,
     holder: str | None,
     credential_path: Path | None,
+    bind_process: bool,
     as_json: bool,
 ) -> None:
     """Take the lease of a controller id nobody holds; writes the credential file."""
+    from dataclasses import replace
+
     from runner.service import AcquireInput
 
     inp = AcquireInput(controller_id, authority_ref, authority_sha256.lower(), ttl_seconds, holder)
-    grant = app.service.acquire(inp)
     path = _credential_path(app, controller_id, credential_path)
-    _save_grant(app, grant, path)
+    binding = _binding(bind_process)
+    grant = _grant(app, controller_id, path, lambda p: app.service.acquire(replace(inp, proposal=p)), binding, False)
     _show_lease(app, "acquired", grant.lease, path, as_json)
 
 
@@ -446,6 +484,7 @@ def renew(app: App, controller_id: str, ttl_seconds: int | None, credential_path
 @click.option("--ttl", "ttl_seconds", type=int, help="New time to live, 5-86400 s (default: the lease's own).")
 @click.option("--holder", help="Who holds it, for listings.")
 @credential_option
+@bind_option
 @json_option
 @click.pass_obj
 def resume(
@@ -454,15 +493,26 @@ def resume(
     ttl_seconds: int | None,
     holder: str | None,
     credential_path: Path | None,
+    bind_process: bool,
     as_json: bool,
 ) -> None:
-    """Continue your own lease (even expired): new token, next generation; the old token dies."""
+    """Continue your own lease (even expired): new token, next generation; the old token dies.
+
+    A bound credential stays bound to the same process unless --bind-process binds it to this caller.
+    """
     from runner.service import ResumeInput
 
     path = _credential_path(app, controller_id, credential_path)
     credential = load_credential(app, controller_id, path)
-    grant = app.service.resume(ResumeInput(controller_id, credential, ttl_seconds, holder))
-    _save_grant(app, grant, path)
+    binding = _binding(bind_process)
+    grant = _grant(
+        app,
+        controller_id,
+        path,
+        lambda p: app.service.resume(ResumeInput(controller_id, credential, ttl_seconds, holder, proposal=p)),
+        binding,
+        True,
+    )
     _show_lease(app, "resumed", grant.lease, path, as_json)
 
 
@@ -479,6 +529,7 @@ def resume(
 @click.option("--authority-ref", help="A new authority reference (default: keep the predecessor's).")
 @click.option("--authority-sha256", help="SHA-256 of the new authority document.")
 @credential_option
+@bind_option
 @json_option
 @click.pass_obj
 def takeover(
@@ -490,9 +541,12 @@ def takeover(
     authority_ref: str | None,
     authority_sha256: str | None,
     credential_path: Path | None,
+    bind_process: bool,
     as_json: bool,
 ) -> None:
     """Claim an expired lease held by someone else; writes the credential file."""
+    from dataclasses import replace
+
     from runner.service import TakeoverInput
 
     inp = TakeoverInput(
@@ -503,9 +557,9 @@ def takeover(
         authority_ref,
         authority_sha256.lower() if authority_sha256 else None,
     )
-    grant = app.service.takeover(inp)
     path = _credential_path(app, controller_id, credential_path)
-    _save_grant(app, grant, path)
+    binding = _binding(bind_process)
+    grant = _grant(app, controller_id, path, lambda p: app.service.takeover(replace(inp, proposal=p)), binding, False)
     _show_lease(app, "took over", grant.lease, path, as_json)
 
 
@@ -530,7 +584,11 @@ def release(
     path = _credential_path(app, controller_id, credential_path)
     credential = load_credential(app, controller_id, path)
     lease = app.service.release(ReleaseInput(controller_id, credential, checkpoint_ref, checkpoint_sha256.lower()))
-    credentials.remove(path)
+    from runner import faults
+
+    faults.point("release_before_discard")
+    # Only if it still holds the released grant: an acquire may have written its successor meanwhile.
+    credentials.discard(path, controller_id, app.service.store.url, credential)
     _show_lease(app, "released", lease, None, as_json)
 
 

@@ -46,7 +46,9 @@ class CredentialKeeper(Protocol):
 
     def save(self, credential: Credential) -> None: ...
 
-    def remove(self, controller_id: str) -> None: ...
+    def remove(self, controller_id: str, held: Credential | None = None) -> None:
+        """Forget the credential; with ``held``, only if what is kept is still that grant."""
+        ...
 
 
 class PlanConflictError(ConflictError):

@@ -25,10 +25,17 @@ class FileKeeper:
             raise
 
     def save(self, credential: Credential) -> None:
-        credentials.save(credentials.path_for(self.directory, credential.controller_id), credential, self.store_url)
+        # A plan re-granting a bound credential keeps it bound: it passed the binding check to load it.
+        path = credentials.path_for(self.directory, credential.controller_id)
+        credentials.save(path, credential, self.store_url, keep_binding=True)
 
-    def remove(self, controller_id: str) -> None:
-        credentials.remove(credentials.path_for(self.directory, controller_id))
+    def remove(self, controller_id: str, held: Credential | None = None) -> None:
+        """Forget the credential; with ``held``, only if the file still holds that grant."""
+        path = credentials.path_for(self.directory, controller_id)
+        if held is None:
+            credentials.remove(path)
+        else:
+            credentials.discard(path, controller_id, self.store_url, held)
 
 
 class MemoryKeeper:
@@ -43,5 +50,6 @@ class MemoryKeeper:
     def save(self, credential: Credential) -> None:
         self._held[credential.controller_id] = credential
 
-    def remove(self, controller_id: str) -> None:
-        self._held.pop(controller_id, None)
+    def remove(self, controller_id: str, held: Credential | None = None) -> None:
+        if held is None or self._held.get(controller_id) == held:
+            self._held.pop(controller_id, None)

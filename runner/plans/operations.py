@@ -190,7 +190,8 @@ async def controller_acquire(ctx: OpContext, args: dict[str, Any]) -> Outputs:
         if held is not None:
             keeper.save(held)
         else:
-            keeper.remove(ctx.controller_id)
+            proposed = fence.Credential(ctx.controller_id, proposal.lease_id, generation, proposal.token)
+            keeper.remove(ctx.controller_id, proposed)
         raise
     keeper.save(grant.credential)
     return _lease_fields(grant.lease.data)
@@ -213,12 +214,11 @@ def _resume_release(ctx: OpContext, args: dict[str, Any]) -> Resume:
 async def controller_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import ReleaseInput
 
+    held = ctx.credential()
     lease = ctx.service.release(
-        ReleaseInput(
-            ctx.controller_id, ctx.credential(), str(args["checkpoint_ref"]), str(args["checkpoint_sha256"]).lower()
-        )
+        ReleaseInput(ctx.controller_id, held, str(args["checkpoint_ref"]), str(args["checkpoint_sha256"]).lower())
     )
-    ctx.executor.credentials.remove(ctx.controller_id)
+    ctx.executor.credentials.remove(ctx.controller_id, held)  # not a successor's, written meanwhile
     return Outputs({"state": lease.state})
 
 

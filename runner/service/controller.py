@@ -86,6 +86,7 @@ class TakeoverInput:
     holder: str | None = None
     authority_ref: str | None = None
     authority_sha256: str | None = None
+    proposal: fence.Proposal | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
@@ -292,6 +293,7 @@ class ControllerOps(ServiceBase):
                     "authority_ref": inp.authority_ref,
                     "authority_sha256": inp.authority_sha256,
                 },
+                proposal=inp.proposal,
             )
         except TransitionNotAllowedError as exc:
             raise RefusedError(
