@@ -146,10 +146,18 @@ def _read_config(path: Path) -> bytes | None:
 def _load_file(path: Path, raw: bytes, cache: ContentCache) -> dict[str, Kind]:
     schema = (data_dir("schemas") / "agents.schema.json").read_bytes()
     key = key_for(schema, raw)
-    doc = cache.get(key)
-    if doc is None:
-        doc = _validate(path, raw)
-        cache.put(key, doc)
+    doc = cache.get(key)  # verified against its recorded body digest and key
+    if doc is not None:
+        try:
+            return _kinds_of(path, doc)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            cache.reject(key, f"not a validated agents.yaml ({type(exc).__name__})")
+    doc = _validate(path, raw)
+    cache.put(key, doc)
+    return _kinds_of(path, doc)
+
+
+def _kinds_of(path: Path, doc: Any) -> dict[str, Kind]:
     return {
         name: Kind(
             name=name,
