@@ -11,7 +11,10 @@ on), a human ``message`` and structured ``details``. The category decides the ex
     │   ├── InputError                                       an operation's input failed validation
     │   ├── NotFoundError                                    a named thing does not exist
     │   ├── CredentialError                                  the local credential file is unusable
-    │   └── StoreVersionError                                the database is newer than this code
+    │   ├── StoreVersionError                                the database is newer than this code
+    │   ├── StoreCorruptError                                the database file or a row is damaged
+    │   ├── StoreForeignError                                the file is another application's database
+    │   └── HomeInsecureError                                the state home is not a private directory
     ├── RefusedError                  refused       exit 4   a guard said no (the code says which)
     │   ├── TransitionNotAllowedError                        the trigger is not allowed in this state
     │   └── AuthorityMovedError                              an effect's gate: the fence or instance moved
@@ -171,6 +174,32 @@ class StoreVersionError(InvalidError):
     """The database was written by a newer corral. Upgrade corral; never downgrade a database."""
 
     default_code = "store_too_new"
+
+
+class StoreCorruptError(InvalidError):
+    """The store's file is empty, truncated, not an SQLite database, or a row cannot be decoded.
+
+    Raised by ``runner.store.sqlite`` at open (``details["path"]``) or when a row is read
+    (``details["table"]``, ``details["row"]``); nothing was written. Restore the file from a backup,
+    or move it away to start a new store; corral never re-initialises it in place.
+    """
+
+    default_code = "store_corrupt"
+
+
+class StoreForeignError(InvalidError):
+    """The store's file is an SQLite database that corral did not create (another application id,
+    or tables and no corral tables). Point ``--store`` elsewhere or move the file away."""
+
+    default_code = "store_foreign"
+
+
+class HomeInsecureError(InvalidError):
+    """The state home (or its ``credentials/`` directory) is not a private directory of this user:
+    a symlink, not a directory, or owned by someone else. Raised by ``runner.home``; fix or remove
+    the path (``details["path"]``, ``details["mode"]``, ``details["owner"]``) and run again."""
+
+    default_code = "home_insecure"
 
 
 class RefusedError(CorralError):

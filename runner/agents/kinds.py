@@ -11,10 +11,16 @@ every kind plus the kind's own ``env_allow`` (built-ins: ``ANTHROPIC_API_KEY`` â
 variable name or a prefix ending in ``*``. Nothing that could match a ``CORRAL_*`` variable is ever
 allowed (refused at load, ``config_invalid``, and filtered again when the environment is built), so
 an agent never learns where its coordinator's credentials, store or state home are.
+
+An absent file means the built-ins; a path that is there but is not a readable regular file (a
+directory, a FIFO, a dangling symlink) is refused (``agents_config_invalid``), because ignoring it
+would silently run the built-in kinds instead of the configured ones.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,7 +30,7 @@ from typing import Any
 from runner.agents.abc import AgentKindError, StartOptions
 from runner.cache import ContentCache, key_for
 from runner.data import data_dir
-from runner.errors import InputError, SpecError
+from runner.errors import InputError, InvalidError, SpecError
 
 # Every kind's agents get these (if set): what a command needs to run and print, nothing of corral's.
 BASE_ENV: tuple[str, ...] = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_*", "TERM", "TMPDIR", "SHELL", "TZ")
@@ -113,8 +119,9 @@ class Kinds:
         kinds = dict(BUILTIN)
         cache = ContentCache(cache_dir)
         for path in files:
-            if path.is_file():
-                kinds.update(_load_file(path, cache))
+            raw = _read_config(path)
+            if raw is not None:
+                kinds.update(_load_file(path, raw, cache))
         return cls(kinds)
 
     def get(self, name: str) -> Kind:
@@ -137,14 +144,58 @@ def config_files(home_root: Path, project: Path | None = None) -> list[Path]:
     return [home_root / "agents.yaml", (project or Path.cwd()) / ".corral" / "agents.yaml"]
 
 
-def _load_file(path: Path, cache: ContentCache) -> dict[str, Kind]:
-    raw = path.read_bytes()
+def _invalid(path: Path, why: str) -> InvalidError:
+    return InvalidError(
+        f"the agents configuration {path} {why}; make it a regular YAML file or remove it "
+        "(without it the built-in kinds apply)",
+        code="agents_config_invalid",
+        path=str(path),
+    )
+
+
+def _read_config(path: Path) -> bytes | None:
+    """The bytes of one agents.yaml, or None if nothing is at ``path`` (a symlink to one is followed).
+
+    Opened with ``O_NONBLOCK`` and checked with ``fstat`` before reading, so a FIFO cannot hang us.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        if os.path.islink(path):
+            raise _invalid(path, f"is a dangling symlink (to {os.readlink(path)})") from None
+        return None  # absent: the built-ins
+    except IsADirectoryError:
+        raise _invalid(path, "is a directory") from None
+    except OSError as exc:
+        raise _invalid(path, f"cannot be opened ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _invalid(path, "is not a regular file (a directory, FIFO, socket or device)")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    except OSError as exc:
+        raise _invalid(path, f"cannot be read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+
+
+def _load_file(path: Path, raw: bytes, cache: ContentCache) -> dict[str, Kind]:
     schema = (data_dir("schemas") / "agents.schema.json").read_bytes()
     key = key_for(schema, raw)
-    doc = cache.get(key)
-    if doc is None:
-        doc = _validate(path, raw)
-        cache.put(key, doc)
+    doc = cache.get(key)  # verified against its recorded body digest and key
+    if doc is not None:
+        try:
+            return _kinds_of(path, doc)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            cache.reject(key, f"not a validated agents.yaml ({type(exc).__name__})")
+    doc = _validate(path, raw)
+    cache.put(key, doc)
+    return _kinds_of(path, doc)
+
+
+def _kinds_of(path: Path, doc: Any) -> dict[str, Kind]:
     for name, spec in doc["kinds"].items():
         for entry in spec.get("env_allow") or ():
             if env_entry_forbidden(entry):

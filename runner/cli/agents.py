@@ -601,3 +601,9 @@ def status(app: App, as_json: bool) -> None:
             click.echo(f"  {item['machine']} {item.get('name') or item.get('token') or item['id']}: {item['state']}")
     else:
         click.echo("nothing needs attention")
+    cache = report.get("cache") or {}
+    if cache.get("rebuilt"):
+        by = ", ".join(f"{name} {n}" for name, n in sorted(cache["by_cache"].items()))
+        click.echo(f"cache: {cache['rebuilt']} damaged or tampered entries rebuilt from source ({by})")
+    else:
+        click.echo("cache: no damaged or tampered entries rebuilt")

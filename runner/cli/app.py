@@ -122,7 +122,9 @@ def credential_option(fn: F) -> F:
 
 
 def _credential_path(app: App, controller_id: str, explicit: Path | None) -> Path:
-    return explicit if explicit is not None else credentials.path_for(app.home.credentials, controller_id)
+    if explicit is not None:
+        return explicit
+    return credentials.path_for(app.home.ensure("credentials"), controller_id)  # checked private first
 
 
 def bind_option(fn: F) -> F:

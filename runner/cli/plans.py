@@ -24,7 +24,7 @@ def _executor(app: App, progress: Any) -> Any:
     return Executor(
         service,
         RecipeLibrary(),
-        FileKeeper(app.home.credentials, service.store.url),
+        FileKeeper(app.home.ensure("credentials"), service.store.url),
         scratch=app.home.ensure("snapshots"),
         progress=progress,
     )

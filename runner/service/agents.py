@@ -1112,6 +1112,7 @@ class AgentOps(ServiceBase):
 
         counts: dict[str, dict[str, int]] = {}
         needs: list[dict[str, Any]] = []
+        rebuilt = self.library.cache_rebuilds()  # damaged or tampered entries found and rebuilt
         for path in self.library.builtin_paths():
             spec = self.library.builtin(path.stem)
             attention = _needs_attention(spec)
@@ -1134,4 +1135,5 @@ class AgentOps(ServiceBase):
             "agent_host": self.host("process").describe() if self._hosts is not None else None,
             "counts": counts,
             "needs_attention": needs,
+            "cache": {"rebuilt": sum(rebuilt.values()), "by_cache": rebuilt},
         }

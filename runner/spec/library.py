@@ -3,7 +3,9 @@
 A definition is validated (YAML, JSON Schema, lint) once per content: the validated spec is cached
 as JSON under ``$CORRAL_HOME/cache/specs/`` keyed by the SHA-256 of corral's version, the schema and
 the file's bytes. A transition then costs a file read and a hash instead of a YAML parse and a
-schema validation (and jsonschema's import is skipped entirely).
+schema validation (and jsonschema's import is skipped entirely). An entry is used only if its body
+matches its recorded digest and the source digest it records is the file's; otherwise the file is
+validated afresh and the entry overwritten (counted in the cache's ledger: ``corral status``).
 
 Built-in machines (those shipped with corral) are the only ones the runner executes for its own
 lifecycles; local machines (``./machines``, ``$CORRAL_MACHINES``) are validated and drawn, and may
@@ -20,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from runner.cache import ContentCache, key_for
+from runner.cache import ContentCache, key_for, rebuilds
 from runner.data import data_dir
 from runner.errors import Diagnostic, NotFoundError, SpecError
 from runner.spec.model import MachineSpec
@@ -160,7 +162,7 @@ class Library:
         spec = self._specs.get(key)
         if spec is not None:
             return spec
-        spec = self._read_cache(key, path)
+        spec = self._read_cache(key, path, hashlib.sha256(raw).hexdigest())
         if spec is None:
             report, spec = validate_file(path)
             if spec is None:
@@ -169,15 +171,22 @@ class Library:
         self._specs[key] = spec
         return spec
 
-    def _read_cache(self, key: str, path: Path) -> MachineSpec | None:
-        doc = self._cache.get(key)
+    def _read_cache(self, key: str, path: Path, source_sha256: str) -> MachineSpec | None:
+        doc = self._cache.get(key)  # verified against its recorded body digest and key
         if doc is None:
             return None
-        try:
-            return MachineSpec.from_document(doc, _display(path), doc["sha256"])
-        except (KeyError, TypeError, ValueError) as exc:  # a damaged entry: validate afresh
-            logger.warning("ignoring damaged spec cache entry %s: %s", key, exc)
+        if not isinstance(doc, dict) or doc.get("sha256") != source_sha256:
+            self._cache.reject(key, f"not recorded for the current {path.name}")
             return None
+        try:
+            return MachineSpec.from_document(doc, _display(path), source_sha256)
+        except (KeyError, TypeError, ValueError) as exc:  # a damaged entry: validate afresh
+            self._cache.reject(key, f"not a spec ({type(exc).__name__})")
+            return None
+
+    def cache_rebuilds(self) -> dict[str, int]:
+        """Cache entries found damaged or tampered and rebuilt, by cache (``specs``, ``config``)."""
+        return rebuilds(self.cache_dir.parent if self.cache_dir is not None else None)
 
 
 @cache

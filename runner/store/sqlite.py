@@ -7,7 +7,9 @@ growing cap) up to a deadline: a long busy handler alone lets an unlucky writer 
 keep winning, and then fail after the same wait as everyone else.
 
 The schema is versioned in ``PRAGMA user_version`` and migrated forward on open; a database whose
-version is newer than this code knows is refused rather than misread.
+version is newer than this code knows is refused rather than misread. The file is created whole
+and recognised before anything is written to it (``runner.store.sqlite_file``): an empty, damaged
+or foreign file is refused, never re-initialised; so is a row whose JSON cannot be decoded.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from runner.context import Event, Instance, format_time
-from runner.errors import ConflictError, CorralError, StoreBusyError, StoreVersionError
+from runner.errors import ConflictError, CorralError, StoreBusyError, StoreCorruptError, StoreVersionError
 from runner.store.abc import AgentSlot, Reader, Store, Transaction
+from runner.store.sqlite_file import APPLICATION_ID, check_header, corruption_refused, create_exclusive, recognise
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +91,11 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+# The tables each schema version has: an existing file missing one of its version's is damaged.
+TABLES_BY_VERSION: dict[int, frozenset[str]] = {
+    1: frozenset({"instances", "events"}),
+    2: frozenset({"instances", "events", "agent_slots", "counters"}),
+}
 
 BUSY_TIMEOUT_MS = 20  # SQLite's own short wait before we take over with jittered retries
 RETRY_BASE = 0.002
@@ -110,15 +118,16 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 
 class _Reader(Reader):
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
+        self._path = path
 
     def get(self, instance_id: str) -> Instance | None:
         row = self._conn.execute(
             "SELECT id, machine, state, version, data, created_at, updated_at FROM instances WHERE id = ?",
             (instance_id,),
         ).fetchone()
-        return _instance(row) if row else None
+        return _instance(row, self._path) if row else None
 
     def find(self, machine: str, states: Iterable[str] | None = None) -> list[Instance]:
         sql = "SELECT id, machine, state, version, data, created_at, updated_at FROM instances WHERE machine = ?"
@@ -127,22 +136,23 @@ class _Reader(Reader):
             wanted = list(states)
             sql += f" AND state IN ({', '.join('?' * len(wanted))})" if wanted else " AND 0"
             args += wanted
-        return [_instance(row) for row in self._conn.execute(sql + " ORDER BY id", args)]
+        return [_instance(row, self._path) for row in self._conn.execute(sql + " ORDER BY id", args)]
 
     def slot(self, pane_id: str) -> AgentSlot | None:
         row = self._conn.execute(f"SELECT {_SLOT_COLUMNS} FROM agent_slots WHERE pane_id = ?", (pane_id,)).fetchone()
-        return _slot(row) if row else None
+        return _slot(row, self._path) if row else None
 
     def slots(self, include_closed: bool = False) -> list[AgentSlot]:
         where = "" if include_closed else " WHERE closed = 0"
         return [
-            _slot(row) for row in self._conn.execute(f"SELECT {_SLOT_COLUMNS} FROM agent_slots{where} ORDER BY number")
+            _slot(row, self._path)
+            for row in self._conn.execute(f"SELECT {_SLOT_COLUMNS} FROM agent_slots{where} ORDER BY number")
         ]
 
 
 class _Transaction(_Reader, Transaction):
-    def __init__(self, conn: sqlite3.Connection, now: datetime) -> None:
-        super().__init__(conn)
+    def __init__(self, conn: sqlite3.Connection, path: Path, now: datetime) -> None:
+        super().__init__(conn, path)
         self.now = now
         self.stamp = format_time(now)  # every row and event of one transaction carries the same time
 
@@ -277,7 +287,27 @@ _SLOT_COLUMNS = (
 )
 
 
-def _slot(row: tuple[Any, ...]) -> AgentSlot:
+def _decode(text: Any, path: Path, table: str, row_id: Any, column: str) -> dict[str, Any]:
+    """One JSON object column of one row; a row that does not decode is ``store_corrupt``, by table and id."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError) as exc:  # ValueError covers JSONDecodeError and bad UTF-8
+        why = f"{type(exc).__name__}: {exc}"
+    else:
+        if isinstance(value, dict):
+            return value
+        why = f"a JSON {type(value).__name__}, not an object"
+    raise StoreCorruptError(
+        f"the store {path} is damaged: {table} row {row_id!r} has an undecodable {column} column ({why}); "
+        "restore the database from a backup",
+        path=str(path),
+        table=table,
+        row=row_id,
+        column=column,
+    )
+
+
+def _slot(row: tuple[Any, ...], path: Path) -> AgentSlot:
     pane_id, name, kind, cwd, status, seq, run, pid, exit_status, closed, options, directory, created, updated = row
     return AgentSlot(
         pane_id,
@@ -290,19 +320,20 @@ def _slot(row: tuple[Any, ...]) -> AgentSlot:
         pid,
         exit_status,
         bool(closed),
-        json.loads(options),
+        _decode(options, path, "agent_slots", pane_id, "options"),
         directory,
         created,
         updated,
     )
 
 
-def _instance(row: tuple[Any, ...]) -> Instance:
-    return Instance(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5], row[6])
+def _instance(row: tuple[Any, ...], path: Path) -> Instance:
+    return Instance(row[0], row[1], row[2], row[3], _decode(row[4], path, "instances", row[0], "data"), row[5], row[6])
 
 
-def _event(row: tuple[Any, ...]) -> Event:
-    return Event(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], json.loads(row[8]), row[9])
+def _event(row: tuple[Any, ...], path: Path) -> Event:
+    payload = _decode(row[8], path, "events", row[0], "payload")
+    return Event(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], payload, row[9])
 
 
 class SQLiteStore(Store):
@@ -321,8 +352,11 @@ class SQLiteStore(Store):
         self._deadline = busy_deadline
         self._lock = threading.RLock()  # one connection; transactions on it must not interleave
         try:
-            if not self.path.exists():  # SQLite gives its -wal and -shm files the same mode
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+            # Invariant: a store file is made only where no name exists, whole (created 0600:
+            # SQLite gives its -wal and -shm files the same mode); an existing one is never remade.
+            if not os.path.lexists(self.path):
+                create_exclusive(self.path, self._build)
+            check_header(self.path)
             self._conn = sqlite3.connect(
                 str(self.path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
             )
@@ -338,26 +372,32 @@ class SQLiteStore(Store):
 
     # --- setup ----------------------------------------------------------------------------------
 
+    def _build(self, conn: sqlite3.Connection) -> None:
+        """The whole current schema in a new (temporary) file: see ``sqlite_file.create_exclusive``."""
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("BEGIN IMMEDIATE")
+        for script in MIGRATIONS:
+            for statement in _statements(script):
+                conn.execute(statement)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+
     def _setup(self) -> None:
         conn = self._conn
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         # Opening can meet a lock too (another connection checkpointing on close): wait like a writer.
-        version = self._retry(lambda: conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            raise StoreVersionError(
-                f"the database {self.path} has schema version {version}, newer than this corral understands "
-                f"({SCHEMA_VERSION}); upgrade corral",
-                path=str(self.path),
-                schema_version=version,
-                supported=SCHEMA_VERSION,
-            )
+        # Nothing is written before the file is recognised as a corral store.
+        found = recognise(conn, self.path, TABLES_BY_VERSION, self._retry)
         if self._retry(lambda: conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         conn.execute("PRAGMA synchronous = FULL")
-        if version < SCHEMA_VERSION:
+        if found.user_version < SCHEMA_VERSION or not found.stamped:
             self._migrate()
 
     def _migrate(self) -> None:
+        """Forward migrations, and corral's application id stamped on an older corral's database."""
         with self._immediate():
             # Re-read inside the lock: another process may have migrated while we waited.
             current = self._conn.execute("PRAGMA user_version").fetchone()[0]
@@ -373,6 +413,9 @@ class SQLiteStore(Store):
                 for statement in _statements(MIGRATIONS[target - 1]):
                     self._conn.execute(statement)
                 self._conn.execute(f"PRAGMA user_version = {target}")
+            if self._conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                logger.info("stamping %s with corral's application id", self.path)
+                self._conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
     # --- transactions ---------------------------------------------------------------------------
 
@@ -398,7 +441,7 @@ class SQLiteStore(Store):
 
     @contextmanager
     def _immediate(self) -> Iterator[None]:
-        with self._lock:
+        with self._lock, corruption_refused(self.path):
             self._retry(lambda: self._conn.execute("BEGIN IMMEDIATE"))
             try:
                 yield
@@ -415,14 +458,14 @@ class SQLiteStore(Store):
     @contextmanager
     def write(self) -> Iterator[Transaction]:
         with self._immediate():
-            yield _Transaction(self._conn, self._clock())
+            yield _Transaction(self._conn, self.path, self._clock())
 
     @contextmanager
     def read(self) -> Iterator[Reader]:
-        with self._lock:
+        with self._lock, corruption_refused(self.path):
             self._conn.execute("BEGIN")  # deferred: a snapshot from the first read on, no write lock
             try:
-                yield _Reader(self._conn)
+                yield _Reader(self._conn, self.path)
             finally:
                 self._conn.execute("COMMIT")
 
@@ -442,8 +485,8 @@ class SQLiteStore(Store):
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        with self._lock:
-            return [_event(row) for row in self._conn.execute(sql, args)]
+        with self._lock, corruption_refused(self.path):
+            return [_event(row, self.path) for row in self._conn.execute(sql, args)]
 
     def wait_events(self, since: int, timeout: float) -> list[Event]:
         # SQLite has no notifications across processes; PRAGMA data_version changes whenever another
@@ -464,7 +507,7 @@ class SQLiteStore(Store):
             time.sleep(min(0.05, remaining))
 
     def info(self) -> dict[str, Any]:
-        with self._lock:
+        with self._lock, corruption_refused(self.path):
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]
             mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
         return {"adapter": "sqlite", "path": str(self.path), "schema_version": version, "journal_mode": mode}
