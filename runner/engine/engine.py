@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner import faults
 from runner.context import Context, EffectResult, Event, Instance, Rejection
 from runner.effects import EFFECTS
 from runner.errors import (
@@ -308,18 +309,8 @@ def _not_started_data(spec: MachineSpec, refusal: AuthorityMovedError) -> dict[s
 
 
 def _fault(spec: MachineSpec, chosen: TransitionSpec, point: str) -> None:
-    """The crash-point harness: ``CORRAL_FAULT=after:<machine>.<trigger>:<intent|effect>`` kills this
-    process (SIGKILL, as a crash would) right after that point, but only when ``CORRAL_TEST_FAULTS=1``
-    is set too, so a stray variable in production can never take corral down."""
-    import os
-
-    wanted = os.environ.get("CORRAL_FAULT")
-    if not wanted or os.environ.get("CORRAL_TEST_FAULTS") != "1":
-        return
-    if wanted == f"after:{spec.name}.{chosen.trigger}:{point}":
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
+    """A crash point of the test harness (:mod:`runner.faults`): ``<machine>.<trigger>:<intent|effect>``."""
+    faults.point(f"{spec.name}.{chosen.trigger}:{point}")
 
 
 class _NoView:
