@@ -1,0 +1,280 @@
+"""The crash-point harness (issue 9): ``kill -9`` at every named point of every two-phase transition of
+every built-in machine, then prove that reconcile (or, for a receipt, an abandon on fresh evidence)
+reaches a settled state with nothing orphaned and nothing delivered twice.
+
+Each case runs the real ``corral`` executable with ``CORRAL_TEST_FAULTS=1`` and
+``CORRAL_FAULT=after:<machine>.<trigger>:<intent|effect>`` (see :mod:`runner.faults`): the process
+kills itself (SIGKILL) right after the intent is committed, or right after the effect and before its
+outcome is recorded. The list of cases is checked against the built-in machines, so a new two-phase
+transition without a crash case fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.spec.library import Library
+from tests.support.gitrepo import git
+
+pytestmark = pytest.mark.slow
+
+SHA = "c" * 64
+POINTS = ("intent", "effect")
+
+
+class Cli:
+    """The real executable in one state home; ``fault`` arms a crash point for one call."""
+
+    def __init__(self, env: dict[str, str], root: Path) -> None:
+        self.env = env
+        self.root = root
+        self.home = Path(env["CORRAL_HOME"])
+        self.project = root / "project"
+        self.project.mkdir()
+
+    def run(self, *args: str, fault: str | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = dict(self.env)
+        if fault is not None:
+            env.update(CORRAL_TEST_FAULTS="1", CORRAL_FAULT=f"after:{fault}")
+        return subprocess.run(
+            [str(Path(sys.executable).parent / "corral"), *args],
+            input=stdin, capture_output=True, text=True, env=env, cwd=self.root, timeout=60, check=False,
+        )  # fmt: skip
+
+    def ok(self, *args: str) -> Any:
+        done = self.run(*args, "--json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        return json.loads(done.stdout) if done.stdout.strip() else None
+
+    def crash(self, fault: str, *args: str) -> None:
+        done = self.run(*args, "--json", fault=fault)
+        assert done.returncode == -9, f"{fault}: expected a kill, got {done.returncode}: {done.stdout}{done.stderr}"
+
+    def acquire(self) -> None:
+        self.ok("controller", "acquire", "--controller", "ctl", "--authority-ref", "T", "--authority-sha256", SHA)
+
+    def start(self, name: str = "rev", fault: str | None = None) -> Any:
+        args = (
+            "reviewer",
+            "start",
+            "--controller",
+            "ctl",
+            "--name",
+            name,
+            "--kind",
+            "script",
+            "--cwd",
+            str(self.project),
+        )
+        if fault is not None:
+            return self.crash(fault, *args)
+        return self.ok(*args)["lease"]
+
+    def reconcile(self, machine: str = "reviewer", fault: str | None = None) -> Any:
+        group = "agent" if machine == "pane" else machine
+        args = (group, "reconcile", "--controller", "ctl")
+        if fault is not None:
+            return self.crash(fault, *args)
+        return self.ok(*args)["actions"]
+
+    def panes(self) -> list[dict[str, Any]]:
+        return list(self.ok("agents")["agents"])
+
+    def runs(self) -> int:
+        """How many prompts any agent ever ran (one run log per prompt handed over)."""
+        return len(list((self.home / "agents").glob("*/run-*.log")))
+
+    def settled(self) -> None:
+        """Nothing orphaned: no instance waits on reconcile, every live pane belongs to a live lease."""
+        status = self.ok("status")
+        assert status["needs_attention"] == [], status["needs_attention"]
+        loose = [p for p in self.panes() if p["lease"] is None]
+        assert loose == [], f"panes no lease holds: {loose}"
+
+    def wait_settled(self, name: str = "rev") -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            pane = next(p for p in self.panes() if p["name"] == name)
+            if pane["status"] in ("idle", "done", "blocked"):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"{name} never settled")
+
+
+@pytest.fixture
+def cli(cli_env: dict[str, str], tmp_path: Path, hermetic_git: None) -> Cli:
+    harness = Cli(cli_env, tmp_path)
+    harness.acquire()
+    return harness
+
+
+# --- the cases ----------------------------------------------------------------------------------------
+
+
+def reviewer_start(cli: Cli, point: str) -> None:
+    cli.start(fault=f"reviewer.start:{point}")
+    assert [a["to"] for a in cli.reconcile()] == ["failed_closed"]
+    cli.settled()
+    assert cli.start()["state"] == "active", "the name and directory are free again"
+
+
+def reviewer_close(cli: Cli, point: str) -> None:
+    cli.start()
+    cli.crash(f"reviewer.close:{point}", "reviewer", "close", "rev", "--controller", "ctl", "--expect-seq", "0")
+    assert [a["to"] for a in cli.reconcile()] == ["closed"]
+    cli.settled()
+    assert cli.panes() == []
+
+
+def reviewer_reconcile(cli: Cli, point: str) -> None:
+    cli.start(fault="reviewer.start:effect")  # a pane no lease recorded
+    assert len(cli.panes()) == 1
+    cli.reconcile(fault=f"reviewer.reconcile:{point}")
+    assert [a["to"] for a in cli.reconcile()] == ["failed_closed"]
+    cli.settled()
+    assert cli.panes() == []
+
+
+def receipt_relay(cli: Cli, point: str) -> None:
+    cli.start()
+    cli.crash(f"receipt.relay:{point}", "relay", "rev", "--controller", "ctl", "--text", "echo once")
+    (receipt,) = cli.ok("receipts")["receipts"]
+    assert receipt["state"] == "reserved", "an undecided delivery keeps blocking its target"
+    refused = cli.run("relay", "rev", "--controller", "ctl", "--text", "echo twice", "--json")
+    assert refused.returncode == 4 and json.loads(refused.stdout)["error"]["code"] == "receipt_outstanding"
+    cli.wait_settled()
+    cli.ok("abandon", "--controller", "ctl", "--receipt", receipt["token"], "--message", "seen settled")
+    assert cli.runs() == (1 if point == "effect" else 0), "never delivered twice"
+    cli.settled()
+
+
+def pane_close(cli: Cli, point: str) -> None:
+    pane = unleased_pane(cli)
+    cli.crash(f"pane.close:{point}", *close_args(cli, pane))
+    assert [a["to"] for a in cli.reconcile("pane")] == ["closed"]
+    assert [a["to"] for a in cli.reconcile()] == ["failed_closed"]
+    cli.settled()
+    assert cli.panes() == []
+
+
+def pane_reconcile(cli: Cli, point: str) -> None:
+    pane = unleased_pane(cli)
+    cli.crash("pane.close:intent", *close_args(cli, pane))
+    cli.reconcile("pane", fault=f"pane.reconcile:{point}")
+    assert [a["to"] for a in cli.reconcile("pane")] == ["closed"]
+    assert [a["to"] for a in cli.reconcile()] == ["failed_closed"]
+    cli.settled()
+
+
+def unleased_pane(cli: Cli) -> str:
+    cli.start(fault="reviewer.start:effect")
+    (found,) = cli.panes()
+    return str(found["pane_id"])
+
+
+def close_args(cli: Cli, pane: str) -> tuple[str, ...]:
+    return (
+        "agent", "close", pane, "--controller", "ctl", "--expect-name", "rev", "--expect-kind", "script",
+        "--expect-cwd", str(cli.project.resolve()), "--expect-seq", "0",
+    )  # fmt: skip
+
+
+def lane(cli: Cli, name: str = "alpha") -> tuple[Path, dict[str, Any]]:
+    repo = cli.root / "repo"
+    if not repo.exists():
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+        (repo / "src").mkdir()
+        (repo / "src" / "app.py").write_text("print('app')\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "base")
+        git(repo, "worktree", "add", "-q", "-b", "feat", str(cli.root / "wt"))
+    worktree = cli.root / "wt"
+    return worktree, cli.ok("preflight", str(worktree))
+
+
+def writer_start_args(cli: Cli, name: str = "alpha") -> tuple[str, ...]:
+    worktree, facts = lane(cli)
+    return (
+        "writer", "start", "--controller", "ctl", "--name", name, "--kind", "script", "--worktree", str(worktree),
+        "--branch", facts["branch"], "--base-commit", facts["head"], "--expect-head", facts["head"],
+        "--expect-status", facts["status_sha256"], "--own", "src", "--purpose", "crash points", "--ticket", "T",
+        "--authority-ref", "plan.md", "--authority-sha256", SHA,
+    )  # fmt: skip
+
+
+def writer_start(cli: Cli, point: str) -> None:
+    cli.crash(f"writer.start:{point}", *writer_start_args(cli))
+    assert [a["to"] for a in cli.reconcile("writer")] == ["failed_closed"]
+    cli.settled()
+    assert cli.ok(*writer_start_args(cli, "beta"))["lease"]["state"] == "active", "the worktree is free again"
+
+
+def writer_release(cli: Cli, point: str) -> None:
+    cli.ok(*writer_start_args(cli))
+    worktree, facts = lane(cli)
+    cli.crash(
+        f"writer.release:{point}",
+        "writer", "release", "alpha", "--controller", "ctl", "--expect-seq", "0", "--expect-head", facts["head"],
+        "--expect-status", facts["status_sha256"], "--checkpoint-ref", "ck/alpha", "--checkpoint-sha256", SHA,
+    )  # fmt: skip
+    assert [a["to"] for a in cli.reconcile("writer")] == ["released"]
+    cli.settled()
+    assert (worktree / "src" / "app.py").read_text() == "print('app')\n", "the worktree is untouched"
+
+
+def writer_reconcile(cli: Cli, point: str) -> None:
+    cli.crash("writer.start:effect", *writer_start_args(cli))
+    cli.reconcile("writer", fault=f"writer.reconcile:{point}")
+    assert [a["to"] for a in cli.reconcile("writer")] == ["failed_closed"]
+    cli.settled()
+    assert cli.panes() == []
+
+
+CASES: dict[str, Callable[[Cli, str], None]] = {
+    "reviewer.start": reviewer_start,
+    "reviewer.close": reviewer_close,
+    "reviewer.reconcile": reviewer_reconcile,
+    "writer.start": writer_start,
+    "writer.release": writer_release,
+    "writer.reconcile": writer_reconcile,
+    "receipt.relay": receipt_relay,
+    "pane.close": pane_close,
+    "pane.reconcile": pane_reconcile,
+}
+
+
+def test_every_two_phase_transition_of_every_builtin_machine_has_a_crash_case() -> None:
+    library = Library()
+    two_phase = {
+        f"{spec.name}.{t.trigger}"
+        for spec in (library.builtin(path.stem) for path in library.builtin_paths())
+        for t in spec.transitions
+        if t.two_phase
+    }
+    assert two_phase == set(CASES), "add a crash case for each new two-phase transition"
+
+
+@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_kill_at_each_point_is_settled_by_reconcile(cli: Cli, case: str, point: str) -> None:
+    CASES[case](cli, point)
+
+
+def test_the_harness_is_inert_without_the_test_variable(cli: Cli) -> None:
+    env_fault = cli.run(
+        "reviewer", "start", "--controller", "ctl", "--name", "rev", "--kind", "script", "--cwd",
+        str(cli.project), "--json",
+    )  # fmt: skip
+    assert env_fault.returncode == 0
+    cli.env["CORRAL_FAULT"] = "after:reviewer.close:intent"  # armed, but CORRAL_TEST_FAULTS is not set
+    closed = cli.run("reviewer", "close", "rev", "--controller", "ctl", "--expect-seq", "0", "--json")
+    assert closed.returncode == 0, closed.stdout + closed.stderr
