@@ -11,7 +11,7 @@ sources) and records the SHA-256 of the body bytes that follow. Anything else (d
 edited by hand) is ignored, validated afresh from the source and overwritten, and the rebuild is
 appended to one ledger per cache root (``rebuilds.log``, a JSON line each) that ``corral status``
 reports. The digests catch damage and naive edits, not a same-user process that rewrites an entry
-and its header consistently (see ``docs/security-notes-state.md``).
+and its header consistently (see ``docs/security.md``).
 """
 
 from __future__ import annotations
