@@ -244,10 +244,11 @@ def test_machines_and_draw(corral: Any, tmp_path: Path) -> None:
     listed = corral("machines", "--json").json()["machines"]
     assert [(m["name"], m["builtin"], m["states"], m["transitions"]) for m in listed] == [
         ("controller", True, 3, 5),
+        ("pane", True, 4, 3),
         ("plan", True, 7, 7),
         ("receipt", True, 6, 5),
-        ("reviewer", True, 8, 5),
-        ("writer", True, 8, 6),
+        ("reviewer", True, 9, 7),
+        ("writer", True, 9, 8),
     ]
     mermaid = corral("draw", "controller")
     assert mermaid.code == 0 and mermaid.out.startswith("stateDiagram-v2\n")

@@ -203,8 +203,6 @@ HOSTILE = {
     "symlink-to-a-good-copy": (_symlink_to_good_copy, "credential_insecure"),
     "mode-0400": (lambda p: p.chmod(0o400), "credential_insecure"),
     "mode-0640": (lambda p: p.chmod(0o640), "credential_insecure"),
-    "loose-directory": (lambda p: p.parent.chmod(0o777), "credential_insecure"),
-    "group-readable-directory": (lambda p: p.parent.chmod(0o750), "credential_insecure"),
     "deeply-nested-json": (_deep, "credential_corrupt"),
     "over-64-kib": (_huge, "credential_corrupt"),
     "format-true": (_edit(format=True), "credential_corrupt"),
@@ -234,6 +232,20 @@ def test_renew_refuses_a_hostile_credential_file(corral: Any, home: Path, case: 
     assert error["code"] == code, error
     assert str(path.parent) in error["message"]
     assert "Traceback" not in refused.err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", [0o777, 0o750])
+def test_a_loose_credentials_directory_is_tightened_never_used_as_it_is(corral: Any, home: Path, mode: int) -> None:
+    """The state home's own check tightens a loose ``credentials/`` of ours before anything reads it
+    (the loader itself refuses a loose directory it is handed any other way: tests/test_credentials.py)."""
+    assert corral(*ACQUIRE, "--json").code == 0
+    directory = home / "credentials"
+    directory.chmod(mode)
+    renewed = corral(*RENEW)
+    assert renewed.code == 0, renewed.out + renewed.err
+    assert directory.stat().st_mode & 0o777 == 0o700
+    assert "tightening" in renewed.err
 
 
 @pytest.mark.timeout(60)

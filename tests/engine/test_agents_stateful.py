@@ -564,6 +564,17 @@ class AgentsMachine(RuleBasedStateMachine):
     def reconcile(self, data: st.DataObject) -> None:
         cred, current = self.pick_cred(data)
         code = self.fence_code(current)
+        # Reconcile closes a live orphaned pane itself; a close fault left armed by a refused close
+        # would make that outcome depend on the order leases are visited: the host behaves here.
+        self.sim.next_close = None
+        stranded = {  # reconcile closes these; an orphaned pane holding another agent now is only reported
+            lease.id
+            for lease in self.leases.values()
+            if lease.state == "orphaned"
+            and lease.pane is not None
+            and not self.agent(lease.pane).closed
+            and self.same_identity(self.agent(lease.pane), lease.name)
+        }
         try:
             done = self.service.reviewer_reconcile(ControllerInput(CONTROLLER, cred, apply=True))
         except CorralError as exc:
@@ -574,10 +585,12 @@ class AgentsMachine(RuleBasedStateMachine):
         expected = {}
         for lease in self.leases.values():
             if lease.state in ("orphaned", "close_failed", "active"):
-                gone = lease.pane is None or self.agent(lease.pane).closed
+                gone = lease.id not in stranded and (lease.pane is None or self.agent(lease.pane).closed)
                 to = {"orphaned": "failed_closed", "close_failed": "closed", "active": "closed"}[lease.state]
                 if gone:
                     expected[lease.id] = ("reconciled", to)
+                elif lease.id in stranded:  # its pane is closed by reconcile, fenced
+                    expected[lease.id] = ("reconciled", "failed_closed")
                 elif lease.state != "active":  # a live active lease is not even reported
                     expected[lease.id] = ("skip", None)
         got = {a["lease"]: (a["action"], a.get("to")) for a in done.actions}
@@ -585,8 +598,13 @@ class AgentsMachine(RuleBasedStateMachine):
         events = []
         for lease_id, (action, to) in expected.items():
             if action == "reconciled":
-                self.leases[lease_id].state = to
+                lease = self.leases[lease_id]
+                closes = lease_id in stranded
+                lease.state = to
                 events.append((lease_id, "reconcile"))
+                if closes:
+                    assert lease.pane is not None and self.agent(lease.pane).closed
+                    events.append((lease_id, "reconcile:success"))
                 event(f"reconcile: {to}")
         self.expect_events(events)
 
