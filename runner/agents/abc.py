@@ -2,7 +2,9 @@
 
 An agent lives in a *pane* (the process host's slot, or a Herdr pane). Everything corral decides
 about an agent rests on an :class:`Observation`: who the agent is (pane, name, kind, cwd) and where it
-is (status and ``seq``, the state-change cursor that grows by one on every status change).
+is (status and ``seq``, the state-change cursor). Cursors are monotonic, not contiguous: ``seq`` only
+grows, but on Herdr it is one counter for the whole server, so another agent's change moves it too;
+``revision`` is the agent's own change count where the host exposes one.
 
 Adapters: ``process`` (embedded default, :mod:`runner.agents.process`) and ``herdr``
 (:mod:`runner.agents.herdr`). One contract test suite covers both. Hosts never import the engine.
@@ -42,6 +44,12 @@ class Observation:
     exit_status: int | None = None
     nonce: str | None = None
     """The start nonce the host recorded with the pane (None where the host keeps none)."""
+    revision: int | None = None
+    """This agent's own change counter: it grows by one on every change of *this* agent (``seq`` may be
+    shared by every agent of a host, as Herdr's ``state_change_seq`` is). None where the host has none."""
+    terminal_id: str | None = None
+    """The host server's lifetime id (Herdr's ``terminal_id``); a change means a restart: pane ids and
+    cursors of the old lifetime mean nothing. None where the host has no such lifetime."""
 
     @property
     def identity(self) -> tuple[str, str, str, str]:
@@ -63,6 +71,8 @@ class Observation:
             "status": self.status,
             "seq": self.seq,
             "exit_status": self.exit_status,
+            "revision": self.revision,
+            "terminal_id": self.terminal_id,
         }
 
 

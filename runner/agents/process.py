@@ -100,6 +100,7 @@ class ProcessHost(AgentHost):
             slot.seq,
             slot.exit_status,
             nonce if isinstance(nonce, str) else None,
+            revision=slot.seq,  # a slot's seq is its own: it counts this agent's changes only
         )
 
     def get(self, pane_id: str) -> Observation:

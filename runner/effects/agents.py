@@ -62,6 +62,7 @@ def start_agent(ctx: Context) -> EffectResult:
         {
             "pane_id": started.pane_id,
             "started_seq": started.seq,
+            "terminal_id": started.terminal_id,
             "started_at": format_time(ctx.now),
         },
     )
@@ -87,7 +88,11 @@ def _ambiguous(message: str) -> EffectResult:
 
 @EFFECTS.register("deliver_prompt")
 def deliver_prompt(ctx: Context) -> EffectResult:
-    """Hand the prompt over; delivery is confirmed only by ``working`` at exactly ``before_seq + 1``."""
+    """Hand the prompt over; delivery is confirmed by this very agent seen ``working`` past ``before_seq``.
+
+    Cursors are monotonic, not contiguous (on Herdr ``seq`` is one counter for the whole server): any
+    seq greater than ``before_seq`` counts, with the identity (and the host's lifetime) unchanged, and,
+    where the host counts the agent's own changes, its ``revision`` moved past the one seen before."""
     host = _host(ctx)
     data = ctx.data
     expected = Expect(
@@ -103,8 +108,21 @@ def deliver_prompt(ctx: Context) -> EffectResult:
         if exc.details.get("delivered") is False:
             return _fail(f"not delivered: {exc.message}")
         return _ambiguous(f"delivery unconfirmed: {exc.message}")
-    if after.identity == expected.identity and after.status == "working" and after.seq == before_seq + 1:
-        return EffectResult("success", {"after_seq": after.seq, "delivered_at": format_time(ctx.now)})
+    before_revision = data.get("before_revision")
+    own_moved = after.revision is None or before_revision is None or after.revision > before_revision
+    same_lifetime = data.get("terminal_id") is None or after.terminal_id == data.get("terminal_id")
+    if (
+        after.identity == expected.identity
+        and same_lifetime
+        and after.status == "working"
+        and after.seq > before_seq
+        and own_moved
+    ):
+        return EffectResult(
+            "success",
+            {"after_seq": after.seq, "after_revision": after.revision, "delivered_at": format_time(ctx.now)},
+        )
     return _ambiguous(
-        f"delivery unconfirmed: expected working at seq {before_seq + 1}, saw {after.status} at seq {after.seq}"
+        f"delivery unconfirmed: expected this agent working after seq {before_seq}, saw {after.status} at seq "
+        f"{after.seq}"
     )

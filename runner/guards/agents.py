@@ -50,7 +50,13 @@ def _identity(data: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def same_identity(observed: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
-    return bool(observed.get("exists")) and _identity(observed) == _identity(expected)
+    """The observed agent is the expected one: same pane, name, kind and cwd, and, where a host lifetime
+    (Herdr's ``terminal_id``) was recorded, the same lifetime: a pane id reused after a restart is
+    another agent."""
+    if not observed.get("exists") or _identity(observed) != _identity(expected):
+        return False
+    lifetime = expected.get("terminal_id")
+    return lifetime is None or observed.get("terminal_id") == lifetime
 
 
 def _identity_rejection(observed: Mapping[str, Any], expected: Mapping[str, Any]) -> Rejection:
@@ -246,29 +252,48 @@ def target_leased(ctx: Context) -> Rejection | None:
 
 @GUARDS.register("collect_cursor")
 def collect_cursor(ctx: Context) -> Rejection | None:
-    """The agent settled at exactly the cursor after the one it took the prompt at."""
+    """The agent settled after the cursor it took the prompt at, and that settle was its own very next
+    change (``revision`` one past the one seen working, where the host counts them): later work is never
+    labelled as this result."""
     observed = _agent(ctx)
     after_seq = ctx.instance.data.get("after_seq")
-    expected = after_seq + 1 if isinstance(after_seq, int) else None
-    if observed.get("seq") == expected and observed.get("status") in SETTLED:
+    after_revision = ctx.instance.data.get("after_revision")
+    seq, revision = observed.get("seq"), observed.get("revision")
+    next_own = after_revision is None or revision is None or revision == after_revision + 1
+    if (
+        isinstance(seq, int)
+        and isinstance(after_seq, int)
+        and seq > after_seq
+        and observed.get("status") in SETTLED
+        and next_own
+    ):
         return None
     return Rejection(
         "cursor_mismatch",
-        f"the agent is {observed.get('status')} at seq {observed.get('seq')}, expected settled at {expected}",
-        {"expected_seq": expected, "observed_seq": observed.get("seq"), "status": observed.get("status")},
+        f"the agent is {observed.get('status')} at seq {seq} (revision {revision}); expected it settled after "
+        f"seq {after_seq} by its next own change",
+        {
+            "after_seq": after_seq,
+            "observed_seq": seq,
+            "after_revision": after_revision,
+            "observed_revision": revision,
+            "status": observed.get("status"),
+        },
     )
 
 
 @GUARDS.register("cursor_superseded")
 def cursor_superseded(ctx: Context) -> Rejection | None:
-    """The agent moved past the receipt's window (or moved during the capture)."""
+    """The agent moved past the receipt's window (its own changes went past the settle that would be
+    this result's), or moved during the capture."""
     observed, after = _agent(ctx), _agent(ctx, "agent_after")
-    after_seq = ctx.instance.data.get("after_seq")
-    seq = observed.get("seq")
-    past = isinstance(seq, int) and isinstance(after_seq, int) and seq > after_seq + 1
-    moved = "agent_after" in ctx.observations and (after.get("seq"), after.get("status")) != (
+    after_revision = ctx.instance.data.get("after_revision")
+    seq, revision = observed.get("seq"), observed.get("revision")
+    past = isinstance(revision, int) and isinstance(after_revision, int) and revision > after_revision + 1
+    moved = "agent_after" in ctx.observations and (after.get("seq"), after.get("status"), after.get("revision")) != (
         seq,
         observed.get("status"),
+        revision,
     )
     if past or moved:
         return None

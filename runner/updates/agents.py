@@ -95,6 +95,8 @@ def record_receipt(ctx: Context) -> Update:
             "batch_id": ctx.params.get("batch_id"),
             "prompt_sha256": ctx.params["prompt_sha256"],
             "before_seq": _observed(ctx)["seq"],
+            "before_revision": _observed(ctx).get("revision"),
+            "terminal_id": lease.data.get("terminal_id"),
             "reserved_at": format_time(ctx.now),
         }
     )

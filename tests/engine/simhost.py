@@ -101,7 +101,7 @@ class SimAgent:
     history: list[tuple[int, str]] = field(default_factory=lambda: [(0, "idle")])  # (seq, status), each step
 
     def observe(self) -> Observation:
-        return Observation(self.pane_id, self.name, self.kind, self.cwd, self.status, self.seq)
+        return Observation(self.pane_id, self.name, self.kind, self.cwd, self.status, self.seq, revision=self.seq)
 
     def move(self, status: str) -> None:
         """One status change: exactly one step of the cursor."""
