@@ -18,9 +18,10 @@ on), a human ``message`` and structured ``details``. The category decides the ex
     ├── RefusedError                  refused       exit 4   a guard said no (the code says which)
     │   ├── TransitionNotAllowedError                        the trigger is not allowed in this state
     │   └── AuthorityMovedError                              an effect's gate: the fence or instance moved
-    └── ConflictError                 conflict      exit 5   the world changed underneath; re-read
-        ├── OutcomeUnrecordedError                           an effect acted; its instance moved meanwhile
-        └── StoreBusyError                                   the store stayed locked past the deadline
+    ├── ConflictError                 conflict      exit 5   the world changed underneath; re-read
+    │   ├── OutcomeUnrecordedError                           an effect acted; its instance moved meanwhile
+    │   └── StoreBusyError                                   the store stayed locked past the deadline
+    └── AgentRunFailedError           agent_failed  exit 6   the agent's run failed (it exited non-zero)
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ STATUS: Final[dict[str, Status]] = {
     "invalid": Status(exit=3, http=422),
     "refused": Status(exit=4, http=409),
     "conflict": Status(exit=5, http=409),
+    "agent_failed": Status(exit=6, http=502),
 }
 
 
@@ -250,3 +252,14 @@ class StoreBusyError(ConflictError):
     """The store stayed write-locked past the retry deadline. Try again later; nothing was written."""
 
     default_code = "store_busy"
+
+
+class AgentRunFailedError(CorralError):
+    """The agent's run failed: its command could not start or exited with a non-zero status that is not
+    its kind's "blocked" signal. Raised by ``collect``/``ask`` after the result was recorded: the receipt
+    is ``completed`` with ``exit_status``, and ``details`` carries the receipt and the captured output.
+    Read the output, fix the agent (its command, credentials, the prompt), and ask again.
+    """
+
+    category = "agent_failed"
+    default_code = "agent_run_failed"

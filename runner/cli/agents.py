@@ -430,7 +430,14 @@ def ask_many(
 
 @cli.command()
 @controller_option
-@click.option("--receipt", "tokens", multiple=True, required=True, help="A receipt token (repeatable).")
+@click.option("--receipt", "tokens", multiple=True, required=True, help="A receipt token (repeatable, 1-8).")
+@click.option(
+    "--mode",
+    type=click.Choice(["all", "first"]),
+    default="all",
+    show_default=True,
+    help="all: every result; first: the first to settle, the others left pending.",
+)
 @timeout_option
 @lines_option
 @credential_option
@@ -440,6 +447,7 @@ def collect(
     app: App,
     controller_id: str,
     tokens: tuple[str, ...],
+    mode: str,
     timeout: float,
     lines: int,
     credential_path: Path | None,
@@ -448,11 +456,21 @@ def collect(
     """Wait for receipts' agents to settle and collect exactly their results (or replay completed ones)."""
     from runner.service import CollectInput
 
-    credential = load_credential(app, controller_id, credential_path)
+    inp = CollectInput(
+        controller_id, load_credential(app, controller_id, credential_path), tokens, timeout, lines, mode
+    )
     import anyio
 
-    results = anyio.run(app.service.collect, CollectInput(controller_id, credential, tokens, timeout, lines))
-    _print_results(results, as_json)
+    if mode == "all":
+        _print_results(anyio.run(app.service.collect, inp), as_json)
+        return
+    batch = anyio.run(app.service.collect_first, inp)
+    if as_json:
+        render.emit_json(batch.to_dict())
+        return
+    _print_results(batch.results, False)
+    for pending in batch.pending_receipts:
+        click.echo(f"still pending: {_describe_receipt(pending)}")
 
 
 @cli.command()

@@ -97,37 +97,68 @@ class Engine:
         """
         table = self.library.table(spec)
         with self.store.write() as tx:
-            before = tx.get(request.instance_id) or Instance(request.instance_id, spec.name, spec.initial, 0, {})
-            if before.machine != spec.name:
-                raise InvalidError(
-                    f"instance {before.id!r} belongs to machine {before.machine!r}, not {spec.name!r}",
-                    code="instance_machine_mismatch",
-                    instance=before.id,
-                )
-            if request.expected_version is not None and before.version != request.expected_version:
-                raise ConflictError(
-                    f"instance {before.id!r} is at version {before.version}, not {request.expected_version}",
-                    instance=before.id,
-                    expected_version=request.expected_version,
-                    actual_version=before.version,
-                )
-            if not spec.transitions_for(request.trigger, before.state):
-                raise _not_allowed(spec, before, request.trigger)
-            ctx = self._context(before, request, tx)
-            firing = table.fire(request.trigger, before.state, ctx)
-            chosen = firing.chosen
-            if chosen is None:
-                raise _refused(before, request.trigger, firing.rejections)
-            data, reply = _apply_updates(spec, chosen, ctx)
-            after = tx.put(before, chosen.dest, data)
-            payload: dict[str, Any] = {"params": dict(request.params), "changed": _changed(spec, before.data, data)}
-            if chosen.two_phase:
-                payload["phase"] = "intent"
-            first = tx.append(after, request.trigger, before.state, request.actor, payload)
-        logger.debug("%s %s: %s -> %s (seq %d)", spec.name, request.trigger, before.state, after.state, first.seq)
+            chosen, after, first, reply = self._first_phase(tx, spec, table, request)
         if not chosen.two_phase:
             return Result(after, (first,), reply)
         return self._second_phase(spec, chosen, after, request, first, reply)
+
+    def fire_many(self, spec: MachineSpec, requests: list[Request]) -> list[Result | CorralError]:
+        """Fire several triggers whose first steps must be admitted together (an ask-many's receipts).
+
+        Invariant: every request's guards are judged, and every intent recorded, in **one** serialized
+        transaction: one refusal raises and leaves nothing written (all or nothing). Then each two-phase
+        request's effect runs behind its own gate, in order; a failure there is that request's result
+        (an error in the list), not a reason to skip the others, whose intents are already recorded.
+        """
+        table = self.library.table(spec)
+        firsts = []
+        with self.store.write() as tx:
+            for request in requests:
+                firsts.append((request, *self._first_phase(tx, spec, table, request)))
+        results: list[Result | CorralError] = []
+        for request, chosen, after, first, reply in firsts:
+            if not chosen.two_phase:
+                results.append(Result(after, (first,), reply))
+                continue
+            try:
+                results.append(self._second_phase(spec, chosen, after, request, first, reply))
+            except CorralError as exc:
+                results.append(exc)
+        return results
+
+    def _first_phase(
+        self, tx: Transaction, spec: MachineSpec, table: Any, request: Request
+    ) -> tuple[TransitionSpec, Instance, Event, dict[str, Any]]:
+        """Steps 2-4 inside ``tx``: choose the transition, apply its updates, compare-and-set, log it."""
+        before = tx.get(request.instance_id) or Instance(request.instance_id, spec.name, spec.initial, 0, {})
+        if before.machine != spec.name:
+            raise InvalidError(
+                f"instance {before.id!r} belongs to machine {before.machine!r}, not {spec.name!r}",
+                code="instance_machine_mismatch",
+                instance=before.id,
+            )
+        if request.expected_version is not None and before.version != request.expected_version:
+            raise ConflictError(
+                f"instance {before.id!r} is at version {before.version}, not {request.expected_version}",
+                instance=before.id,
+                expected_version=request.expected_version,
+                actual_version=before.version,
+            )
+        if not spec.transitions_for(request.trigger, before.state):
+            raise _not_allowed(spec, before, request.trigger)
+        ctx = self._context(before, request, tx)
+        firing = table.fire(request.trigger, before.state, ctx)
+        chosen = firing.chosen
+        if chosen is None:
+            raise _refused(before, request.trigger, firing.rejections)
+        data, reply = _apply_updates(spec, chosen, ctx)
+        after = tx.put(before, chosen.dest, data)
+        payload: dict[str, Any] = {"params": dict(request.params), "changed": _changed(spec, before.data, data)}
+        if chosen.two_phase:
+            payload["phase"] = "intent"
+        first = tx.append(after, request.trigger, before.state, request.actor, payload)
+        logger.debug("%s %s: %s -> %s (seq %d)", spec.name, request.trigger, before.state, after.state, first.seq)
+        return chosen, after, first, reply
 
     def _context(self, instance: Instance, request: Request, tx: Transaction) -> Context:
         return Context(

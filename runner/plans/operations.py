@@ -521,29 +521,37 @@ def _resume_ask_many(ctx: OpContext, args: dict[str, Any]) -> Resume:
 
 @operation("receipt.ask_many", _resume_ask_many)
 async def receipt_ask_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
-    from runner.service import CollectInput, RelayInput
+    from runner.service import AskManyInput, CollectInput, RelayInput
 
     requests = list(args["requests"])
     if not 1 <= len(requests) <= 8:
         raise InputError("requests", "give 1-8 requests")
     credential = ctx.credential()  # read once for the whole batch
-    tokens = []
-    for index, request in enumerate(requests):
-        existing = ctx.service.store.get(f"receipt/{ctx.subkey(index)}")
-        if existing is None:
+    keys = tuple(ctx.subkey(index) for index in range(len(requests)))
+    existing = [ctx.service.store.get(f"receipt/{key}") for key in keys]
+    if all(found is None for found in existing):
+        # Admitted all at once: every receipt reserved in one transaction, or none (a refusal).
+        views = ctx.service.relay_many(
+            AskManyInput(
+                ctx.controller_id,
+                credential,
+                tuple((str(r["target"]), str(r["text"])) for r in requests),
+                batch_id=ctx.key,
+                receipt_ids=keys,
+            )
+        )
+        tokens = [view.token for view in views]
+    else:
+        tokens = []
+        for key, found, request in zip(keys, existing, requests, strict=True):
+            if found is not None:
+                tokens.append(str(found.data["token"]))
+                continue
+            # Only a batch admitted before admission was atomic can be partly reserved.
             view = ctx.service.relay(
-                RelayInput(
-                    ctx.controller_id,
-                    credential,
-                    str(request["target"]),
-                    str(request["text"]),
-                    batch_id=ctx.key,
-                    receipt_id=ctx.subkey(index),
-                )
+                RelayInput(ctx.controller_id, credential, str(request["target"]), str(request["text"]), ctx.key, key)
             )
             tokens.append(view.token)
-        else:
-            tokens.append(str(existing.data["token"]))
     mode = str(args.get("mode") or "all")
     timeout = _timeout(ctx, args)
     chosen = tokens

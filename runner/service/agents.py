@@ -32,6 +32,7 @@ from runner.agents.kinds import Kinds
 from runner.context import Instance
 from runner.engine import Request, Result
 from runner.errors import (
+    AgentRunFailedError,
     AuthorityMovedError,
     ConflictError,
     CorralError,
@@ -266,12 +267,16 @@ class CollectInput:
     tokens: tuple[str, ...]
     timeout: float = TIMEOUT_DEFAULT
     lines: int = CAPTURE_LINES_DEFAULT
+    mode: str = "all"
+    """``all``: every result; ``first``: the first receipt to settle, the others left pending."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
-        if not self.tokens:
-            raise InputError("receipt", "give at least one receipt token")
+        if not 1 <= len(self.tokens) <= BATCH_MAX:
+            raise InputError("receipt", f"give 1-{BATCH_MAX} receipt tokens, not {len(self.tokens)}")
+        if self.mode not in ("all", "first"):
+            raise InputError("mode", f"{self.mode!r} is not all or first")
         for token in self.tokens:
             _check_token(token)
         if len(set(self.tokens)) != len(self.tokens):
@@ -290,10 +295,20 @@ class AskManyInput:
     mode: str = "all"
     timeout: float = TIMEOUT_DEFAULT
     lines: int = CAPTURE_LINES_DEFAULT
+    batch_id: str | None = None
+    """An idempotency key for the batch (plans derive it from the step); a fresh UUID otherwise."""
+    receipt_ids: tuple[str, ...] | None = None
+    """Idempotency keys for the receipts, one per request (``receipt/<id>``)."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
+        _check_key("batch_id", self.batch_id)
+        if self.receipt_ids is not None:
+            if len(self.receipt_ids) != len(self.requests):
+                raise InputError("receipt_ids", "give one receipt id per request")
+            for key in self.receipt_ids:
+                _check_key("receipt_ids", key)
         if not 1 <= len(self.requests) <= BATCH_MAX:
             raise InputError("request", f"give 1-{BATCH_MAX} requests, not {len(self.requests)}")
         targets = [target for target, _ in self.requests]
@@ -490,7 +505,21 @@ class AgentOps(ServiceBase):
         secrets: Mapping[str, str] | None = None,
         host: AgentHost | None = None,
     ) -> Result:
-        request = Request(
+        request = self._request(instance_id, trigger, credential, params, observations, secrets=secrets, host=host)
+        return self.engine.fire(self.library.builtin(machine), request)
+
+    def _request(
+        self,
+        instance_id: str,
+        trigger: str,
+        credential: Credential,
+        params: Mapping[str, Any],
+        observations: Mapping[str, Any],
+        *,
+        secrets: Mapping[str, str] | None = None,
+        host: AgentHost | None = None,
+    ) -> Request:
+        return Request(
             instance_id=instance_id,
             trigger=trigger,
             params={**self._credential_params(credential), **{k: v for k, v in params.items() if v is not None}},
@@ -499,7 +528,6 @@ class AgentOps(ServiceBase):
             actor=self.actor,
             resources={"agents": host} if host is not None else {},
         )
-        return self.engine.fire(self.library.builtin(machine), request)
 
     @staticmethod
     def _observe(host: AgentHost, pane_id: str | None) -> dict[str, Any]:
@@ -567,11 +595,28 @@ class AgentOps(ServiceBase):
             )
         return view
 
-    def _agent_options(self, kind: str, model: str | None, effort: str | None) -> dict[str, str]:
+    def _agent_options(self, kind: str, model: str | None, effort: str | None, host: str = "process") -> dict[str, str]:
         """The start options to record; --model/--effort are refused for a kind that does not take them
-        (unknown kinds: the guard says so)."""
+        (unknown kinds: the guard says so). On the process host the kind's executable must exist: a
+        missing one would only show as a run that exits 127, which looks like a finished review."""
         if kind in self.kinds.names():
-            self.kinds.get(kind).check_options(StartOptions(model=model, effort=effort))
+            spec = self.kinds.get(kind)
+            options = StartOptions(model=model, effort=effort)
+            spec.check_options(options)
+            if host == "process":
+                import shutil
+
+                command = spec.command(options)[0]
+                searched = os.environ.get("PATH", os.defpath)
+                if shutil.which(command, path=searched) is None:
+                    raise InputError(
+                        "kind",
+                        f"the {kind!r} agent's command {command!r} is not an executable on PATH ({searched}); "
+                        "install it, or configure the kind's argv in agents.yaml",
+                        code="agent_command_missing",
+                        command=command,
+                        path=searched.split(os.pathsep),
+                    )
         return {k: v for k, v in (("model", model), ("effort", effort)) if v is not None}
 
     def _leases(self, machine: str, states: tuple[str, ...] | None, controller_id: str | None) -> list[AgentLeaseView]:
@@ -681,7 +726,7 @@ class AgentOps(ServiceBase):
             "cwd": {"given": inp.cwd, "real": real, "is_dir": os.path.isdir(real)},
             "kinds": self.kinds.names(),
         }
-        options = self._agent_options(inp.kind, inp.model, inp.effort)
+        options = self._agent_options(inp.kind, inp.model, inp.effort, inp.host)
         result = self._fire_on(
             "reviewer",
             f"reviewer/{inp.lease_id or uuid.uuid4()}",
@@ -839,30 +884,42 @@ class AgentOps(ServiceBase):
             RefusedError: ``receipt_outstanding``, ``agent_not_settled``, ``fence_stale``… (nothing sent).
             DeliveryError: ``delivery_ambiguous`` (still reserved, blocking) or ``delivery_failed``.
         """
+        receipt_id, request = self._relay_request(inp)
+        try:
+            result: Result | CorralError = self.engine.fire(self.library.builtin("receipt"), request)
+        except (AuthorityMovedError, OutcomeUnrecordedError) as exc:
+            result = exc
+        return self._delivered(inp.target, receipt_id, result)
+
+    def _relay_request(self, inp: RelayInput) -> tuple[str, Request]:
         lease = self._lease_by_name(inp.controller_id, inp.target)
         host = self.host(lease.data["host"])
         receipt_id = inp.receipt_id or str(uuid.uuid4())
         token = f"{TOKEN_PREFIX}{receipt_id}"
-        try:
-            result = self._fire_on(
-                "receipt",
-                f"receipt/{receipt_id}",
-                "relay",
-                inp.credential,
-                {"target": lease.id, "token": token, "prompt_sha256": _sha256(inp.text), "batch_id": inp.batch_id},
-                {"agent": self._observe(host, lease.data.get("pane_id"))},
-                secrets={"prompt": inp.text},
-                host=host,
-            )
-        except AuthorityMovedError as exc:
+        return receipt_id, self._request(
+            f"receipt/{receipt_id}",
+            "relay",
+            inp.credential,
+            {"target": lease.id, "token": token, "prompt_sha256": _sha256(inp.text), "batch_id": inp.batch_id},
+            {"agent": self._observe(host, lease.data.get("pane_id"))},
+            secrets={"prompt": inp.text},
+            host=host,
+        )
+
+    def _delivered(self, target: str, receipt_id: str, result: Result | CorralError) -> ReceiptView:
+        """The pending receipt of a relay, or the error that says what happened to its prompt."""
+        token = f"{TOKEN_PREFIX}{receipt_id}"
+        if isinstance(result, AuthorityMovedError):
             # The gate refused before the hand-over: certainly not delivered (say so, with the receipt).
-            exc.details["delivered"] = False
-            self._attach_receipt(exc, receipt_id)
-            raise
-        except OutcomeUnrecordedError as exc:
-            exc.details["delivered"] = exc.details.get("effect_outcome") == "success" or None
-            self._attach_receipt(exc, receipt_id)
-            raise
+            result.details["delivered"] = False
+            self._attach_receipt(result, receipt_id)
+            raise result
+        if isinstance(result, OutcomeUnrecordedError):
+            result.details["delivered"] = result.details.get("effect_outcome") == "success" or None
+            self._attach_receipt(result, receipt_id)
+            raise result
+        if isinstance(result, CorralError):
+            raise result
         view = self._receipt_view(result.instance)
         if result.outcome == "success":
             return view
@@ -871,7 +928,7 @@ class AgentOps(ServiceBase):
                 f"receipt {token}: {view.data.get('message')}", code="delivery_failed", receipt=view.to_dict()
             )
         raise DeliveryError(
-            f"receipt {token} stays reserved and blocks {inp.target!r}: {view.data.get('message')}; observe the "
+            f"receipt {token} stays reserved and blocks {target!r}: {view.data.get('message')}; observe the "
             "agent and abandon the receipt on fresh evidence",
             code="delivery_ambiguous",
             receipt=view.to_dict(),
@@ -930,7 +987,25 @@ class AgentOps(ServiceBase):
                 code=str(view.data.get("reason")),
                 receipt=view.to_dict(),
             )
-        return CollectResult(view, output)
+        collected = CollectResult(view, output)
+        self._check_run(collected)
+        return collected
+
+    @staticmethod
+    def _check_run(collected: CollectResult) -> None:
+        """A run that exited non-zero is a failure, not a finished review (its output says why)."""
+        status = collected.receipt.data.get("exit_status")
+        blocked = collected.receipt.data.get("settled_status") == "blocked"  # a question, not a failure
+        if status not in (None, 0) and not blocked and collected.receipt.state == "completed":
+            name = collected.receipt.data.get("name")
+            raise AgentRunFailedError(
+                f"the agent {name!r}'s run failed with exit status {status}"
+                + (" (its command was not found)" if status == 127 else "")
+                + "; its output is in details",
+                receipt=collected.receipt.to_dict(),
+                output=collected.output,
+                exit_status=status,
+            )
 
     def _replay(self, receipt: Instance, host: AgentHost, lines: int) -> CollectResult:
         """A completed receipt's output, only while the agent still sits at the settled cursor."""
@@ -948,7 +1023,9 @@ class AgentOps(ServiceBase):
                 code="cursor_superseded",
                 receipt=self._receipt_view(receipt).to_dict(),
             )
-        return CollectResult(self._receipt_view(receipt), output, replayed=True)
+        replayed = CollectResult(self._receipt_view(receipt), output, replayed=True)
+        self._check_run(replayed)
+        return replayed
 
     async def collect(self, inp: CollectInput) -> list[CollectResult]:
         """Collect each receipt (concurrently); the first error is raised after all have finished.
@@ -979,6 +1056,34 @@ class AgentOps(ServiceBase):
             raise error
         return [results[t] for t in inp.tokens]
 
+    async def collect_first(self, inp: CollectInput) -> AskManyResult:
+        """The first of the receipts to settle, collected; the others returned still pending (they keep
+        blocking their targets until collected or abandoned). A completed receipt wins at once (replay)."""
+        self._check_fence(inp.credential)
+        receipts = [self._receipt(token) for token in inp.tokens]
+        winner = next((r.data["token"] for r in receipts if r.state == "completed"), None)
+        if winner is None:
+            for receipt in receipts:
+                if receipt.state != "pending":
+                    await self._collect_one(inp, str(receipt.data["token"]))  # raises what collect would
+            winner = await self._first_settled(
+                [
+                    (
+                        str(r.data["token"]),
+                        self.host(str(r.data["host"])),
+                        str(r.data["pane_id"]),
+                        int(r.data["after_seq"]),
+                    )
+                    for r in receipts
+                ],
+                inp.timeout,
+            )
+        (result,) = await self.collect(
+            CollectInput(inp.controller_id, inp.credential, (str(winner),), inp.timeout, inp.lines)
+        )
+        pending = [self._receipt_view(self._receipt(t)) for t in inp.tokens if t != winner]
+        return AskManyResult([result], pending)
+
     async def ask(
         self, relay: RelayInput, timeout: float = TIMEOUT_DEFAULT, lines: int = CAPTURE_LINES_DEFAULT
     ) -> CollectResult:
@@ -989,30 +1094,50 @@ class AgentOps(ServiceBase):
         )
         return collected[0]
 
-    async def ask_many(self, inp: AskManyInput) -> AskManyResult:
-        """Relay to every target, then collect all, or the first to settle with the rest left pending."""
-        batch_id = str(uuid.uuid4())
-        receipts = [
-            self.relay(RelayInput(inp.controller_id, inp.credential, target, text, batch_id))
-            for target, text in inp.requests
+    def relay_many(self, inp: AskManyInput) -> list[ReceiptView]:
+        """Admit every request of a batch at once, then deliver each.
+
+        Invariant: admission is all or nothing: every target (one active lease of this controller, no
+        unresolved receipt, settled, identity) is judged and every receipt reserved in **one** store
+        transaction before any prompt is delivered, so a refusal leaves nothing reserved and nothing
+        delivered. A delivery that then fails is reported with every receipt of the batch.
+        """
+        batch_id = inp.batch_id or str(uuid.uuid4())
+        keys: tuple[str | None, ...] = inp.receipt_ids or tuple(None for _ in inp.requests)
+        built = [
+            self._relay_request(RelayInput(inp.controller_id, inp.credential, target, text, batch_id, key))
+            for (target, text), key in zip(inp.requests, keys, strict=True)
         ]
+        results = self.engine.fire_many(self.library.builtin("receipt"), [request for _, request in built])
+        receipts: list[ReceiptView] = []
+        failure: CorralError | None = None
+        for (target, _), (receipt_id, _), result in zip(inp.requests, built, results, strict=True):
+            try:
+                receipts.append(self._delivered(target, receipt_id, result))
+            except CorralError as exc:
+                failure = failure or exc
+                found = self.store.get(f"receipt/{receipt_id}")
+                if found is not None:
+                    receipts.append(self._receipt_view(found))
+        if failure is not None:
+            failure.details["batch_id"] = batch_id
+            failure.details["batch"] = [r.to_dict() for r in receipts]
+            raise failure
+        return receipts
+
+    async def ask_many(self, inp: AskManyInput) -> AskManyResult:
+        """Relay to every target (admitted all at once), then collect all, or the first to settle with the
+        rest left pending."""
+        receipts = self.relay_many(inp)
         if inp.mode == "all":
             tokens = tuple(r.token for r in receipts)
             return AskManyResult(
                 await self.collect(CollectInput(inp.controller_id, inp.credential, tokens, inp.timeout, inp.lines)), []
             )
-        winner = await self._first_settled(
-            [
-                (r.token, self.host(str(r.data["host"])), str(r.data["pane_id"]), int(r.data["after_seq"]))
-                for r in receipts
-            ],
-            inp.timeout,
+        tokens = tuple(r.token for r in receipts)
+        return await self.collect_first(
+            CollectInput(inp.controller_id, inp.credential, tokens, inp.timeout, inp.lines, "first")
         )
-        result = (
-            await self.collect(CollectInput(inp.controller_id, inp.credential, (winner,), inp.timeout, inp.lines))
-        )[0]
-        pending = [self._receipt_view(self._receipt(r.token)) for r in receipts if r.token != winner]
-        return AskManyResult([result], pending)
 
     def abandon(self, inp: AbandonInput) -> ReceiptView:
         """Abandon a reserved or pending receipt on a fresh observation that its agent is settled."""

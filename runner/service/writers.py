@@ -199,7 +199,7 @@ class WriterOps(AgentOps):
         """Start a lane. Refused with the git fact or scope that is wrong (``git_*``, ``scope_*``…)."""
         from runner.git import preflight
 
-        options = self._agent_options(inp.kind, inp.model, inp.effort)  # cheap: before git and the host
+        options = self._agent_options(inp.kind, inp.model, inp.effort, inp.host)  # cheap: before git and the host
         facts = self._git(inp.worktree)
         try:
             facts["base_is_ancestor"] = preflight.is_ancestor(inp.worktree, inp.base_commit, facts["head"])

@@ -109,6 +109,8 @@ def record_completion(ctx: Context) -> Update:
         data={
             "settled_seq": _observed(ctx)["seq"],
             "output_sha256": ctx.observations.get("capture_sha256"),
+            "exit_status": _observed(ctx).get("exit_status"),
+            "settled_status": _observed(ctx).get("status"),
             "completed_at": format_time(ctx.now),
         }
     )
