@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from runner import scopes
+from runner.agents.abc import SETTLED
+from runner.context import Instance
 from runner.errors import ConflictError, InputError, RefusedError
 from runner.fence import Credential
+from runner.guards.agents import same_identity
 from runner.guards.git import LANE_STATES, inside
 from runner.service.agents import (
     CAPTURE_LINES_DEFAULT,
@@ -147,11 +150,15 @@ class WriterVerifyInput:
     credential: Credential
     name: str
     tails: bool = False
+    expected_state_change_seq: int | None = None
+    """The cursor the caller saw the writer settle at; verify refuses if it moved (default: any settled)."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
         _check_name("name", self.name)
+        if self.expected_state_change_seq is not None:
+            _check_cursor("expected_state_change_seq", self.expected_state_change_seq)
 
 
 @dataclass(frozen=True)
@@ -281,6 +288,7 @@ class WriterOps(AgentOps):
 
         lease = self._lease_by_name(inp.controller_id, inp.name, ("active",), ("writer",))
         self._check_fence(inp.credential)
+        self._check_quiet(lease, inp.expected_state_change_seq)
         sandbox = Sandbox()
         sandbox.check()
         worktree = str(lease.data["cwd"])
@@ -321,6 +329,33 @@ class WriterOps(AgentOps):
             ) from None
         tails = {r.name: r.tail for r in results if r.tail is not None}
         return VerifyResult(self._lease_view(result.instance), verification, tails)
+
+    def _check_quiet(self, lease: Instance, expected_seq: int | None) -> None:
+        """A lane is verified only while its agent is settled (not mid-edit), at the cursor the caller saw."""
+        observed = self._observe(self.host(lease.data["host"]), lease.data.get("pane_id"))
+        if not same_identity(observed, lease.data):
+            raise RefusedError(
+                f"the agent of lane {lease.data.get('name')!r} is gone or is not the leased one; reconcile it",
+                code="identity_changed",
+                lane=lease.id,
+            )
+        if observed.get("status") not in SETTLED:
+            raise RefusedError(
+                f"the writer {lease.data.get('name')!r} is {observed.get('status')} at seq {observed.get('seq')}: "
+                "verify a lane only while its agent is settled (wait for it, then verify at that cursor)",
+                code="agent_not_settled",
+                lane=lease.id,
+                status=observed.get("status"),
+                seq=observed.get("seq"),
+            )
+        if expected_seq is not None and observed.get("seq") != expected_seq:
+            raise RefusedError(
+                f"writer {lease.data.get('name')!r} is at seq {observed.get('seq')}, not the expected {expected_seq}",
+                code="cursor_mismatch",
+                lane=lease.id,
+                expected_seq=expected_seq,
+                observed_seq=observed.get("seq"),
+            )
 
     def writers(self, controller_id: str | None = None, include_ended: bool = False) -> list[AgentLeaseView]:
         return self._leases("writer", None if include_ended else LANE_STATES, controller_id)

@@ -535,3 +535,27 @@ def test_a_limit_past_its_maximum_is_spec_invalid(world: World) -> None:
     error = refused("spec_invalid", world.verify)
     assert isinstance(error, SpecError)
     assert error.diagnostics[0].pointer == "/validations/0/limits/processes"
+
+
+def test_verify_refuses_while_the_writer_works_or_moved(world: World) -> None:
+    """Issue 11: a verification recorded mid-edit would be for a worktree nobody saw settle."""
+    from runner.service import RelayInput
+
+    base = world.commit(BASE_FILES)
+    world.lane(base)
+    world.service.relay(RelayInput("ctl", world.credential, "w1", "sleep 30"))
+    error = refused("agent_not_settled", world.verify)
+    assert error.details["status"] == "working"
+    lease = next(i for i in world.store.find("writer") if i.data["name"] == "w1")
+    world.host.close(lease.data["pane_id"])  # stop the long run; the lane's agent is now gone
+    refused("identity_changed", world.verify)
+
+
+def test_verify_at_a_cursor_refuses_a_writer_that_moved(world: World) -> None:
+    base = world.commit(BASE_FILES)
+    world.lane(base)
+    moved = WriterVerifyInput("ctl", world.credential, "w1", expected_state_change_seq=5)
+    error = refused("cursor_mismatch", lambda: world.service.writer_verify(moved, scratch=world.scratch))
+    assert (error.details["expected_seq"], error.details["observed_seq"]) == (5, 0)
+    at = WriterVerifyInput("ctl", world.credential, "w1", expected_state_change_seq=0)
+    assert world.service.writer_verify(at, scratch=world.scratch).verification["passed"] is True
