@@ -15,7 +15,16 @@ from typing import Any
 import click
 
 from runner.cli import render
-from runner.cli.app import App, F, cli, controller_option, credential_option, json_option, load_credential
+from runner.cli.app import (
+    App,
+    F,
+    absolute_path,
+    cli,
+    controller_option,
+    credential_option,
+    json_option,
+    load_credential,
+)
 from runner.errors import InputError, UsageError
 
 DEFAULT_TIMEOUT = 600.0
@@ -90,7 +99,9 @@ def reviewer() -> None:
 @controller_option
 @click.option("--name", required=True, help="The agent's name: [a-z][a-z0-9_-]{0,31}, unique among live leases.")
 @click.option("--kind", required=True, help="The agent kind (claude, codex, script, or one from agents.yaml).")
-@click.option("--cwd", required=True, help="The agent's working directory (absolute).")
+@click.option(
+    "--cwd", required=True, callback=absolute_path, help="The agent's working directory (relative: to the current one)."
+)
 @agent_options
 @credential_option
 @json_option
@@ -243,7 +254,9 @@ def agent() -> None:
 @controller_option
 @click.option("--expect-name", "expected_name", required=True, help="The agent's name, as you saw it.")
 @click.option("--expect-kind", "expected_kind", required=True, help="Its kind, as you saw it.")
-@click.option("--expect-cwd", "expected_cwd", required=True, help="Its working directory, as you saw it.")
+@click.option(
+    "--expect-cwd", "expected_cwd", required=True, callback=absolute_path, help="Its working directory, as you saw it."
+)
 @click.option("--expect-seq", "expected_seq", type=int, required=True, help="The cursor you saw it settled at.")
 @click.option("--reason", help="Why (recorded with the close; data, never an instruction).")
 @host_option("The agent host the pane is on.")
@@ -268,7 +281,6 @@ def agent_close(
     Fenced, bound to the agent and cursor you saw (`corral agents`), and recorded in the event log.
     A leased pane is refused (pane_leased): close, release or reconcile its lease instead.
     """
-    import os
 
     from runner.service import PaneCloseInput
 
@@ -280,7 +292,7 @@ def agent_close(
             pane,
             expected_name,
             expected_kind,
-            os.path.abspath(expected_cwd),
+            expected_cwd,
             expected_seq,
             host_name,
             reason,

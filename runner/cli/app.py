@@ -20,7 +20,7 @@ import click
 from runner import credentials
 from runner._version import __version__
 from runner.cli import render
-from runner.errors import CorralError, InputError, UsageError
+from runner.errors import CorralError, CredentialError, InputError, RefusedError, UsageError
 from runner.home import Home
 
 if TYPE_CHECKING:
@@ -153,6 +153,31 @@ def load_credential(app: App, controller_id: str, explicit: Path | None) -> Cred
         store.url,
         lease=lambda: store.get(instance_id(controller_id)),
     )
+
+
+def absolute_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A ``--cwd``/``--worktree`` given relative is taken against the current directory, as users expect
+    (the output shows the absolute path the service resolved)."""
+    import os
+
+    return os.path.abspath(value) if value else value
+
+
+def _already_released(app: App, controller_id: str, exc: CredentialError) -> None:
+    """A second release finds no credential: say the lease is released, not "acquire first"."""
+    from runner.fence import instance_id
+
+    if exc.code != "credential_missing":
+        return
+    lease = app.service.store.get(instance_id(controller_id))
+    if lease is not None and lease.state == "released":
+        raise RefusedError(
+            f"the lease of controller {controller_id!r} was already released at {lease.data.get('released_at')} "
+            f"(checkpoint {lease.data.get('checkpoint_ref')!r}); nothing to release",
+            code="lease_released",
+            controller_id=controller_id,
+            released_at=lease.data.get("released_at"),
+        ) from None
 
 
 def _binding(bind_process: bool) -> Any:
@@ -327,6 +352,8 @@ def draw(
         raise UsageError("--instance ID goes with MACHINE: corral draw MACHINE --instance ID", code="usage")
     if fmt == "png" and out is None:
         raise InputError("out", "png is binary: give --out FILE")
+    if out is not None and not out.parent.is_dir():
+        raise InputError("out", f"the directory {out.parent} does not exist: create it first, or write elsewhere")
     doc: dict[str, Any]
     if machine is not None:
         spec = app.library.get(machine)
@@ -367,7 +394,10 @@ def draw(
             what = f"plan {status.plan_id} ({status.state}), " + what
     doc["format"] = fmt
     if out is not None:
-        out.write_bytes(picture if isinstance(picture, bytes) else picture.encode("utf-8"))
+        try:
+            out.write_bytes(picture if isinstance(picture, bytes) else picture.encode("utf-8"))
+        except OSError as exc:
+            raise InputError("out", f"cannot write {out}: {exc.strerror}") from None
         if as_json:
             render.emit_json({**doc, "out": str(out)})
         else:
@@ -584,7 +614,11 @@ def release(
     from runner.service import ReleaseInput
 
     path = _credential_path(app, controller_id, credential_path)
-    credential = load_credential(app, controller_id, path)
+    try:
+        credential = load_credential(app, controller_id, path)
+    except CredentialError as exc:
+        _already_released(app, controller_id, exc)
+        raise
     lease = app.service.release(ReleaseInput(controller_id, credential, checkpoint_ref, checkpoint_sha256.lower()))
     from runner import faults
 

@@ -9,7 +9,7 @@ import click
 
 from runner.cli import render
 from runner.cli.agents import agent_options, lines_option
-from runner.cli.app import App, cli, controller_option, credential_option, json_option, load_credential
+from runner.cli.app import App, absolute_path, cli, controller_option, credential_option, json_option, load_credential
 
 
 @cli.group()
@@ -21,7 +21,12 @@ def writer() -> None:
 @controller_option
 @click.option("--name", required=True, help="The agent's name, unique among live leases.")
 @click.option("--kind", required=True, help="The agent kind (claude, codex, script, …).")
-@click.option("--worktree", required=True, help="The linked worktree (absolute path).")
+@click.option(
+    "--worktree",
+    required=True,
+    callback=absolute_path,
+    help="The linked worktree (relative: to the current directory).",
+)
 @click.option("--branch", required=True, help="The branch the worktree must be on.")
 @click.option("--base-commit", required=True, help="A commit HEAD must descend from (full id).")
 @click.option("--expect-head", "expected_head", required=True, help="The HEAD you saw (corral preflight).")
@@ -253,7 +258,7 @@ def writer_reconcile(app: App, controller_id: str, credential_path: Path | None,
 
 
 @cli.command()
-@click.argument("worktree")
+@click.argument("worktree", callback=absolute_path)
 @json_option
 @click.pass_obj
 def preflight(app: App, worktree: str, as_json: bool) -> None:
@@ -286,7 +291,7 @@ def scopes() -> None:
 @scopes.command(name="check")
 @click.argument("owned", nargs=-1, required=True)
 @click.option("--locked", multiple=True, help="A locked scope (repeatable).")
-@click.option("--worktree", help="Only compare with lanes of this worktree's repository.")
+@click.option("--worktree", callback=absolute_path, help="Only compare with lanes of this worktree's repository.")
 @json_option
 @click.pass_obj
 def scopes_check(

@@ -48,6 +48,7 @@ def lease_predecessor(ctx: Context) -> Rejection | None:
         return None
     return Rejection(
         "lease_mismatch",
-        f"the lease is no longer {expected!r}: it was re-granted since; look again before taking it over",
+        f"the lease id {expected!r} does not match the current lease {current!r} (`corral controller list` "
+        "shows it); take over only the lease you saw expire",
         {"expected_lease_id": expected, "current_lease_id": current},
     )

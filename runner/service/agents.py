@@ -971,6 +971,13 @@ class AgentOps(ServiceBase):
             ).to_dict()
         except AgentGoneError:
             settled = dict(GONE)
+        except WaitTimeoutError as exc:
+            name = receipt.data.get("name")
+            raise WaitTimeoutError(
+                f"{name!r} did not settle within {inp.timeout:g} s (now {exc.details.get('status')} at seq "
+                f"{exc.details.get('seq')}); the receipt stays pending: collect it again later, or abandon it",
+                **{**exc.details, "target": name, "receipt": self._receipt_view(receipt).to_dict()},
+            ) from None
         before, output, after = self._capture(host, pane_id, inp.lines, settled)
         result = self._fire_on(
             "receipt",
@@ -1017,9 +1024,14 @@ class AgentOps(ServiceBase):
             and before.get("seq") == receipt.data.get("settled_seq")
         )
         if not stable or _sha256(output) != receipt.data.get("output_sha256"):
+            why = (
+                f"the agent {receipt.data.get('name')!r} is gone (its pane was closed)"
+                if not before.get("exists")
+                else f"the agent has moved on (seq {before.get('seq')}) or its output changed"
+            )
             raise RefusedError(
-                f"receipt {receipt.data['token']} completed at seq {receipt.data.get('settled_seq')}, but the agent "
-                f"has moved on (seq {before.get('seq')}) or its output changed: the result can no longer be replayed",
+                f"receipt {receipt.data['token']} completed at seq {receipt.data.get('settled_seq')}, but {why}: the "
+                "result can no longer be replayed",
                 code="cursor_superseded",
                 receipt=self._receipt_view(receipt).to_dict(),
             )

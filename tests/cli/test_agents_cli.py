@@ -4,32 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 SHA = "e" * 64
-
-
-@pytest.fixture
-def corral(cli_env: dict[str, str], tmp_path: Path) -> Any:
-    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(Path(sys.executable).parent / "corral"), *args],
-            input=stdin, capture_output=True, text=True, env=cli_env, cwd=tmp_path, timeout=60, check=False,
-        )  # fmt: skip
-
-    return run
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / "lib.py").write_text("x = 1\ny = 2\n")
-    return root
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> Any:
