@@ -19,6 +19,8 @@ from runner.cli.app import (
     App,
     F,
     absolute_path,
+    blocked_options,
+    blocked_reason,
     cli,
     controller_option,
     credential_option,
@@ -145,17 +147,31 @@ def reviewer_start(
     help="The cursor you saw the agent settle at (corral agents / the last collect).",
 )
 @lines_option
+@blocked_options
 @credential_option
 @json_option
 @click.pass_obj
 def reviewer_close(
-    app: App, controller_id: str, name: str, expected_seq: int, lines: int, credential_path: Path | None, as_json: bool
+    app: App,
+    controller_id: str,
+    name: str,
+    expected_seq: int,
+    lines: int,
+    blocked: bool,
+    reason: str | None,
+    credential_path: Path | None,
+    as_json: bool,
 ) -> None:
-    """Capture the reviewer's output at the expected cursor and close its pane."""
+    """Capture the reviewer's output at the expected cursor and close its pane.
+
+    A blocked reviewer (it waits on a person) is closed only with --blocked --reason: the operator's
+    decision is recorded with the lease and in the event log.
+    """
     from runner.service import ReviewerCloseInput
 
     credential = load_credential(app, controller_id, credential_path)
-    result = app.service.reviewer_close(ReviewerCloseInput(controller_id, credential, name, expected_seq, lines))
+    why = blocked_reason(blocked, reason)
+    result = app.service.reviewer_close(ReviewerCloseInput(controller_id, credential, name, expected_seq, lines, why))
     if as_json:
         render.emit_json(result.to_dict())
         return

@@ -163,6 +163,23 @@ def absolute_path(ctx: click.Context, param: click.Parameter, value: str | None)
     return os.path.abspath(value) if value else value
 
 
+def blocked_options(fn: Any) -> Any:
+    """``--blocked`` and ``--reason``: an operator's decision to end the lease of a blocked agent."""
+    fn = click.option("--reason", help="Why (with --blocked): recorded with the lease as the operator's decision.")(fn)
+    return click.option(
+        "--blocked", is_flag=True, help="The agent is blocked (waits on a person): end the lease anyway."
+    )(fn)
+
+
+def blocked_reason(blocked: bool, reason: str | None) -> str | None:
+    """The reason recorded for ``--blocked`` (required with it, refused without it)."""
+    if blocked and not (reason and reason.strip()):
+        raise UsageError("--blocked needs --reason TEXT: the decision is recorded", code="usage")
+    if reason is not None and not blocked:
+        raise UsageError("--reason goes with --blocked", code="usage")
+    return reason if blocked else None
+
+
 def _already_released(app: App, controller_id: str, exc: CredentialError) -> None:
     """A second release finds no credential: say the lease is released, not "acquire first"."""
     from runner.fence import instance_id

@@ -9,7 +9,17 @@ import click
 
 from runner.cli import render
 from runner.cli.agents import agent_options, lines_option
-from runner.cli.app import App, absolute_path, cli, controller_option, credential_option, json_option, load_credential
+from runner.cli.app import (
+    App,
+    absolute_path,
+    blocked_options,
+    blocked_reason,
+    cli,
+    controller_option,
+    credential_option,
+    json_option,
+    load_credential,
+)
 
 
 @cli.group()
@@ -127,6 +137,7 @@ def writer_start(
 @click.option("--checkpoint-ref", required=True, help="Where the work stands (a commit, a document).")
 @click.option("--checkpoint-sha256", required=True, help="SHA-256 of the checkpoint.")
 @lines_option
+@blocked_options
 @credential_option
 @json_option
 @click.pass_obj
@@ -140,6 +151,8 @@ def writer_release(
     checkpoint_ref: str,
     checkpoint_sha256: str,
     lines: int,
+    blocked: bool,
+    reason: str | None,
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
@@ -158,6 +171,7 @@ def writer_release(
             checkpoint_ref,
             checkpoint_sha256.lower(),
             lines,
+            blocked_reason(blocked, reason),
         )
     )
     if as_json:

@@ -421,3 +421,27 @@ def closing_cursor(ctx: Context) -> Rejection | None:
         f"was bound to ({expected}); inspect it before closing",
         {"expected_seq": expected, "observed_seq": observed.get("seq"), "status": observed.get("status")},
     )
+
+
+@GUARDS.register("agent_closable")
+def agent_closable(ctx: Context) -> Rejection | None:
+    """The agent is idle or done; or it is blocked and an operator decided to end the lease anyway
+    (``blocked_reason`` given: corral never answers a blocked agent, but a person may close it)."""
+    observed = _agent(ctx)
+    if not observed.get("exists"):
+        return Rejection("agent_gone", "the agent's pane no longer exists")
+    status = observed.get("status")
+    reason = ctx.params.get("blocked_reason")
+    if status in PROMPTABLE or (status == "blocked" and isinstance(reason, str) and reason.strip()):
+        return None
+    hint = (
+        "; it waits on a person: answer it yourself, or end the lease with --blocked --reason TEXT (abandon its "
+        "open receipt first)"
+        if status == "blocked"
+        else ""
+    )
+    return Rejection(
+        "agent_not_settled",
+        f"the agent is {status} at seq {observed.get('seq')}; it must be idle or done{hint}",
+        {"status": status, "seq": observed.get("seq")},
+    )

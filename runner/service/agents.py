@@ -115,6 +115,11 @@ def _check_text(value: str, field_name: str = "text") -> None:
         raise InputError(field_name, f"the prompt is longer than {PROMPT_MAX} characters")
 
 
+def check_blocked_reason(value: str | None) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 1000):
+        raise InputError("reason", "an operator's reason is 1-1000 characters of text")
+
+
 def _check_token(value: str) -> None:
     if not isinstance(value, str) or not TOKEN.match(value):
         raise InputError("receipt", f"{value!r} is not a receipt token ({TOKEN_PREFIX}<uuid>)")
@@ -176,6 +181,8 @@ class ReviewerCloseInput:
     name: str
     expected_state_change_seq: int
     lines: int = CAPTURE_LINES_DEFAULT
+    blocked_reason: str | None = None
+    """An operator's decision to close a *blocked* agent anyway, and why (recorded with the lease)."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
@@ -183,6 +190,7 @@ class ReviewerCloseInput:
         _check_name("name", self.name)
         _check_cursor("expected_state_change_seq", self.expected_state_change_seq)
         _check_lines(self.lines)
+        check_blocked_reason(self.blocked_reason)
 
 
 @dataclass(frozen=True)
@@ -749,7 +757,7 @@ class AgentOps(ServiceBase):
     def reviewer_close(self, inp: ReviewerCloseInput) -> CloseResult:
         """Capture the output at the expected cursor and close the pane."""
         lease = self._lease_by_name(inp.controller_id, inp.name, ("active", "close_failed"), ("reviewer",))
-        params = {"expected_state_change_seq": inp.expected_state_change_seq}
+        params = {"expected_state_change_seq": inp.expected_state_change_seq, "blocked_reason": inp.blocked_reason}
         return self._close_lease(lease, "close", inp.credential, params, inp.lines)
 
     def reviewers(self, inp: ReviewerListInput) -> list[AgentLeaseView]:

@@ -34,6 +34,7 @@ from runner.service.agents import (
     _check_key,
     _check_lines,
     _check_name,
+    check_blocked_reason,
 )
 from runner.service.checks import check_controller_id, check_credential, check_ref, check_sha256
 
@@ -129,6 +130,8 @@ class WriterReleaseInput:
     checkpoint_ref: str
     checkpoint_sha256: str
     lines: int = CAPTURE_LINES_DEFAULT
+    blocked_reason: str | None = None
+    """An operator's decision to release a lane whose agent is *blocked*, and why (recorded)."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
@@ -140,6 +143,7 @@ class WriterReleaseInput:
         check_ref("checkpoint_ref", self.checkpoint_ref)
         check_sha256("checkpoint_sha256", self.checkpoint_sha256)
         _check_lines(self.lines)
+        check_blocked_reason(self.blocked_reason)
 
 
 @dataclass(frozen=True)
@@ -270,6 +274,7 @@ class WriterOps(AgentOps):
             "expected_status_sha256": inp.expected_status_sha256,
             "checkpoint_ref": inp.checkpoint_ref,
             "checkpoint_sha256": inp.checkpoint_sha256,
+            "blocked_reason": inp.blocked_reason,
         }
         return self._close_lease(
             lease, "release", inp.credential, params, inp.lines, lambda: {"git": self._git(lease.data["cwd"])}

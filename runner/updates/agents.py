@@ -64,10 +64,21 @@ def record_pane_close(ctx: Context) -> Update:
 
 @UPDATES.register("record_capture")
 def record_capture(ctx: Context) -> Update:
-    """Record the SHA-256 of the output captured at the cursor the close is bound to."""
-    return Update(
-        data={"capture_sha256": ctx.observations.get("capture_sha256"), "closing_seq": _observed(ctx).get("seq")}
-    )
+    """Record the SHA-256 of the output captured at the cursor the close is bound to, and, for a blocked
+    agent, the operator's decision to end the lease anyway (who, when, why)."""
+    data: dict[str, Any] = {
+        "capture_sha256": ctx.observations.get("capture_sha256"),
+        "closing_seq": _observed(ctx).get("seq"),
+    }
+    reason = ctx.params.get("blocked_reason")
+    if reason and _observed(ctx).get("status") == "blocked":
+        data["decision"] = {
+            "kind": f"{ctx.trigger} a blocked agent",
+            "reason": reason,
+            "actor": ctx.actor,
+            "at": format_time(ctx.now),
+        }
+    return Update(data=data)
 
 
 @UPDATES.register("record_reconcile")

@@ -103,3 +103,28 @@ def test_a_run_that_fails_is_not_a_finished_review(world: World) -> None:
     blocked = world.relay("block")
     (result,) = world.collect(blocked.token)
     assert result.receipt.data["settled_status"] == "blocked"
+
+
+def test_a_blocked_reviewer_is_closed_only_on_an_operators_recorded_decision(world: World) -> None:
+    """Issue 11: a blocked agent was a dead end. corral still never answers it, but an operator may end
+    the lease: fenced, cursor-bound, the decision recorded with the lease and in the event log."""
+    from runner.service import AbandonInput, ReviewerCloseInput
+
+    world.start()
+    receipt = world.relay("block")
+    anyio.run(world.host.wait, world.observe().pane_id, 1, 30)
+    assert world.observe().status == "blocked"
+    plain = ReviewerCloseInput("ctl", world.credential, "rev", 2)
+    error = refused("agent_not_settled", lambda: world.service.reviewer_close(plain))
+    assert "--blocked" in error.message
+    decided = ReviewerCloseInput("ctl", world.credential, "rev", 2, blocked_reason="it asks for prod credentials")
+    refused("receipt_outstanding", lambda: world.service.reviewer_close(decided))
+    world.service.abandon(AbandonInput("ctl", world.credential, receipt.token, "blocked: a person decides"))
+    closed = world.service.reviewer_close(decided)
+    assert closed.lease.state == "closed"
+    decision = closed.lease.data["decision"]
+    assert (decision["reason"], decision["actor"]) == ("it asks for prod credentials", "test")
+    intent = next(e for e in world.store.events() if e.machine == "reviewer" and e.trigger == "close")
+    assert intent.payload["params"]["blocked_reason"] == "it asks for prod credentials"
+    with pytest.raises(InputError):
+        ReviewerCloseInput("ctl", world.credential, "rev", 2, blocked_reason=" ")

@@ -298,3 +298,20 @@ def test_an_operator_close_that_fails_or_is_unsure(world: World) -> None:
         ("reconcile", "closing", "closed"),
     ):
         assert edge in edges, edge
+
+
+def test_a_blocked_writer_is_released_only_on_an_operators_decision(world: World, worktree: Path) -> None:
+    import anyio
+
+    from runner.service import AbandonInput, WriterReleaseInput
+
+    lane = start_lane(world, worktree)
+    receipt = world.relay("block", target="alpha")
+    anyio.run(world.host.wait, lane.data["pane_id"], 1, 30)
+    world.service.abandon(AbandonInput("ctl", world.credential, receipt.token, "a person decides"))
+    facts = world.service.preflight(str(worktree))
+    args = ("ctl", world.credential, "alpha", 2, facts["head"], facts["status_sha256"], "ck/alpha", "c" * 64)
+    refused("agent_not_settled", lambda: world.service.writer_release(WriterReleaseInput(*args)))
+    released = world.service.writer_release(WriterReleaseInput(*args, blocked_reason="needs a human"))
+    assert released.lease.state == "released" and released.lease.data["decision"]["reason"] == "needs a human"
+    assert (worktree / "src" / "app.py").read_text() == "print('app')\n"
