@@ -14,6 +14,20 @@ mkdir -p .demo
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+skip() { printf -- '-> skipped: %s\n' "$*"; }
+
+# What the optional steps need, found once. Bubblewrap must really start a sandbox (installed is not
+# enough: a kernel or container may refuse the namespaces); corral never validates unsandboxed, so
+# without it the sandboxed validation and the writer-lane plan (which validates) are skipped.
+if command -v bwrap >/dev/null 2>&1 \
+  && bwrap --unshare-all --die-with-parent --new-session --ro-bind / / --proc /proc --dev /dev true >/dev/null 2>&1; then
+  sandbox=yes
+else
+  sandbox=no
+fi
+if command -v dot >/dev/null 2>&1 && dot -V >/dev/null 2>&1; then graphviz=yes; else graphviz=no; fi
+[ "$sandbox" = yes ] || echo "note: Bubblewrap is missing or cannot start a sandbox here: the sandboxed steps are skipped (apt-get install bubblewrap)"
+[ "$graphviz" = yes ] || echo "note: Graphviz is not installed: the review pack and SVG drawings are skipped (apt-get install graphviz)"
 
 step "validate the built-in machines"
 corral validate
@@ -21,7 +35,9 @@ corral validate
 step "acquire the controller lease for 'demo' (ttl 60 s)"
 corral controller acquire --controller demo --ttl 60 \
   --authority-ref "ISSUE-2: the spine" --authority-sha256 "$(sha 'ISSUE-2: the spine')"
-cp "$CORRAL_HOME/credentials/demo.json" .demo/old-credential.json   # keep the generation-1 credential
+# Keep the generation-1 credential, as corral requires of any credential: a 0600 file in a 0700 directory.
+mkdir -m 700 .demo/kept
+cp -p "$CORRAL_HOME/credentials/demo.json" .demo/kept/old-credential.json
 
 step "renew it (same fence, later expiry)"
 corral controller renew --controller demo
@@ -31,7 +47,7 @@ corral controller resume --controller demo
 
 step "a stale-fence attempt: renew with the generation-1 credential"
 set +e
-corral controller renew --controller demo --credential .demo/old-credential.json
+corral controller renew --controller demo --credential .demo/kept/old-credential.json
 status=$?
 set -e
 if [ "$status" -ne 4 ]; then
@@ -105,10 +121,10 @@ corral ask writer1 --controller demo --text "write src/feature.py def feature():
 append src/feature.py     return 42"
 
 step "validate the lane in the sandbox (no network, read-only snapshot, commands from the base commit)"
-if command -v bwrap >/dev/null 2>&1; then
+if [ "$sandbox" = yes ]; then
   corral writer verify writer1 --controller demo
 else
-  echo "(Bubblewrap is not installed: corral never runs validations unsandboxed; apt-get install bubblewrap)"
+  skip "no usable Bubblewrap, and corral never runs validations unsandboxed (apt-get install bubblewrap)"
 fi
 
 step "release the lane at the HEAD and status the coordinator sees now"
@@ -164,25 +180,30 @@ inputs:
   authority_ref: "ISSUE-5: plans"
   authority_sha256: "$(sha 'ISSUE-5: plans')"
 YAML
-corral run .demo/plans/review.yaml .demo/plans/writer-lane.yaml
+plans=(.demo/plans/review.yaml .demo/plans/writer-lane.yaml)
+if [ "$sandbox" != yes ]; then
+  plans=(.demo/plans/review.yaml)
+  skip "the writer-lane plan: its verify step needs a usable Bubblewrap"
+fi
+corral run "${plans[@]}"
 echo "-> run it again: the same plan ids with the same content are the same plans, nothing runs twice"
-corral run .demo/plans/review.yaml .demo/plans/writer-lane.yaml >/dev/null && corral plans list
+corral run "${plans[@]}" >/dev/null && corral plans list
 
 step "the review pack: every machine and recipe drawn, with their guards and effects, in one HTML page"
-if command -v dot >/dev/null 2>&1; then
+if [ "$graphviz" = yes ]; then
   corral review-pack --out .demo/review-pack
 else
-  echo "(install Graphviz for the review pack: apt-get install graphviz)"
+  skip "the review pack draws with Graphviz, which is not installed (apt-get install graphviz)"
 fi
 
 step "the receipt machine (Mermaid; paste into a GitHub comment to see it drawn)"
 corral draw receipt
-if command -v dot >/dev/null 2>&1; then
-  for machine in controller reviewer receipt; do
+if [ "$graphviz" = yes ]; then
+  for machine in controller reviewer receipt writer; do
     corral draw "$machine" --format svg --out ".demo/$machine.svg"
   done
 else
-  echo "(install Graphviz to also get .demo/*.svg)"
+  skip "the SVG drawings .demo/*.svg need Graphviz (apt-get install graphviz); Mermaid above needs nothing"
 fi
 
 step "done: state home in .demo/home, database .demo/home/corral.db"

@@ -4,7 +4,10 @@ Two targets: Mermaid (renders on GitHub, needs nothing installed) and Graphviz (
 ``svg``/``png`` through the ``dot`` program).
 
 Machines: each transition is labelled ``trigger [guards] / updates ! effects``; an effect's outcomes
-are drawn as dashed edges from its intermediate state, labelled ``trigger: outcome``. Terminal
+are drawn as dashed edges from its intermediate state, labelled ``trigger: outcome``. Every machine
+is laid out top to bottom and every edge label is wrapped (:data:`WRAP`): drawings are read in pages
+and comments of a fixed width that scroll down, so width is the scarce dimension (an unwrapped,
+left-to-right writer machine was one 5,854 px strip, unreadable once scaled to a page). Terminal
 states are double-bordered (Graphviz) or lead to ``[*]`` (Mermaid); intermediate states are
 dashed/shaded. Given a :class:`Trail` (an instance's event history), the states it visited and the
 one it is in are highlighted, and every edge it took carries its position(s) in the path.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +35,8 @@ from runner.spec.operations import OPERATIONS
 from runner.spec.recipes import Recipe, Step
 
 FORMATS = ("mermaid", "dot", "svg", "png")
+WRAP = 36  # characters per line of an edge label: a long guard list becomes a tall, narrow label
+SVG_STYLE = "max-width:100%;height:auto"  # on the root of every SVG drawing (see _graphviz)
 
 # Invariant: every state the plan executor records for a step is a key here ("pending" = no record).
 STEP_COLOURS: dict[str, tuple[str, str]] = {  # state -> (fill, stroke)
@@ -171,6 +177,37 @@ class _Edge:
     def texts(self) -> list[str]:
         return [line.shown() for line in self.lines]
 
+    def wrapped(self, indent: str = "") -> list[str]:
+        """Every line of the label as drawn: each transition wrapped (:func:`wrap`), one after the other.
+
+        A transition's continuation lines start with ``indent``, so where one transition ends and the
+        next begins stays visible on an edge that carries several.
+        """
+        out: list[str] = []
+        for text in self.texts():
+            first, *rest = wrap(text)
+            out += [first, *(indent + line for line in rest)]
+        return out
+
+
+_SECTION = re.compile(r" (?=[/!] )")  # the space before ' / updates' and ' ! effects' in a label
+
+
+def wrap(text: str, width: int = WRAP) -> list[str]:
+    """``text`` as lines of about ``width`` characters, broken only at spaces.
+
+    A text that fits stays one line. Otherwise updates (``/ …``) and effects (``! …``) start a line
+    of their own, so a label reads as guards, then updates, then effects. Joining the lines with
+    single spaces gives ``text`` back; a single name longer than ``width`` stays whole (a name broken
+    in two would read as two names).
+    """
+    if len(text) <= width:
+        return [text]
+    lines: list[str] = []
+    for section in _SECTION.split(text):
+        lines += textwrap.wrap(section, width, break_long_words=False, break_on_hyphens=False) or [section]
+    return lines
+
 
 def _edges(spec: MachineSpec, path: Trail | None = None) -> list[_Edge]:
     """Every drawn edge, transitions merged per state pair, with the moves of ``path`` on their lines."""
@@ -208,7 +245,7 @@ def mermaid(spec: MachineSpec, path: Trail | None = None) -> str:
     With ``path``, a comment line lists the instance's path, the classes ``visited`` and ``current``
     mark its states, and each edge it took ends with its positions in the path, ``(1, 3)``.
     """
-    lines = ["stateDiagram-v2", f"    %% {spec.name} v{spec.version}"]
+    lines = ["stateDiagram-v2", "    direction TB", f"    %% {spec.name} v{spec.version}"]
     if path is not None:
         seqs = ", ".join(str(v.seq) for v in path.visits) or "none"
         lines.append(f"    %% path of {_one_line(path.instance_id)}: {path.text()} (now {path.current}; events {seqs})")
@@ -218,7 +255,7 @@ def mermaid(spec: MachineSpec, path: Trail | None = None) -> str:
             lines.append(f'    state "{name} (intermediate)" as {name}')
     for e in _edges(spec, path):
         # Mermaid draws one edge per state pair and shows only its last label: join them.
-        lines.append(f"    {e.source} --> {e.dest} : {'<br/>'.join(_mermaid_text(t) for t in e.texts())}")
+        lines.append(f"    {e.source} --> {e.dest} : {'<br/>'.join(_mermaid_text(t) for t in e.wrapped())}")
     for name, state in spec.states.items():
         if state.terminal:
             lines.append(f"    {name} --> [*]")
@@ -256,7 +293,7 @@ def dot(spec: MachineSpec, path: Trail | None = None) -> str:
         title += f"\ninstance {path.instance_id}: {path.current}"
     out = [
         f'digraph "{_q(spec.name)}" {{',
-        "  rankdir=LR;",
+        "  rankdir=TB;",
         f'  label="{_q(title)}"; labelloc=t; fontname="Helvetica";',
         '  node [shape=box, style=rounded, fontname="Helvetica"];',
         '  edge [fontname="Helvetica", fontsize=10];',
@@ -283,7 +320,9 @@ def dot(spec: MachineSpec, path: Trail | None = None) -> str:
             attrs.append(f'style="{",".join(dict.fromkeys(styles))}"')
         out.append(f'  "{_q(name)}" [{", ".join(_last_wins(attrs))}];')
     for e in _edges(spec, path):
-        text = "\n".join(e.texts())
+        lines = e.wrapped(indent="  ")
+        # One line stays centred; several are left-justified ('\l' ends a line) so the indent shows.
+        text = _q(lines[0]) if len(lines) == 1 else "".join(_q(line) + "\\l" for line in lines)
         attrs = []
         styles = ["dashed"] if e.outcome else []
         if e.taken:
@@ -297,7 +336,7 @@ def dot(spec: MachineSpec, path: Trail | None = None) -> str:
         if styles:
             style = ", style=" + (styles[0] if len(styles) == 1 else f'"{",".join(styles)}"')
         extra = "".join(f", {a}" for a in attrs)
-        out.append(f'  "{_q(e.source)}" -> "{_q(e.dest)}" [label="{_q(text)}"{style}{extra}];')
+        out.append(f'  "{_q(e.source)}" -> "{_q(e.dest)}" [label="{text}"{style}{extra}];')
     out.append("}")
     return "\n".join(out) + "\n"
 
@@ -335,13 +374,26 @@ class PlanStatus:
     state: str
     steps: Mapping[str, str]  # step id -> recorded state; a step with no record is "pending"
     note: str = ""  # e.g. the recipe changed since the plan was submitted
+    why: Mapping[str, str] = field(default_factory=dict)  # step id -> why it is shown in another state
 
     @classmethod
     def of(cls, plan: Instance, note: str = "") -> PlanStatus:
-        """From a plan instance (``machines/plan.yaml``): ``data.steps[step].state``."""
+        """From a plan instance (``machines/plan.yaml``): ``data.steps[step].state``.
+
+        A validation step (its operation reports ``passed``, as ``writer.verify`` does) whose record
+        says ``passed: false`` is shown ``failed`` even where it was recorded ``succeeded`` (a
+        validation that ran but did not pass): green would tell a reviewer the lane is good.
+        """
         records: Mapping[str, Any] = plan.data.get("steps") or {}
-        steps = {sid: str(rec.get("state") or "pending") for sid, rec in records.items() if isinstance(rec, Mapping)}
-        return cls(str(plan.data.get("plan_id") or plan.id), plan.state, steps, note)
+        steps: dict[str, str] = {}
+        why: dict[str, str] = {}
+        for sid, rec in records.items():
+            if not isinstance(rec, Mapping):
+                continue
+            steps[sid] = str(rec.get("state") or "pending")
+            if steps[sid] == "succeeded" and _did_not_pass(rec):
+                steps[sid], why[sid] = "failed", "validation did not pass"
+        return cls(str(plan.data.get("plan_id") or plan.id), plan.state, steps, note, why)
 
     def of_step(self, step_id: str) -> str:
         return self.steps.get(step_id, "pending")
@@ -349,6 +401,23 @@ class PlanStatus:
     def title(self, recipe: Recipe) -> str:
         text = f"plan {self.plan_id} (recipe {recipe.name} v{recipe.version}): {self.state}"
         return f"{text} ({self.note})" if self.note else text
+
+
+def _did_not_pass(record: Mapping[str, Any]) -> bool:
+    """Whether a step record is of a validation that reported ``passed: false``.
+
+    Looked for in the outputs and, as a lane records it, in their (or the record's) ``verification``;
+    only for an operation whose declared outputs include ``passed``, so a step of another operation
+    that happens to output a ``passed`` value keeps the colour of its state.
+    """
+    operation = OPERATIONS.get(str(record.get("do") or ""))
+    if operation is None or "passed" not in operation.outputs:
+        return False
+    outputs = record.get("outputs")
+    places = [outputs, record.get("verification")]
+    if isinstance(outputs, Mapping):
+        places.append(outputs.get("verification"))
+    return any(isinstance(p, Mapping) and p.get("passed") is False for p in places)
 
 
 def step_lines(step: Step, status: PlanStatus | None = None) -> list[str]:
@@ -370,7 +439,8 @@ def step_lines(step: Step, status: PlanStatus | None = None) -> list[str]:
     if extras:
         lines.append(", ".join(extras))
     if status is not None:
-        lines.append(f"[{status.of_step(step.id)}]")
+        reason = status.why.get(step.id)
+        lines.append(f"[{status.of_step(step.id)}]" + (f" {reason}" if reason else ""))
     return lines
 
 
@@ -491,4 +561,8 @@ def _graphviz(source: str, fmt: str) -> str | bytes:
             "--format mermaid or dot needs nothing",
             code="graphviz_unavailable",
         ) from None
-    return rendered.decode("utf-8") if fmt == "svg" else rendered
+    if fmt != "svg":
+        return rendered
+    # Shrink to fit, never grow: opened in a browser, inlined, or shown as an image, a drawing wider
+    # than its page scales down to the page's width instead of overflowing it; a small one keeps its size.
+    return rendered.decode("utf-8").replace("<svg ", f'<svg style="{SVG_STYLE}" ', 1)

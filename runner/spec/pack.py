@@ -336,8 +336,11 @@ h1 { margin-bottom: .2rem; } h2 { border-bottom: 2px solid #ddd; padding-bottom:
 h3 { margin-top: 2.5rem; font-size: 1.35rem; } h4 { margin: 1.2rem 0 .4rem; }
 article { border-top: 1px solid #eee; }
 code { font: 13px/1.3 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; overflow-wrap: break-word; }
-table { border-collapse: collapse; width: 100%; margin: .3rem 0 1rem; font-size: 14px; }
-th, td { border: 1px solid #ddd; padding: .3rem .45rem; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; table-layout: fixed; width: 100%; max-width: 100%; margin: .3rem 0 1rem;
+        font-size: 14px; }
+th, td { border: 1px solid #ddd; padding: .3rem .45rem; text-align: left; vertical-align: top;
+         overflow-wrap: anywhere; }
+td code { overflow-wrap: anywhere; }
 th { background: #f6f8fa; } td ul { margin: 0; padding-left: 1.1rem; }
 dl.facts { display: grid; grid-template-columns: max-content auto; gap: .1rem .8rem; margin: .3rem 0; }
 dl.facts dt { color: #666; } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
@@ -390,10 +393,39 @@ def inline_svg(svg: str, prefix: str, label: str) -> str:
     return body.replace("<svg", f'<svg role="img" aria-label="{_e(label)}"', 1)
 
 
+# Relative column widths by header (others weigh 10). The tables are laid out fixed (table-layout:
+# fixed): a column is as wide as its share, never as wide as its longest unbreakable name or digest,
+# which then wraps (overflow-wrap: anywhere) instead of pushing the table past the page's margin.
+_COLUMN_WEIGHTS = {
+    "#": 3,
+    "nullable": 7,
+    "secret": 6,
+    "required": 7,
+    "finally": 6,
+    "kind": 9,
+    "state": 13,
+    "trigger": 10,
+    "source": 13,
+    "dest": 14,
+    "guards": 23,
+    "updates": 17,
+    "effects": 15,
+    "outcomes": 14,
+    "schema": 20,
+    "$id": 35,
+    "SHA-256": 45,
+    "do": 16,
+    "with": 16,
+    "description": 20,
+}
+
+
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    weights = [_COLUMN_WEIGHTS.get(h, 10) for h in headers]
+    cols = "".join(f'<col style="width: {100 * w / sum(weights):.1f}%">' for w in weights)
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<table><colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _facts(pairs: Sequence[tuple[str, str]]) -> str:

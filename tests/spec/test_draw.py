@@ -6,12 +6,13 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
 
-from runner.spec.draw import dot, label, mermaid, render
+from runner.spec.draw import WRAP, dot, label, mermaid, render, wrap
 from runner.spec.library import Library
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,8 +25,8 @@ def test_mermaid_has_one_edge_per_state_pair_with_every_transition() -> None:
     edges = [line.strip() for line in text.splitlines() if "-->" in line and "[*]" not in line]
     pairs = [e.split(" : ")[0] for e in edges]
     assert len(pairs) == len(set(pairs)), "Mermaid shows only the last label of a repeated pair"
-    for t in spec.transitions:
-        assert any(label(t) in e for e in edges), t.trigger
+    for t in spec.transitions:  # wrapped at spaces: the lines joined by spaces give each label back
+        assert any(label(t) in e.replace("<br/>", " ") for e in edges), t.trigger
     assert "[*] --> absent" in text
 
 
@@ -108,3 +109,47 @@ def test_mermaid_renders_in_a_browser(tmp_path: Path, machine: str) -> None:
     labels = " ".join(json.loads(title[3:].replace("&amp;", "&").replace("&quot;", '"')))
     for trigger in spec.triggers():
         assert trigger in labels
+
+
+def test_machines_are_laid_out_top_to_bottom_with_wrapped_labels() -> None:
+    """Width is what a page lacks: every machine runs top to bottom, no label line much over WRAP characters."""
+    for name in ("controller", "reviewer", "receipt", "writer", "plan", "pane"):
+        spec = Library().builtin(name)
+        assert "  rankdir=TB;" in dot(spec).splitlines(), name
+        assert mermaid(spec).splitlines()[1] == "    direction TB", name
+        for line in dot(spec).splitlines():
+            if " -> " in line and 'label="' in line:
+                text = line.split('label="', 1)[1].split('"', 1)[0]
+                for part in text.replace("\\l", "\n").replace("\\n", "\n").split("\n"):
+                    assert len(part) <= WRAP or " " not in part.strip(), (name, part)
+
+
+def test_wrap_keeps_every_word_and_starts_updates_and_effects_on_new_lines() -> None:
+    text = label(next(t for t in Library().builtin("writer").transitions if t.trigger == "start"))
+    lines = wrap(text)
+    assert " ".join(lines) == text
+    assert all(len(line) <= WRAP for line in lines)
+    assert sum(line.startswith("/ ") for line in lines) == 1 and lines[-1] == "! start_agent"
+    assert wrap("renew [fence] / extend_lease") == ["renew [fence] / extend_lease"], "a short label stays whole"
+    assert wrap("x" * 50) == ["x" * 50], "a name is never broken"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("dot") is None and not os.environ.get("CI"), reason="needs Graphviz (CI has it)")
+def test_drawn_writer_fits_a_1400px_window(tmp_path: Path) -> None:
+    """``corral draw writer --format svg`` opened in Chromium at 1400 px: no sideways scroll, labels >= 10 px."""
+    from tests.support.browser import lay_out
+
+    picture = tmp_path / "writer.svg"
+    subprocess.run(
+        [sys.executable, "-m", "runner.cli", "draw", "writer", "--format", "svg", "--out", str(picture)],
+        check=True, capture_output=True, timeout=60, env={**os.environ, "CORRAL_HOME": str(tmp_path / "home")},
+    )  # fmt: skip
+    layout = lay_out(picture, width=1400)
+    assert layout.requested == []
+    assert layout.scroll_width <= layout.client_width == 1400, layout.wide[:5]
+    assert layout.wide == []
+    spec = Library().builtin("writer")
+    shown = {text: height for _, _, text, height, _ in layout.labels}
+    assert set(spec.states) <= set(shown), "every state is labelled"
+    assert {s: round(shown[s], 1) for s in spec.states if shown[s] < 10} == {}, "state labels too small to read"

@@ -111,7 +111,25 @@ def _attrs(text: str | None) -> dict[str, str]:
     out = {}
     for key, value in _ATTR.findall(text or ""):
         out[key] = value[1:-1].replace('\\"', '"').replace("\\n", "\n") if value.startswith('"') else value
+    if "label" in out:
+        out["label"] = unwrap(out["label"])
     return out
+
+
+def unwrap(label: str) -> str:
+    """A drawn edge label with one line per transition: wrapped lines (indented, '\\l'-ended) joined back."""
+    lines: list[str] = []
+    for line in label.replace("\\l", "\n").removesuffix("\n").split("\n"):
+        if line.startswith("  ") and lines:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def _labels(text: str) -> str:
+    """Every edge label of a DOT text, unwrapped, one per line."""
+    return "\n".join(a.get("label", "") for _, _, a in parse_dot(text)[1])
 
 
 def parse_dot(text: str) -> tuple[dict[str, dict[str, str]], list[tuple[str, str, dict[str, str]]]]:
@@ -221,10 +239,14 @@ def test_mermaid_highlights_the_path(service: Service, acquire: Callable[..., Gr
     assert classes["current"] == {"released"}
     assert classes["visited"] == {"absent", "active"}
     assert re.search(r"classDef current fill:#[0-9a-f]{6}", text)
-    edges = {line.split(" : ")[0].strip(): line.split(" : ")[1] for line in text.splitlines() if " : " in line}
+    edges = {  # wrapped at spaces: lines joined by spaces give each transition's text back
+        line.split(" : ")[0].strip(): line.split(" : ")[1].replace("<br/>", " ")
+        for line in text.splitlines()
+        if " : " in line
+    }
     assert "acquire / record_authority, issue_lease (path 1)" in edges["absent --> active"]
     assert "renew [fence] / extend_lease (path 2)" in edges["active --> active"]
-    assert "resume [fence(allow_expired=true)] / issue_lease<br/>" in edges["active --> active"]  # not taken
+    assert "resume [fence(allow_expired=true)] / issue_lease takeover" in edges["active --> active"]  # not taken
     assert "(path 3)" in edges["active --> released"]
     assert "(path" not in edges["released --> active"]
     plain = mermaid(spec)
@@ -265,7 +287,7 @@ def test_a_repeated_transition_carries_every_position(service: Service, acquire:
     instance = service.store.get("controller/ctl")
     path = trail(spec, "controller/ctl", instance, service.store.events(instance_id="controller/ctl"))
     assert path.current == "active" and path.visited == ["absent"]
-    assert "renew [fence] / extend_lease (path 2, 3)" in dot(spec, path)
+    assert "renew [fence] / extend_lease (path 2, 3)" in _labels(dot(spec, path))
     assert _mermaid_classes(mermaid(spec, path)) == {"visited": {"absent"}, "current": {"active"}}
 
 
@@ -295,7 +317,7 @@ def test_two_phase_outcome_edges_are_highlighted(tmp_path: Path, service: Servic
     styles = {(s, d): a.get("style", "") for s, d, a in edges}
     assert styles[("running", "done")] == "dashed,bold"
     assert styles[("running", "failed")] == "dashed"
-    assert "run: success (path 2)" in dot(spec, path)
+    assert "run: success (path 2)" in _labels(dot(spec, path))
     assert _mermaid_classes(mermaid(spec, path))["visited"] == {"idle", "running"}
 
 
@@ -398,6 +420,50 @@ def test_a_step_in_flight_is_running(service: Service, recipes: RecipeLibrary) -
     assert nodes["step:recover"]["fillcolor"] == STEP_COLOURS["running"][0]
     assert nodes["step:end"]["fillcolor"] == STEP_COLOURS["pending"][0]
     assert "): running" in recipe_mermaid(recipes.get("drawprobe"), status).splitlines()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("hermetic_git", "home")
+@pytest.mark.skipif(shutil.which("bwrap") is None and not os.environ.get("CI"), reason="verify needs Bubblewrap")
+def test_a_validation_that_did_not_pass_is_drawn_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real writer-lane plan whose sandboxed validation fails: its verify step is red, never green."""
+    from tests.plans.test_run import GOOD_CHANGE, Rig, make_lane, writer_plan
+
+    rigs = {}
+    for passed, prompt in ((True, GOOD_CHANGE), (False, "write src/feature.py def feature(:")):
+        root = tmp_path / str(passed)
+        root.mkdir()
+        rig = rigs[passed] = Rig(root)
+        _, worktree, _ = make_lane(root)
+        plan = rig.run(writer_plan(rig, "lane", worktree, prompt))
+        record = plan.data["steps"]["verify"]
+        assert record["do"] == "writer.verify"
+        if record["state"] == "succeeded":  # recorded, not raised: the outputs say whether it passed
+            assert record["outputs"]["passed"] is passed
+        else:  # a failed validation fails the step (validation_failed)
+            assert not passed and record["state"] == "failed"
+        status = PlanStatus.of(plan)
+        shown = "succeeded" if passed else "failed"
+        assert status.of_step("verify") == shown
+        assert status.of_step("release") == plan.data["steps"]["release"]["state"]
+        recipe = rig.recipes.get("writer-lane")
+        nodes, _ = parse_dot(recipe_dot(recipe, status))
+        assert nodes["step:verify"]["fillcolor"] == STEP_COLOURS[shown][0]
+        assert nodes["step:verify"]["color"] == STEP_COLOURS[shown][1]
+        index = {step.id: f"s{i}" for i, step in enumerate(recipe.steps)}
+        text = recipe_mermaid(recipe, status)
+        assert index["verify"] in _mermaid_classes(text)[f"step_{shown}"]
+        assert f"[{shown}]" in _mermaid_nodes(text)[index["verify"]][1]
+        assert ("validation did not pass" in _mermaid_nodes(text)[index["verify"]][1]) is (
+            record["state"] == "succeeded" and not passed
+        )
+        rig.store.close()
+    # The command shows the same: the step's state in --json, the colour in the drawing.
+    url = rigs[False].store.url
+    status_code, out, _ = _corral(capsys, "--store", url, "draw", "--plan", "lane", "--json")
+    assert status_code == 0 and json.loads(out)["steps"]["verify"] == "failed"
+    status_code, out, _ = _corral(capsys, "--store", url, "draw", "--plan", "lane", "--format", "dot")
+    assert status_code == 0 and parse_dot(out)[0]["step:verify"]["fillcolor"] == STEP_COLOURS["failed"][0]
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed (CI installs it)")
@@ -556,7 +622,7 @@ def test_instance_drawing_renders_in_a_browser(tmp_path: Path, service: Service,
     assert by_text["absent"]["fill"] == _rgb("#e3f2fd")
     labels = " ".join(result["labels"])
     for n, trigger in enumerate(["acquire", "renew", "release"], 1):
-        assert re.search(rf"{trigger} [^()]*(\([^)]*\)[^()]*)*\(path {n}\)", labels), (trigger, labels)
+        assert re.search(rf"{trigger}\b[^()]*(\([^)]*\)[^()]*)*\(path {n}\)", labels), (trigger, labels)
 
 
 @pytest.mark.slow

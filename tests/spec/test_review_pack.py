@@ -231,6 +231,25 @@ def test_pack_opens_offline_in_a_browser(tmp_path: Path, pack: tuple[Path, Any])
         assert nodes >= 2, (name, nodes)
 
 
+@pytest.mark.slow
+@needs_graphviz
+def test_pack_fits_a_1400px_window_and_its_labels_are_legible(pack: tuple[Path, Any]) -> None:
+    """At 1400 CSS px nothing scrolls sideways or crosses the margin, and every state label is >= 10 px high."""
+    from tests.support.browser import lay_out
+
+    path, written = pack
+    layout = lay_out(path, width=1400)
+    assert layout.requested == [], "the page asked for something outside itself"
+    assert layout.client_width == 1400
+    assert layout.scroll_width <= layout.client_width, layout.wide[:5]
+    assert layout.wide == [], "an element wider than the viewport"
+    assert layout.margin == [], "an element (a table, a drawing) past the page's margin"
+    states = [label for label in layout.labels if label[0] == "machine"]
+    assert {label[1] for label in states} == set(written.machines), "a machine drawn without state labels"
+    small = [(drawing, text, round(height, 1)) for _, drawing, text, height, _ in states if height < 10]
+    assert small == [], "state labels too small to read"
+
+
 @needs_graphviz
 def test_cli_writes_the_pack(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     monkeypatch.chdir(tmp_path)
