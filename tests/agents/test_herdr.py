@@ -28,7 +28,7 @@ from runner.agents.kinds import BUILTIN, Kind, Kinds
 from runner.errors import AuthorityMovedError, CorralError, InputError
 
 PANE = "w1:p2"  # the fake's first new pane (w1:p1 is the caller's own)
-START_SEQ = 2  # the fake's seq for a freshly started agent
+START_SEQ = 1  # a fresh server's first change: the new agent's launch (unknown -> idle)
 
 
 @pytest.fixture
@@ -70,7 +70,9 @@ def test_start_creates_a_tab_starts_the_agent_in_its_pane_and_observes_it(
         ["agent", "start", "rev", "--kind", "script", "--pane", PANE, "--timeout", "30000"],
         ["agent", "get", PANE],
     ]
-    assert observation == Observation(PANE, "rev", "script", cwd, "idle", START_SEQ)
+    terminal = fake_herdr.state()["panes"][PANE]["terminal_id"]
+    assert observation == Observation(PANE, "rev", "script", cwd, "idle", START_SEQ, terminal_id=terminal)
+    assert observation.revision is None  # Herdr's revision counts title changes, not status changes
     assert fake_herdr.agent(PANE)["args"] == []
 
 
@@ -191,7 +193,9 @@ def test_a_kind_herdr_does_not_run_closes_its_pane_and_is_an_unknown_kind(fake_h
     with pytest.raises(AgentKindError) as caught:
         host.start("odd", "exotic", cwd, StartOptions())
 
-    assert caught.value.details["herdr_code"] == "unsupported_agent_kind"
+    # Herdr's client refuses a kind it does not know in plain text, with exit status 2.
+    assert caught.value.code == "agent_kind_unknown"
+    assert "unsupported interactive agent kind: exotic" in caught.value.message
     assert fake_herdr.calls()[-1] == ["pane", "close", PANE]
     assert PANE not in fake_herdr.state()["panes"]
 
@@ -204,7 +208,9 @@ def test_get_and_list_read_herdrs_agent_records(host: HerdrHost, fake_herdr: Fak
     host.start("two", "codex", cwd, StartOptions())
     fake_herdr.forget_calls()
 
-    assert host.get("w1:p3") == Observation("w1:p3", "two", "codex", cwd, "idle", START_SEQ)
+    terminal = fake_herdr.state()["panes"]["w1:p3"]["terminal_id"]
+    # Each launch moved the server's one counter: the second agent's seq is the second change.
+    assert host.get("w1:p3") == Observation("w1:p3", "two", "codex", cwd, "idle", START_SEQ + 1, terminal_id=terminal)
     assert sorted((o.pane_id, o.name, o.kind) for o in host.list()) == [
         ("w1:p2", "one", "script"),
         ("w1:p3", "two", "codex"),
@@ -327,8 +333,8 @@ def test_a_herdr_that_hangs_is_killed_at_the_call_timeout(fake_herdr: FakeHerdr)
 def test_read_asks_for_recent_lines_and_changes_nothing(host: HerdrHost, fake_herdr: FakeHerdr, cwd: str) -> None:
     started(host, fake_herdr, cwd)
     text = "echo first\necho second\necho third"
-    host.prompt(PANE, text)
-    done = anyio.run(host.wait, PANE, START_SEQ + 1, 10.0)
+    working = host.prompt(PANE, text)
+    done = anyio.run(host.wait, PANE, working.seq, 10.0)
     fake_herdr.forget_calls()
 
     assert host.read(PANE, 2) == f"third\nfake agent: handled {len(text)} characters\n"
@@ -360,7 +366,7 @@ def test_prompt_hands_the_text_over_as_one_argument_and_returns_working(
         ["agent", "prompt", PANE, text, "--wait", "--until", "working", "--timeout", "30000"]
     ]
     assert fake_herdr.agent(PANE)["prompts"] == [text]
-    assert (observation.status, observation.seq) == ("working", START_SEQ + 1)
+    assert (observation.status, observation.seq) == ("working", START_SEQ + 1)  # no other agent moved
 
 
 class MovedGate:
@@ -502,7 +508,7 @@ def test_a_prompt_that_cannot_be_one_argument_is_refused_before_herdr(
 
 
 @pytest.mark.anyio
-async def test_wait_races_herdr_waits_and_returns_the_settled_state_after_the_cursor(
+async def test_wait_runs_one_herdr_wait_for_every_other_status_and_returns_the_settled_state(
     host: HerdrHost, fake_herdr: FakeHerdr, cwd: str
 ) -> None:
     started(host, fake_herdr, cwd)
@@ -513,12 +519,9 @@ async def test_wait_races_herdr_waits_and_returns_the_settled_state_after_the_cu
 
     assert (settled.status, settled.seq) == ("done", working.seq + 1)
     waits = fake_herdr.calls("agent", "wait")
-    assert sorted(argv[4] for argv in waits) == ["blocked", "done", "idle"]
-    assert all(argv[:4] == ["agent", "wait", PANE, "--until"] and argv[5] == "--timeout" for argv in waits)
-    assert len(fake_herdr.calls("agent", "get")) == 2  # before and after the race: no polling
-    for record in fake_herdr.records():
-        if record["argv"][:2] == ["agent", "wait"]:
-            assert not alive(record["pid"]), "a losing herdr wait was left running"
+    until = ["--until", "idle", "--until", "done", "--until", "blocked", "--until", "unknown"]
+    assert waits == [["agent", "wait", PANE, *until, "--timeout", "3000"]]  # one process, --until repeated
+    assert len(fake_herdr.calls("agent", "get")) == 2  # before and after the wait: no polling
 
 
 @pytest.mark.anyio
@@ -539,8 +542,13 @@ async def test_wait_never_returns_a_state_at_or_before_the_cursor(
         again = await host.wait(PANE, done.seq, 10.0)  # done at the cursor itself does not count
 
     assert (again.status, again.seq) == ("done", done.seq + 2)
-    first_round = fake_herdr.calls("agent", "wait")
-    assert {argv[4] for argv in first_round} >= {"working", "blocked", "idle"}
+    first_round = fake_herdr.calls("agent", "wait")[-2]
+    assert [first_round[i + 1] for i, word in enumerate(first_round) if word == "--until"] == [
+        "idle",
+        "working",
+        "blocked",
+        "unknown",
+    ]
 
 
 @pytest.mark.anyio
@@ -599,7 +607,7 @@ async def test_a_cancelled_wait_kills_its_herdr_waits(host: HerdrHost, fake_herd
         await host.wait(PANE, idle.seq, 30.0)
     assert scope.cancelled_caught
     waits = [r for r in fake_herdr.records() if r["argv"][:2] == ["agent", "wait"]]
-    assert len(waits) == 3
+    assert len(waits) == 1
     assert not any(alive(r["pid"]) for r in waits)
 
 
