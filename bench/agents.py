@@ -20,6 +20,15 @@ Measured in one run, on a real SQLite store in a temporary directory (WAL, ``syn
    (the rest of collect: two observations, the log read, the receipt's ``collect`` transition).
    The same via the CLI, ``corral ask`` as a cold process, median over ``--cli-runs`` runs.
 
+3. The Herdr host against the contract fake of ``herdr`` (``tests/agents/fake_herdr.py``; Herdr
+   itself cannot be installed here), with four busy background agents moving the server's shared
+   counter: ``HerdrHost.wait`` on 1 target, and the first of 8 waits (one per target, raced as
+   ``wait_any`` does), each change a prompt of ``sleep 0.05`` to one target chosen at random. The
+   wake-up is the time from the fake's recorded moment of the change (its wall clock, the agent's
+   ``done``) to the wait's return; ``--herdr-changes`` changes each (30; 0 skips the section),
+   median and p99. It measures the adapter's process-per-call design (every wait and observation
+   is one ``herdr`` process, here a Python one), not Herdr's own latency.
+
 For scale, the same run times a cold ``python -c pass`` and a cold demo agent doing ``echo hi``: a
 round trip starts at least two interpreters one after the other (the supervisor's launcher, then the
 agent) and the supervisor's own store write. Everything is interleaved over ``--rounds`` rounds so
@@ -456,6 +465,86 @@ async def _measure(args: argparse.Namespace, tmp: Path, env: dict[str, str]) -> 
     return summarize(args, latencies, trips, colds, poll_us, tmp)
 
 
+# --- 3. the Herdr host against its contract fake -----------------------------------------------------------
+
+
+def _fake_herdr_module() -> Any:
+    """``tests/agents/fake_herdr.py``, loaded by path (the tests are no package)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "tests" / "agents" / "fake_herdr.py"
+    spec = importlib.util.spec_from_file_location("fake_herdr", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fake_herdr"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def herdr_measure(changes: int, tmp: Path, seed: int) -> dict[str, Any]:
+    """Wake-up latency of Herdr waits (1 and 8 targets) under four busy background agents."""
+    from runner.agents.herdr import HerdrHost
+
+    fake = _fake_herdr_module().FakeHerdr(tmp / "fake-herdr")
+    fake.install()
+    saved = {k: os.environ.get(k) for k in ("PATH", "FAKE_HERDR_STATE", "CORRAL_HERDR", "HERDR_BIN_PATH")}
+    os.environ["FAKE_HERDR_STATE"] = str(fake.state_dir)
+    os.environ.pop("CORRAL_HERDR", None)
+    os.environ.pop("HERDR_BIN_PATH", None)
+    rng = random.Random(seed)
+    work = tmp / "herdr-work"
+    work.mkdir(exist_ok=True)
+    try:
+        host = HerdrHost(Kinds.load([]), binary=str(fake.executable), workspace="w1", wait_slice=1.0)
+        panes = [host.start(f"h{i}", "script", str(work), process_options()).pane_id for i in range(WIDE)]
+        fake.add_background_agents(4)
+        figures: dict[str, Any] = {}
+        for key, targets in (("herdr_wait_1", panes[:1]), (f"herdr_wait_{WIDE}", panes)):
+            samples: list[float] = []
+            for _ in range(changes):
+                changed = rng.choice(targets)
+                cursors = {pane: host.get(pane).seq for pane in targets}
+                working = host.prompt(changed, "sleep 0.05")
+                cursors[changed] = working.seq
+                winner: list[str] = []
+
+                async with anyio.create_task_group() as group:
+                    for pane in targets:
+                        group.start_soon(_first_wait, host, pane, cursors[pane], group, winner)
+                returned = time.time()
+                with fake.edit() as state:
+                    history = state["panes"][changed]["agent"]["history"]
+                changed_at = next(t for seq, status, t in reversed(history) if status == "done")
+                samples.append((returned - changed_at) * 1000)
+                assert winner[:1] == [changed], "a wait returned for an agent that did not change"
+            figures[key] = {
+                "label": f"HerdrHost.wait, {len(targets)} target(s), 4 background agents",
+                "changes": len(samples),
+                "median_ms": round(median(samples), 3),
+                "p99_ms": round(percentile(samples, 99), 3),
+            }
+        return figures
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+async def _first_wait(host: Any, pane: str, after: int, group: anyio.abc.TaskGroup, winner: list[str]) -> None:
+    """One of the raced waits: the first to return names itself and ends the others."""
+    await host.wait(pane, after, WAIT_TIMEOUT)
+    winner.append(pane)
+    group.cancel_scope.cancel()
+
+
+def process_options() -> Any:
+    from runner.agents.abc import StartOptions
+
+    return StartOptions()
+
+
 def summarize(
     args: argparse.Namespace,
     latencies: list[Latency],
@@ -569,6 +658,13 @@ def render(doc: dict[str, Any]) -> str:
         f"  corral ask - corral renew:       {ratios['cli_ask_minus_renew_ms']:6.1f} ms",
         f"  slowest wake-up median vs target < {doc['target_ms']:g} ms: {met}",
     ]
+    if doc.get("herdr"):
+        lines += ["", "  3. Herdr host on its contract fake: the change recorded -> the wait returns"]
+        for figure in doc["herdr"].values():
+            lines.append(
+                f"  {figure['label']:52} {figure['changes']:>4} median {figure['median_ms']:8.2f} ms"
+                f"  p99 {figure['p99_ms']:8.2f} ms"
+            )
     return "\n".join(lines)
 
 
@@ -580,6 +676,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds (default: 4)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs of each first (default: 3)")
     parser.add_argument("--target-ms", type=float, default=TARGET_MS, help="wake-up median target (default: 10)")
+    parser.add_argument("--herdr-changes", type=int, default=30, help="changes per Herdr waiter (default: 30; 0: skip)")
     parser.add_argument("--seed", type=int, default=1, help="seed for the writer's pauses and targets (default: 1)")
     parser.add_argument("--dir", type=Path, help="where to put the store and state home (default: a new temp dir)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -591,6 +688,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--changes, --round-trips, --cli-runs, --rounds and --warmup must be >= 1")
     with tempfile.TemporaryDirectory(prefix="corral-bench-agents-", dir=args.dir) as tmp:
         doc = anyio.run(measure, args, Path(tmp))
+        if args.herdr_changes > 0:
+            doc["herdr"] = anyio.run(herdr_measure, args.herdr_changes, Path(tmp), args.seed)
     print(json.dumps(doc, indent=2) if args.json else render(doc))
     return 0
 

@@ -3,8 +3,9 @@
 An agent lives in a *pane* (the process host's slot, or a Herdr pane). Everything corral decides
 about an agent rests on an :class:`Observation`: who the agent is (pane, name, kind, cwd) and where it
 is (status and ``seq``, the state-change cursor). Cursors are monotonic, not contiguous: ``seq`` only
-grows, but on Herdr it is one counter for the whole server, so another agent's change moves it too;
-``revision`` is the agent's own change count where the host exposes one.
+grows, but on Herdr it is the value of one counter for the whole server at the agent's last change,
+so it jumps by every other agent's changes in between (and restarts with the server);
+``revision`` is the agent's own change count where the host exposes one (not on Herdr).
 
 Adapters: ``process`` (embedded default, :mod:`runner.agents.process`) and ``herdr``
 (:mod:`runner.agents.herdr`). One contract test suite covers both. Hosts never import the engine.
@@ -48,8 +49,9 @@ class Observation:
     """This agent's own change counter: it grows by one on every change of *this* agent (``seq`` may be
     shared by every agent of a host, as Herdr's ``state_change_seq`` is). None where the host has none."""
     terminal_id: str | None = None
-    """The host server's lifetime id (Herdr's ``terminal_id``); a change means a restart: pane ids and
-    cursors of the old lifetime mean nothing. None where the host has no such lifetime."""
+    """The pane's terminal (Herdr's ``terminal_id``: allocated per terminal, never reused, new for every
+    pane after a server restart); a change means another terminal, and cursors of the old one mean
+    nothing. None where the host has no such lifetime."""
 
     @property
     def identity(self) -> tuple[str, str, str, str]:

@@ -3,24 +3,33 @@
 Every operation runs the ``herdr`` executable with a fixed argv (never a shell; a prompt is one argv
 element) and reads its JSON: success is ``{"id", "result": {...}}`` on stdout with exit 0; a refusal
 is ``{"id", "error": {"code", "message"}}`` on stderr with exit 1 (also honoured on stdout with exit
-0, as some versions print it); a usage error exits 2. The commands used::
+0); the client's own usage errors are plain text with exit 2. The commands used (Herdr 0.8.2)::
 
     tab create [--workspace W] --cwd DIR --label NAME --no-focus   -> result.root_pane.pane_id
-    agent start NAME --kind K --pane P --timeout MS [-- ARGS]      (agent_pane_busy: retried)
+    agent start NAME --kind K --pane P --timeout MS [-- ARGS]      -> waits until interactive_ready
     agent get P | agent list                                       -> result.agent | result.agents
     agent prompt P TEXT --wait --until working --timeout MS        -> result.agent (else: agent get)
-    agent wait P --until STATUS --timeout MS                       -> returns once STATUS is shown
+    agent wait P --until S [--until S]... --timeout MS             -> once one of the S is shown
     agent read P --source recent --lines N                         -> plain text on stdout
-    pane close P
+    pane close P                                                   (unconditional in 0.8.2)
+    --version                                                      -> "herdr X.Y.Z"
 
-An agent record has ``pane_id``, ``name``, ``agent_status`` (idle, working, blocked, done, unknown;
-anything else is read as unknown), ``state_change_seq``, ``cwd``, and its Herdr kind under ``agent``
-(or ``kind``). Herdr owns the status and the cursor; this host keeps nothing between calls, so any
-process observes the same agent the same way.
+An agent record always has ``pane_id``, ``terminal_id``, ``agent_status`` and ``state_change_seq``;
+``name``, ``agent`` (the kind) and ``cwd`` are optional (Herdr lists agents nobody named, and a
+restart loses every name): an unnamed agent is observed with name ``""`` (no lease has an empty
+name, so it never matches one), a missing kind as ``"unknown"`` and a missing cwd as ``""``.
 
-Waits are event-driven: one ``agent wait`` subprocess per status the agent could move to races the
-others, the first to return wins and the rest are killed, and the agent is observed again; a wait
-returns only a settled state strictly after its cursor.
+Cursors: ``state_change_seq`` is the value of one counter for the whole Herdr server at *this*
+agent's last status change, so it moves only when the agent changes, but by jumps, and it starts
+again from zero when the server restarts. ``terminal_id`` names the pane's terminal and is never
+reused; it changes on a restart and is kept as :attr:`Observation.terminal_id`. Herdr's own
+``revision`` counts title and metadata changes, not status changes, so it is *not*
+:attr:`Observation.revision` (None here). See docs/hosts.md.
+
+Waits are event-driven: one ``agent wait`` process per target, waiting for any status other than
+the one just observed (``--until`` repeated), then the agent is observed again; a wait returns only
+a settled state strictly after its cursor. Herdr's ``agent_not_running`` (the pane closed or its
+agent left) is :class:`AgentGoneError`.
 
 Herdr reports an agent's kind in its own words (``herdr_kind``); it is mapped back to the one corral
 kind that uses that word, so two corral kinds may not share a Herdr kind (they could not be told apart).
@@ -31,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import subprocess
@@ -43,7 +53,6 @@ import anyio
 
 from runner.agents.abc import (
     NAME_PATTERN,
-    SETTLED,
     STATUSES,
     AgentBusyError,
     AgentError,
@@ -65,13 +74,59 @@ logger = logging.getLogger(__name__)
 BUSY_RETRY = 0.1  # seconds between agent starts while Herdr says the new pane is busy
 GRACE = 5.0  # seconds a herdr call may run past the timeout it was given before it is killed
 MAX_PROMPT_BYTES = 128 * 1024 - 1  # Linux refuses a longer single argv element (MAX_ARG_STRLEN)
+# Herdr's bounds on ``agent start --timeout`` (src/app/agents.rs): over 3000 ms, at most 300000 ms.
+START_TIMEOUT_MIN_MS = 3_000
+START_TIMEOUT_MAX_MS = 300_000
+# Herdr's prompt effect gate (src/api/wait.rs): a prompt whose agent shows no change within 5 s is
+# ``agent_prompt_stalled``; corral's prompt timeout must be longer for that answer to be given.
+PROMPT_EFFECT_SECONDS = 5.0
+# The first Herdr version whose ``pane close`` takes an expected terminal and cursor (upstream issue
+# 4031). None: no release has one yet (0.8.2 has not), so the plain close after the gate is used.
+CONDITIONAL_CLOSE_SINCE: tuple[int, ...] | None = None
+UNKNOWN_KIND = "unknown"  # the kind of an agent Herdr has not identified
 
 # Herdr's error codes, by what they mean to corral.
-GONE_CODES = frozenset({"agent_not_found", "pane_not_found"})
-# A prompt refused with one of these was not typed into the pane.
-NOT_DELIVERED_CODES = frozenset({"agent_blocked", "agent_not_ready", "agent_busy", "agent_working", "agent_pane_busy"})
-# Codes re-exposed as corral codes; any other Herdr code becomes ``herdr_error`` (the code is in details).
-PASSED_CODES = frozenset({"agent_name_taken", "agent_pane_busy", "agent_prompt_stalled", *NOT_DELIVERED_CODES})
+# The pane or its agent is not there (``agent_not_running``: a wait's agent left or its pane closed).
+GONE_CODES = frozenset({"agent_not_found", "pane_not_found", "agent_not_running"})
+# A prompt refused with one of these was not typed into the pane (src/app/api/agents.rs: each is
+# answered before any byte is sent; a failed send sends nothing).
+NOT_DELIVERED_CODES = frozenset(
+    {"agent_blocked", "agent_not_ready", "empty_agent_prompt", "agent_prompt_failed", "agent_target_ambiguous"}
+)
+# Herdr code -> (corral code, what to do next), for the codes corral re-exposes under its own name.
+# Any other Herdr code becomes ``herdr_error`` (the Herdr code is in ``details["herdr_code"]``).
+MAPPED_CODES: dict[str, tuple[str, str]] = {
+    "agent_name_taken": ("agent_name_taken", "choose another name, or close the agent that has it"),
+    "agent_pane_busy": ("agent_pane_busy", "close the pane named in details and start again"),
+    "agent_pane_not_found": (
+        "agent_pane_not_found",
+        "the new pane was closed before the agent could start in it; start again",
+    ),
+    "agent_pane_unavailable": ("agent_pane_not_found", "the new pane has no live terminal; start again"),
+    "agent_kind_mismatch": (
+        "agent_kind_mismatch",
+        "Herdr detected another agent than the kind's herdr_kind; check the kind's configuration and close the pane",
+    ),
+    "agent_name_not_found": (
+        "agent_name_lost",
+        "the agent lost its name while starting (a restart, or someone renamed it); close the pane and start again",
+    ),
+    "invalid_agent_timeout": ("agent_start_timeout_invalid", "give a start timeout over 3 s and at most 300 s"),
+    "agent_not_ready": ("agent_not_ready", "the agent is launching or no longer in the foreground; observe again"),
+    "agent_blocked": ("agent_busy", "the agent shows a question; answer it in Herdr, then observe again"),
+    "agent_prompt_stalled": (
+        "agent_prompt_stalled",
+        "the text was typed but the agent showed no change within 5 s; read the pane before prompting again",
+    ),
+    "confirmation_required": (
+        "pane_close_needs_confirmation",
+        "closing this pane would close a Herdr worktree group; close it in Herdr yourself, then reconcile",
+    ),
+    "precondition_failed": (
+        "agent_moved",
+        "the pane no longer holds the agent at the cursor corral saw; observe again",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -146,21 +201,54 @@ def _ms(seconds: float) -> str:
     return str(max(1, round(seconds * 1000)))
 
 
+def start_timeout_ms(seconds: float) -> int:
+    """``agent start --timeout`` in ms, within Herdr's bounds (over 3000, at most 300000).
+
+    Raises:
+        InputError: ``seconds`` is outside them (Herdr would answer ``invalid_agent_timeout``).
+    """
+    ms = math.ceil(seconds * 1000)
+    if not START_TIMEOUT_MIN_MS < ms <= START_TIMEOUT_MAX_MS:
+        raise InputError(
+            "start_timeout",
+            f"{seconds:g} s is outside Herdr's agent start timeout (over {START_TIMEOUT_MIN_MS // 1000} s, at most "
+            f"{START_TIMEOUT_MAX_MS // 1000} s)",
+        )
+    return ms
+
+
+def herdr_binary(binary: str | None = None) -> str:
+    """The ``herdr`` to run: ``binary``, else ``$CORRAL_HERDR``, else ``$HERDR_BIN_PATH`` (what Herdr
+    sets inside its panes, as its own tools use it), else ``herdr`` on ``PATH``."""
+    return binary or os.environ.get("CORRAL_HERDR") or os.environ.get("HERDR_BIN_PATH") or "herdr"
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    """``(0, 8, 2)`` from ``herdr 0.8.2`` (None if there is no version in it)."""
+    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if found is None:
+        return None
+    return tuple(int(part) for part in found.groups() if part is not None)
+
+
 class HerdrHost(AgentHost):
     """Agents in Herdr panes, one new tab per agent.
 
     Args:
         kinds: the configured kinds; a kind's ``herdr_kind`` (default: its name) is what Herdr runs.
-        binary: the ``herdr`` executable (looked up on ``PATH``).
+        binary: the ``herdr`` executable (default: :func:`herdr_binary`).
         workspace: the Herdr workspace new tabs go into (default: ``$HERDR_WORKSPACE_ID`` when
             corral runs inside Herdr, else Herdr's own default).
         busy_timeout: how long to keep retrying ``agent start`` while Herdr says the new pane is busy.
         runner: runs herdr (default: :class:`SubprocessRunner`); tests may record or replace calls.
-        start_timeout: the ``--timeout`` given to ``agent start``.
-        prompt_timeout: how long ``agent prompt`` may take to see the agent ``working``.
+        start_timeout: the ``--timeout`` given to ``agent start`` (over 3 s, at most 300 s: Herdr's bounds).
+        prompt_timeout: how long ``agent prompt`` may take to see the agent ``working`` (over 5 s, so
+            that a prompt Herdr typed without effect is told apart as ``agent_prompt_stalled``).
         call_timeout: the limit on any other herdr call.
         wait_slice: the longest single ``agent wait`` before the agent is observed afresh (bounds the
             cost of a change that happened between an observation and the start of a wait).
+        conditional_close: use ``pane close`` with an expected terminal and cursor. None: when the
+            Herdr version offers it (:data:`CONDITIONAL_CLOSE_SINCE`; none does yet).
     """
 
     name = "herdr"
@@ -168,7 +256,7 @@ class HerdrHost(AgentHost):
     def __init__(
         self,
         kinds: Kinds,
-        binary: str = "herdr",
+        binary: str | None = None,
         workspace: str | None = None,
         busy_timeout: float = 10.0,
         runner: CommandRunner | None = None,
@@ -177,16 +265,26 @@ class HerdrHost(AgentHost):
         prompt_timeout: float = 30.0,
         call_timeout: float = 30.0,
         wait_slice: float = 3.0,
+        conditional_close: bool | None = None,
     ) -> None:
         self.kinds = kinds
-        self.binary = binary
+        self.binary = herdr_binary(binary)
         self.workspace = workspace or os.environ.get("HERDR_WORKSPACE_ID") or None
+        # The pane corral itself runs in, when it runs inside Herdr: reported by describe() so that
+        # nothing corral does closes its own coordinator's pane.
+        self.own_pane = os.environ.get("HERDR_PANE_ID") or None
+        # Herdr's client finds its server through this (else its default socket); passed on as is.
+        self.socket_path = os.environ.get("HERDR_SOCKET_PATH") or None
         self.busy_timeout = busy_timeout
         self.runner: CommandRunner = runner or SubprocessRunner()
-        self.start_timeout = start_timeout
+        self.start_timeout_ms = start_timeout_ms(start_timeout)
+        self.start_timeout = self.start_timeout_ms / 1000
+        if prompt_timeout <= PROMPT_EFFECT_SECONDS:
+            raise InputError("prompt_timeout", f"{prompt_timeout:g} s: must be over {PROMPT_EFFECT_SECONDS:g} s")
         self.prompt_timeout = prompt_timeout
         self.call_timeout = call_timeout
         self.wait_slice = wait_slice
+        self._conditional_close = conditional_close
 
     # --- calling herdr -----------------------------------------------------------------------------
 
@@ -211,6 +309,21 @@ class HerdrHost(AgentHost):
             raise _unavailable(self.binary, args, exc) from None
         _check(completed, args)
         return completed
+
+    def version(self) -> tuple[int, ...] | None:
+        """The Herdr version (``herdr --version``), or None if it says none."""
+        completed = self._call(["--version"], json_out=False)
+        return parse_version(completed.stdout.decode("utf-8", errors="replace"))
+
+    def conditional_close(self) -> bool:
+        """Whether ``pane close`` can be told the terminal and cursor it must still find."""
+        if self._conditional_close is None:
+            if CONDITIONAL_CLOSE_SINCE is None:
+                self._conditional_close = False  # no Herdr release offers it: do not even ask
+            else:
+                found = self.version()
+                self._conditional_close = found is not None and found >= CONDITIONAL_CLOSE_SINCE
+        return self._conditional_close
 
     # --- observing ---------------------------------------------------------------------------------
 
@@ -255,36 +368,30 @@ class HerdrHost(AgentHost):
                     status=observation.status,
                     seq=observation.seq,
                 )
-            # Wait for any status other than the one just seen: from a settled state at or before the
-            # cursor that is first of all ``working``, but racing the settled statuses too means a
-            # prompt that finishes before the waits start is still caught.
-            statuses = sorted(({"working"} | SETTLED) - {observation.status})
-            await self._race(pane_id, statuses, min(remaining, self.wait_slice))
+            # Any status but the one just seen: from a settled state at or before the cursor that is
+            # first of all ``working``, but a prompt that finishes before the wait starts shows as
+            # a settled status too, and Herdr counts a status seen in passing.
+            await self._wait_change(
+                pane_id, [s for s in STATUSES if s != observation.status], min(remaining, self.wait_slice)
+            )
             if time.monotonic() - began < 0.01:
                 await anyio.sleep(0.01)  # a herdr that answers at once without a change must not spin us
 
-    async def _race(self, pane_id: str, statuses: Sequence[str], limit: float) -> None:
-        """Run one ``agent wait`` per status; return when the first ends or after ``limit`` seconds.
+    async def _wait_change(self, pane_id: str, statuses: Sequence[str], limit: float) -> None:
+        """One ``agent wait`` until any of ``statuses`` or ``limit`` seconds; Herdr's ``timeout`` is no error.
 
-        Herdr's own timeout is set past ``limit`` so that the slice always ends here, by killing the
-        waits, and a Herdr timeout never has to be told apart from a failure.
+        Raises:
+            AgentGoneError: the pane closed or its agent left (Herdr's ``agent_not_running``).
         """
-        failures: list[CorralError] = []
-
-        async def until(status: str, scope: anyio.CancelScope) -> None:
-            args = ["agent", "wait", pane_id, "--until", status, "--timeout", _ms(limit + GRACE)]
-            try:
-                await self._call_async(args, limit + 2 * GRACE)
-            except CorralError as exc:
-                failures.append(exc)
-            scope.cancel()
-
-        with anyio.move_on_after(limit):
-            async with anyio.create_task_group() as tg:
-                for status in statuses:
-                    tg.start_soon(until, status, tg.cancel_scope)
-        if failures:
-            raise failures[0]
+        args = ["agent", "wait", pane_id]
+        for status in statuses:
+            args += ["--until", status]
+        args += ["--timeout", _ms(limit)]
+        try:
+            await self._call_async(args, limit + GRACE)
+        except AgentError as exc:
+            if exc.details.get("herdr_code") != "timeout":
+                raise
 
     # --- acting ------------------------------------------------------------------------------------
 
@@ -331,7 +438,17 @@ class HerdrHost(AgentHost):
             ) from None
 
     def _start_in(self, pane_id: str, name: str, spec: Kind, herdr_kind: str, options: StartOptions) -> None:
-        args = ["agent", "start", name, "--kind", herdr_kind, "--pane", pane_id, "--timeout", _ms(self.start_timeout)]
+        args = [
+            "agent",
+            "start",
+            name,
+            "--kind",
+            herdr_kind,
+            "--pane",
+            pane_id,
+            "--timeout",
+            str(self.start_timeout_ms),
+        ]
         extra: list[str] = []
         for option, flag in sorted(spec.options.items()):
             value = getattr(options, option, None)
@@ -347,12 +464,29 @@ class HerdrHost(AgentHost):
                 self._call(args, self.start_timeout + GRACE)
                 return
             except AgentError as exc:
-                if exc.details.get("herdr_code") != "agent_pane_busy":
+                herdr_code = exc.details.get("herdr_code")
+                if exc.code == "herdr_usage" and "unsupported interactive agent kind" in exc.message:
+                    # Herdr's client refuses a kind it does not know, in plain text with exit 2.
+                    raise AgentKindError(
+                        f"herdr does not run agent kind {herdr_kind!r} (corral kind {spec.name!r}): {exc.message}; "
+                        "set the kind's herdr_kind to one Herdr knows",
+                        kind=spec.name,
+                        herdr_kind=herdr_kind,
+                    ) from None
+                if herdr_code == "timeout":
+                    raise AgentError(
+                        f"agent {name!r} did not become ready in pane {pane_id} within {self.start_timeout:g} s; "
+                        f"read the pane, then close it and start again (or give a longer start timeout)",
+                        code="agent_start_timeout",
+                        herdr_code=herdr_code,
+                        pane_id=pane_id,
+                    ) from None
+                if herdr_code != "agent_pane_busy":
                     raise
                 if time.monotonic() + BUSY_RETRY > deadline:
                     raise AgentError(
                         f"pane {pane_id} stayed busy for {self.busy_timeout:g} s ({attempts} attempts to start "
-                        f"agent {name!r})",
+                        f"agent {name!r}); close the pane and start again",
                         code="agent_pane_busy",
                         pane_id=pane_id,
                         attempts=attempts,
@@ -372,13 +506,16 @@ class HerdrHost(AgentHost):
             ) from None
 
     def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Gate | None = None) -> Observation:
-        if "\x00" in text or len(text.encode("utf-8", errors="surrogatepass")) > MAX_PROMPT_BYTES:
+        if not text or "\x00" in text or len(text.encode("utf-8", errors="surrogatepass")) > MAX_PROMPT_BYTES:
             raise AgentError(
-                f"the prompt cannot be passed to herdr as one argument (NUL byte, or over {MAX_PROMPT_BYTES} bytes)",
+                f"the prompt cannot be passed to herdr as one argument (empty, a NUL byte, or over "
+                f"{MAX_PROMPT_BYTES} bytes)",
                 code="prompt_invalid",
                 pane_id=pane_id,
                 delivered=False,
             )
+        # Herdr types into a working agent (it refuses only a blocked or launching one), so the
+        # settled, promptable state is confirmed here, on a fresh read, immediately before the gate.
         check_promptable(self.get(pane_id), expect)
         args = ["agent", "prompt", pane_id, text, "--wait", "--until", "working", "--timeout"]
         args.append(_ms(self.prompt_timeout))
@@ -390,13 +527,16 @@ class HerdrHost(AgentHost):
         try:
             completed = self._call(args, self.prompt_timeout + GRACE)
         except AgentGoneError as exc:
-            exc.details["delivered"] = False
+            # agent_not_found is answered before typing; agent_not_running only after it.
+            exc.details["delivered"] = False if exc.details.get("herdr_code") != "agent_not_running" else None
+            exc.details["pane_id"] = pane_id
             raise
         except AgentError as exc:
             herdr_code = exc.details.get("herdr_code")
             if herdr_code in NOT_DELIVERED_CODES:
                 raise AgentBusyError(
                     f"agent {pane_id!r} did not take the prompt: {exc.message}",
+                    code=MAPPED_CODES.get(str(herdr_code), ("agent_busy", ""))[0],
                     pane_id=pane_id,
                     herdr_code=herdr_code,
                     delivered=False,
@@ -410,8 +550,8 @@ class HerdrHost(AgentHost):
             return self._observation(_result(completed, "agent", ["agent", "prompt"]))
         except AgentError:
             # Herdr took the prompt and saw the agent working, but its answer carries no full agent
-            # record (some versions answer just {"type": "agent_prompted"}): observe afresh. The
-            # caller still judges delivery on ``working`` at exactly one past the cursor.
+            # record: observe afresh. The caller still judges delivery on the agent ``working`` past
+            # the cursor seen before.
             logger.debug("herdr agent prompt %s: no agent record in the answer; observing again", pane_id)
         try:
             return self.get(pane_id)
@@ -421,10 +561,20 @@ class HerdrHost(AgentHost):
             raise
 
     def close(self, pane_id: str, gate: Gate | None = None) -> None:
+        args = ["pane", "close", pane_id]
+        if self.conditional_close():
+            # Bind the close to the agent as it is now, so that the close itself refuses a pane whose
+            # terminal was replaced or whose agent moved on after this read and the gate.
+            try:
+                seen = self.get(pane_id)
+            except AgentGoneError:
+                seen = None
+            if seen is not None and seen.terminal_id is not None:
+                args += ["--if-terminal-id", seen.terminal_id, "--if-state-change-seq", str(seen.seq)]
         if gate is not None:
-            gate()  # not atomic: Herdr's pane close is unconditional (see docs/security.md)
+            gate()  # not atomic with the store; without a conditional close Herdr's close is unconditional
         try:
-            self._call(["pane", "close", pane_id])
+            self._call(args)
         except AgentGoneError:
             return
 
@@ -433,6 +583,8 @@ class HerdrHost(AgentHost):
             "name": self.name,
             "binary": self.binary,
             "workspace": self.workspace,
+            "own_pane_id": self.own_pane,
+            "socket_path": self.socket_path,
             "kinds": self.kinds.names(),
         }
 
@@ -464,22 +616,39 @@ class HerdrHost(AgentHost):
     def _observation(self, raw: Any) -> Observation:
         if not isinstance(raw, dict):
             raise _protocol(["agent"], "an agent is not a JSON object")
-        pane_id, name, status, seq = (raw.get(k) for k in ("pane_id", "name", "agent_status", "state_change_seq"))
-        herdr_kind = raw.get("agent") if isinstance(raw.get("agent"), str) else raw.get("kind")
-        cwd = raw.get("cwd", "")
-        if not (isinstance(pane_id, str) and isinstance(name, str) and isinstance(status, str)):
-            raise _protocol(["agent"], f"an agent lacks pane_id, name or agent_status: {_clip(json.dumps(raw))}")
-        if not isinstance(seq, int) or isinstance(seq, bool):
+        pane_id, status, seq = (raw.get(k) for k in ("pane_id", "agent_status", "state_change_seq"))
+        if not (isinstance(pane_id, str) and pane_id and isinstance(status, str)):
+            raise _protocol(["agent"], f"an agent lacks pane_id or agent_status: {_clip(json.dumps(raw))}")
+        seq = 0 if seq is None else seq  # Herdr omits nothing here, but its schema defaults it to 0
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
             raise _protocol(["agent"], f"agent {pane_id} has no integer state_change_seq")
-        if not isinstance(herdr_kind, str) or not isinstance(cwd, str):
-            raise _protocol(["agent"], f"agent {pane_id} has no kind (agent or kind) or cwd")
+        # Optional in Herdr's AgentInfo: an agent nobody named, or not yet identified, is listed too.
+        name = _optional_text(raw, "name", pane_id)
+        herdr_kind = _optional_text(raw, "agent", pane_id) or _optional_text(raw, "kind", pane_id)
+        cwd = _optional_text(raw, "cwd", pane_id)
+        terminal_id = raw.get("terminal_id")
+        if terminal_id is not None and not (isinstance(terminal_id, str) and terminal_id):
+            raise _protocol(["agent"], f"agent {pane_id} has a terminal_id that is not a string")
         if status not in STATUSES:
             logger.warning("herdr reported status %r for %s; treating it as unknown", status, pane_id)
             status = "unknown"
-        return Observation(pane_id, name, self._corral_kind(herdr_kind), cwd, status, seq)
+        kind = self._corral_kind(herdr_kind) if herdr_kind else UNKNOWN_KIND
+        # revision stays None: Herdr's own ``revision`` counts title and metadata changes, not this
+        # agent's status changes, so it cannot stand for Observation.revision.
+        return Observation(pane_id, name, kind, cwd, status, seq, terminal_id=terminal_id)
 
 
 # --- herdr's answers -------------------------------------------------------------------------------
+
+
+def _optional_text(raw: dict[str, Any], key: str, pane_id: str) -> str:
+    """``raw[key]`` if present (a string), else ``""``."""
+    value = raw.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _protocol(["agent"], f"agent {pane_id} has a {key} that is not a string")
+    return value
 
 
 def _command(args: Sequence[str]) -> str:
@@ -506,8 +675,8 @@ def _protocol(args: Sequence[str], why: str) -> AgentError:
 def _check(completed: Completed, args: Sequence[str], *, json_out: bool = True) -> None:
     """Raise the corral error for a failed herdr call.
 
-    Herdr prints ``{"id", "error": {"code", "message"}}`` on stderr and exits 1; some versions have
-    been seen to print such an error on stdout with exit 0, so a JSON answer is checked for it too.
+    Herdr prints ``{"id", "error": {"code", "message"}}`` on stderr and exits 1; a JSON answer with
+    exit 0 is checked for an error too. Exit 2 is the client's own refusal, in plain text.
     """
     command = _command(args)
     if completed.returncode == 0:
@@ -548,13 +717,18 @@ def _error_in(output: bytes) -> tuple[str, str] | None:
 
 
 def _mapped(herdr_code: str, message: str, **details: Any) -> CorralError:
-    """The corral error for one of Herdr's error codes."""
+    """The corral error for one of Herdr's error codes (its code kept in ``details["herdr_code"]``)."""
     details["herdr_code"] = herdr_code
     if herdr_code in GONE_CODES:
         return AgentGoneError(message, **details)
     if herdr_code == "unsupported_agent_kind":
         return AgentKindError(message, **details)
-    return AgentError(message, code=herdr_code if herdr_code in PASSED_CODES else "herdr_error", **details)
+    if herdr_code == "precondition_failed":
+        return AgentBusyError(f"{message}; {MAPPED_CODES[herdr_code][1]}", code="agent_moved", **details)
+    if herdr_code in MAPPED_CODES:
+        code, next_step = MAPPED_CODES[herdr_code]
+        return AgentError(f"{message}; {next_step}", code=code, **details)
+    return AgentError(message, code="herdr_error", **details)
 
 
 def _result(completed: Completed, key: str, args: Sequence[str]) -> Any:

@@ -22,7 +22,20 @@ _spec.loader.exec_module(_module)
 
 from fake_herdr import FakeHerdr  # noqa: E402 - importable only once registered just above
 
-FAKE_CONTROLS = ("FAKE_HERDR_WORK_SECONDS", "FAKE_HERDR_PANE_BUSY", "FAKE_HERDR_KIND_FIELD", "HERDR_WORKSPACE_ID")
+FAKE_CONTROLS = (
+    "FAKE_HERDR_WORK_SECONDS",
+    "FAKE_HERDR_PANE_BUSY",
+    "FAKE_HERDR_LAUNCH_SECONDS",
+    "FAKE_HERDR_REACT_SECONDS",
+    "FAKE_HERDR_DETECT_KIND",
+    # Herdr's own environment (set inside its panes) and corral's choice of binary: unset, so that a
+    # test run inside Herdr still talks to the fake.
+    "HERDR_WORKSPACE_ID",
+    "HERDR_PANE_ID",
+    "HERDR_SOCKET_PATH",
+    "HERDR_BIN_PATH",
+    "CORRAL_HERDR",
+)
 
 
 @pytest.fixture

@@ -1,39 +1,80 @@
-"""A contract fake of the ``herdr`` executable, which the Herdr host is tested against.
+"""A contract fake of the ``herdr`` executable, modelled on Herdr 0.8.2's source.
 
-Herdr (the terminal multiplexer) cannot be installed in this environment, so this script stands in
-for it. It is a *contract* fake: it implements exactly the command lines
-:class:`runner.agents.herdr.HerdrHost` runs, with the answers we assume Herdr gives (checked against
-Herdr's CLI source and published notes, not against a running Herdr), and rejects anything else
-with exit status 2, so a host that drifts from the contract fails its tests::
+Herdr (the terminal multiplexer) cannot be installed here, so this script stands in for it. It is a
+*contract* fake: it implements the command lines :class:`runner.agents.herdr.HerdrHost` runs, with
+the answers Herdr 0.8.2 gives (read in ``github.com/herdrdev/herdr`` at 0.8.2, for facts only), and
+refuses anything else as Herdr's client does (plain text on stderr, exit status 2)::
 
+    herdr --version                                                  -> "herdr 0.8.2"
     tab create [--workspace W] --cwd DIR --label NAME --no-focus
     agent start NAME --kind K --pane P [--timeout MS] [-- ARGS...]
     agent get T | agent list
-    agent prompt T TEXT --wait --until working --timeout MS
-    agent wait T --until STATUS --timeout MS
-    agent read T --source visible|recent|recent-unwrapped|detection --lines N
-    pane close P
+    agent prompt T TEXT [--wait] [--until STATUS]... [--timeout MS]
+    agent wait T [--until STATUS]... [--timeout MS]
+    agent read T [--source visible|recent|recent-unwrapped|detection] [--lines N]
+    pane close P                   (plus --if-terminal-id T --if-state-change-seq N: see below)
 
-``T`` is a pane id or an agent name. Success is ``{"id", "result": {"type", ...}}`` on stdout with
-exit 0; a refusal is ``{"id", "error": {"code", "message"}}`` on stderr with exit 1; a usage error is
-plain text on stderr with exit 2.
+What it models, and where Herdr 0.8.2 says so:
+
+- **Answers** (``src/cli.rs`` ``print_response``): success is one compact JSON line
+  ``{"id":"cli:agent:get","result":{"type":"agent_info",...}}`` on stdout, exit 0; a refusal is
+  ``{"id":...,"error":{"code","message"}}`` on stderr, exit 1; a usage error is plain text on stderr,
+  exit 2 (``src/cli/agent.rs``, ``src/cli/pane.rs``). Result types: ``src/api/schema/response.rs``.
+- **Agent records** (``src/api/schema/agents.rs`` ``AgentInfo``, ``src/app/agents.rs``
+  ``agent_info``): ``terminal_id``, ``pane_id``, ``workspace_id``, ``tab_id``, ``agent_status``,
+  ``state_change_seq``, ``revision``, ``focused`` always; ``name``, ``agent`` (the kind) and ``cwd``
+  only when known (an unnamed agent is listed too); ``launch_pending``/``interactive_ready`` only
+  when true.
+- **One counter for the whole server** (``src/app/actions.rs``, ``next_agent_state_change_seq``):
+  every status change of any agent increments it, and the changed agent's ``state_change_seq`` becomes
+  its value; an agent's own ``state_change_seq`` therefore moves only when *it* changes, but by jumps.
+  It starts at 0 with every server (``src/app/state.rs``) and an agent that never changed reports 0.
+- **``revision``** is the pane's presentation revision (``src/terminal/state.rs``: title and metadata
+  token changes), not a count of status changes; the fake bumps it when a prompt changes the title.
+- **``terminal_id``** (``src/terminal/id.rs``) is allocated per terminal and never reused; a server
+  restart gives every pane a new one, and the agents lose their names (:meth:`FakeHerdr.restart`).
+- **Kinds** are parsed by the client (``src/cli/agent.rs`` ``agent_start``): an unknown one is plain
+  text ``unsupported interactive agent kind: K`` with exit 2. (``script`` is accepted too: a test-only
+  kind, so the contract suite can run the demo agent's directives; Herdr has none.)
+- **Start** (``src/app/agents.rs`` ``start_agent``, ``src/cli/agent.rs`` ``wait_for_named_agent``):
+  ``invalid_agent_name``, ``agent_name_taken``, ``agent_pane_not_found``, ``agent_pane_busy``,
+  ``invalid_agent_timeout`` (over 3000 and at most 300000 ms; default 30000); then the client waits
+  for the agent idle and ``interactive_ready``: ``timeout``, ``agent_kind_mismatch``,
+  ``agent_name_not_found`` (the name no longer owns the terminal), ``agent_not_ready`` (blocked).
+- **Prompt** (``src/app/api/agents.rs`` ``handle_agent_prompt``, ``src/api/wait.rs``
+  ``prompt_agent``): ``empty_agent_prompt``, ``agent_not_found``, ``agent_blocked``,
+  ``agent_not_ready`` (launch pending); a *working* agent is typed into. With ``--wait`` the client
+  first waits up to min(timeout, 5000 ms) for any change past the prompt's seq (none:
+  ``agent_prompt_stalled``, or ``timeout`` if the timeout was at most 5000 ms), then for ``--until``.
+- **Wait** (``src/api/wait.rs`` ``wait_for_agent``): ``--until`` may repeat (default idle, done,
+  blocked); it answers at once if the status already matches (no cursor), counts a status seen in
+  passing, ends ``agent_not_running`` when the pane closes, the agent vanishes or its terminal
+  changes, and ``timeout`` at its timeout (none: it waits for ever).
+- **Close** (``src/app/api/panes.rs`` ``close_pane``): unconditional; ``pane_not_found``,
+  ``confirmation_required`` (a worktree group; a test injects it). Herdr 0.8.2 has no conditional
+  close (upstream issue 4031); :meth:`FakeHerdr.set_version` with ``conditional_close=True`` models a
+  later one taking ``--if-terminal-id``/``--if-state-change-seq`` and answering
+  ``precondition_failed``.
 
 State lives in ``$FAKE_HERDR_STATE/state.json`` under an ``fcntl`` lock, so any number of fake
-processes (a prompt, several waits) share one world. Every invocation appends its argv and pid to
-``argv.log`` there. Time is simulated lazily: each invocation first brings every agent up to date.
+processes share one server. Every invocation appends its argv and pid to ``argv.log`` there. Time is
+simulated lazily: each invocation first plays every due change of every agent, in time order, each
+one incrementing the shared counter.
 
-Agents: ``agent start`` makes an ``idle`` agent (at seq 2, as if its launch had been observed);
-``agent prompt`` moves an idle or done agent to ``working`` at seq + 1, and after its work time it is
-``done`` at seq + 2 (``blocked`` if the prompt has a ``block`` line) with its output. The prompt is
-read like the demo agent's: ``echo TEXT`` lines are output, ``sleep N`` lines are work time. Work
-time, in order: the agent's ``work_seconds`` in the state file, the sum of its ``sleep`` lines, or
-``$FAKE_HERDR_WORK_SECONDS`` (default 0.05). ``agent wait`` polls the state every 5 ms.
+Agents started by corral: ``unknown`` while launching (``$FAKE_HERDR_LAUNCH_SECONDS``, default
+0.02), then ``idle`` and interactive. A prompt makes an idle or done agent ``working`` a moment later
+(``$FAKE_HERDR_REACT_SECONDS``, default 0.005; ``state["stall"]`` true: never), then after its work
+time ``done`` (``blocked`` if the prompt has a ``block`` line) with its output. Prompt lines are read
+like the demo agent's: ``echo TEXT`` is output, ``sleep N`` work time. Work time: the agent's
+``work_seconds``, else the sum of ``sleep`` lines, else ``$FAKE_HERDR_WORK_SECONDS`` (default 0.05).
+Background agents (:meth:`FakeHerdr.add_background_agents`) flip between working and idle or done
+on their own timers, so the counter moves under corral's feet.
 
-Test controls: ``$FAKE_HERDR_PANE_BUSY=N`` makes each new pane answer ``agent_pane_busy`` to its
-first N starts; ``$FAKE_HERDR_KIND_FIELD=kind`` reports an agent's kind under ``kind`` instead of
-``agent``; ``state["inject"]`` is a list of canned answers, each
-``{"command": "agent get", "times": N, "error": {"code", "message"}}`` (or ``"usage": TEXT``, or raw
-``"stdout"``/``"stderr"``/``"exit"``; ``"sleep": S`` delays it) used before the real handling.
+Other test controls: ``$FAKE_HERDR_PANE_BUSY=N`` makes each new pane answer ``agent_pane_busy`` to
+its first N starts; ``$FAKE_HERDR_DETECT_KIND=K`` makes a start detect kind K;
+``state["inject"]`` holds canned answers, each ``{"command": "agent get", "times": N, "error":
+{"code", "message"}}`` (or ``"usage": TEXT``, or raw ``"stdout"``/``"stderr"``/``"exit"``;
+``"sleep": S`` delays it) used before the real handling.
 
 Only the standard library is used: the fixture runs this with ``python -S``.
 """
@@ -46,22 +87,27 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+VERSION = "0.8.2"
 STATUSES = ("idle", "working", "blocked", "done", "unknown")
+DEFAULT_UNTIL = ("idle", "done", "blocked")
 SOURCES = ("visible", "recent", "recent-unwrapped", "detection")
-KINDS = ("claude", "codex", "script", "pi", "opencode", "gemini", "amp")
+KINDS = ("claude", "codex", "pi", "opencode", "gemini", "amp", "cursor", "copilot", "script")
+ALIASES = {"claude-code": "claude", "open-code": "opencode", "github-copilot": "copilot", "amp-local": "amp"}
 NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
-START_SEQ = 2
 POLL = 0.005
+HISTORY = 64
+PROMPT_EFFECT_MS = 5_000  # src/api/wait.rs AGENT_PROMPT_EFFECT_TIMEOUT_MS
+START_MIN_MS, START_MAX_MS, START_DEFAULT_MS = 3_000, 300_000, 30_000  # src/app/agents.rs
 BLOCKED_MARKER = "CORRAL-BLOCKED"
 
 
 class Usage(Exception):
-    """The command line is wrong: exit 2."""
+    """The command line is wrong: plain text, exit 2."""
 
 
 class Refused(Exception):
@@ -82,20 +128,70 @@ def state_dir() -> Path:
 
 def initial_state() -> dict[str, Any]:
     # w1:p1 is the pane corral itself would run in; new tabs start at w1:t2 / w1:p2.
-    return {
+    state: dict[str, Any] = {
+        "version": VERSION,
+        "conditional_close": False,
+        "lifetime": 1,
+        "seq": 0,
+        "next_terminal": 1,
         "workspaces": {"w1": {"next_tab": 2, "next_pane": 2}},
-        "panes": {"w1:p1": {"pane_id": "w1:p1", "tab_id": "w1:t1", "workspace_id": "w1", "cwd": "/", "agent": None}},
+        "panes": {},
         "inject": [],
         "kinds": list(KINDS),
+        "stall": False,
+    }
+    state["panes"]["w1:p1"] = new_pane(state, "w1:p1", "w1:t1", "w1", "/", "coordinator")
+    return state
+
+
+def new_pane(
+    state: dict[str, Any], pane_id: str, tab_id: str, workspace_id: str, cwd: str, label: str
+) -> dict[str, Any]:
+    return {
+        "pane_id": pane_id,
+        "tab_id": tab_id,
+        "workspace_id": workspace_id,
+        "cwd": cwd,
+        "label": label,
+        "terminal_id": new_terminal_id(state),
+        "busy_left": int(os.environ.get("FAKE_HERDR_PANE_BUSY", "0")),
+        "agent": None,
+    }
+
+
+def new_terminal_id(state: dict[str, Any]) -> str:
+    state["next_terminal"] += 1
+    return f"term_{state['lifetime']:x}{state['next_terminal']:04x}"
+
+
+def new_agent(name: str | None, kind: str | None, status: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": kind,
+        "cwd_known": True,
+        "status": status,
+        "seq": 0,
+        "revision": 0,
+        "launch_until": None,
+        "react_at": None,
+        "work_until": None,
+        "work_seconds": None,
+        "work": 0.0,
+        "outcome": "done",
+        "pending": [],
+        "output": [],
+        "prompts": [],
+        "typed_while_working": [],
+        "history": [],
+        "background": None,
+        "args": [],
     }
 
 
 @contextmanager
 def locked(directory: Path | None = None) -> Iterator[dict[str, Any]]:
-    """The state, exclusively, brought up to date, and written back after the block.
-
-    Also after a refusal, which may have changed it (a busy pane counts down).
-    """
+    """The state, exclusively, brought up to date, and written back after the block (also after a
+    refusal, which may have changed it: a busy pane counts down)."""
     directory = directory or state_dir()
     directory.mkdir(parents=True, exist_ok=True)
     with (directory / "lock").open("a") as lock:
@@ -117,16 +213,51 @@ def save(directory: Path, state: dict[str, Any]) -> None:
     tmp.replace(directory / "state.json")
 
 
+def change(state: dict[str, Any], agent: dict[str, Any], status: str, when: float) -> None:
+    """One status change: the server's counter moves and this agent's seq takes its value."""
+    if agent["status"] == status:
+        return
+    state["seq"] += 1
+    agent["status"] = status
+    agent["seq"] = state["seq"]
+    agent["history"] = [*agent["history"], [state["seq"], status, when]][-HISTORY:]
+
+
+def due(agent: dict[str, Any]) -> tuple[float, str] | None:
+    """The agent's next scheduled change: ``(when, what)``."""
+    candidates = [(agent[key], key) for key in ("launch_until", "react_at", "work_until") if agent.get(key) is not None]
+    if agent.get("background"):
+        candidates.append((agent["background"]["next"], "background"))
+    return min(candidates) if candidates else None
+
+
 def advance(state: dict[str, Any], now: float) -> None:
-    """Finish every agent whose work time is up."""
-    for pane in state["panes"].values():
-        agent = pane.get("agent")
-        if agent and agent["status"] == "working" and agent["work_until"] is not None and agent["work_until"] <= now:
-            agent["status"] = agent["outcome"]
-            agent["seq"] += 1
+    """Play every change that is due, of every agent, in time order."""
+    while True:
+        pending = [
+            (d, pane["agent"]) for pane in state["panes"].values() if pane.get("agent") and (d := due(pane["agent"]))
+        ]
+        pending = [(d, a) for d, a in pending if d[0] <= now]
+        if not pending:
+            return
+        (when, what), agent = min(pending, key=lambda item: item[0][0])
+        if what == "launch_until":
+            agent["launch_until"] = None
+            change(state, agent, "idle", when)
+        elif what == "react_at":
+            agent["react_at"] = None
+            change(state, agent, "working", when)
+            agent["work_until"] = when + agent["work"]
+        elif what == "work_until":
+            agent["work_until"] = None
+            change(state, agent, agent["outcome"], when)
             agent["output"] += agent["pending"]
             agent["pending"] = []
-            agent["work_until"] = None
+        else:
+            background = agent["background"]
+            background["next"] = when + background["period"]
+            nxt = "working" if agent["status"] != "working" else background["settle"]
+            change(state, agent, nxt, when)
 
 
 def log(argv: list[str]) -> None:
@@ -137,117 +268,105 @@ def log(argv: list[str]) -> None:
 # --- answers -------------------------------------------------------------------------------------
 
 
+def compact(document: dict[str, Any]) -> str:
+    return json.dumps(document, separators=(",", ":"))
+
+
 def reply(request: str, result: dict[str, Any]) -> int:
-    sys.stdout.write(json.dumps({"id": f"cli:{request}", "result": result}) + "\n")
+    sys.stdout.write(compact({"id": request, "result": result}) + "\n")
     return 0
 
 
 def agent_info(pane: dict[str, Any]) -> dict[str, Any]:
     agent = pane["agent"]
-    info = {
-        "pane_id": pane["pane_id"],
-        "terminal_id": f"term_{pane['pane_id'].replace(':', '_')}",
-        "workspace_id": pane["workspace_id"],
-        "tab_id": pane["tab_id"],
-        "cwd": pane["cwd"],
-        "foreground_cwd": pane["cwd"],
-        "focused": False,
-        "name": agent["name"],
-        "agent_status": agent["status"],
-        "state_change_seq": agent["seq"],
-        "completion_seq": agent["seq"] if agent["status"] in ("idle", "done") else None,
-    }
-    info[os.environ.get("FAKE_HERDR_KIND_FIELD", "agent")] = agent["kind"]
+    info: dict[str, Any] = {"terminal_id": pane["terminal_id"]}
+    if agent["name"] is not None:
+        info["name"] = agent["name"]
+    if agent["kind"] is not None:
+        info["agent"] = agent["kind"]
+    info.update(
+        agent_status=agent["status"],
+        workspace_id=pane["workspace_id"],
+        tab_id=pane["tab_id"],
+        pane_id=pane["pane_id"],
+        focused=False,
+    )
+    if agent["launch_until"] is not None:
+        info["launch_pending"] = True
+    elif agent["status"] in ("idle", "done") and agent["background"] is None:
+        info["interactive_ready"] = True
+    info["state_change_seq"] = agent["seq"]
+    if agent["cwd_known"]:
+        info["cwd"] = pane["cwd"]
+        info["foreground_cwd"] = pane["cwd"]
+    info["revision"] = agent["revision"]
     return info
 
 
 def find_agent(state: dict[str, Any], target: str) -> dict[str, Any]:
     for pane in state["panes"].values():
         agent = pane.get("agent")
-        if agent and (pane["pane_id"] == target or agent["name"] == target):
+        if agent and (pane["pane_id"] == target or (agent["name"] is not None and agent["name"] == target)):
             return pane
-    raise Refused("agent_not_found", f"agent {target} not found")
+    raise Refused("agent_not_found", f"agent target {target} not found")
 
 
-# --- command lines -------------------------------------------------------------------------------
-
-# (words) -> (positionals, {flag: takes_value}, required flags, accepts "-- args")
-GRAMMAR: dict[tuple[str, str], tuple[int, dict[str, bool], set[str], bool]] = {
-    ("tab", "create"): (
-        0,
-        {"--workspace": True, "--cwd": True, "--label": True, "--no-focus": False},
-        {"--cwd", "--label", "--no-focus"},
-        False,
-    ),
-    ("agent", "start"): (1, {"--kind": True, "--pane": True, "--timeout": True}, {"--kind", "--pane"}, True),
-    ("agent", "get"): (1, {}, set(), False),
-    ("agent", "list"): (0, {}, set(), False),
-    ("agent", "prompt"): (
-        2,
-        {"--wait": False, "--until": True, "--timeout": True},
-        {"--wait", "--until", "--timeout"},
-        False,
-    ),
-    ("agent", "wait"): (1, {"--until": True, "--timeout": True}, {"--until", "--timeout"}, False),
-    ("agent", "read"): (1, {"--source": True, "--lines": True}, {"--source", "--lines"}, False),
-    ("pane", "close"): (1, {}, set(), False),
-}
+# --- command lines (the client's own checks: plain text, exit 2) ----------------------------------
 
 
-def parse(argv: list[str]) -> tuple[tuple[str, str], list[str], dict[str, str], list[str]]:
-    """``(words, positionals, flags, extra)``; positionals come first, as Herdr's CLI takes them."""
-    words = (argv[0], argv[1]) if len(argv) >= 2 else ("", "")
-    if words not in GRAMMAR:
-        raise Usage(f"unknown command: {' '.join(argv[:2]) or '(none)'}")
-    count, flags, required, takes_extra = GRAMMAR[words]
-    rest = argv[2:]
-    if len(rest) < count:
-        raise Usage(f"usage: herdr {' '.join(words)} needs {count} argument(s)")
-    positionals, rest = rest[:count], rest[count:]
-    found: dict[str, str] = {}
+def parse_flags(
+    args: list[str], flags: dict[str, bool], repeatable: frozenset[str] = frozenset()
+) -> tuple[dict[str, list[str]], list[str]]:
+    """``({flag: [values]}, extra after --)``; unknown or valueless flags are usage errors."""
+    found: dict[str, list[str]] = {}
     extra: list[str] = []
     index = 0
-    while index < len(rest):
-        token = rest[index]
-        if token == "--" and takes_extra:
-            extra = rest[index + 1 :]
+    while index < len(args):
+        token = args[index]
+        if token == "--" and "--" in flags:
+            extra = args[index + 1 :]
             break
-        if token not in flags:
+        if token not in flags or token == "--":
             raise Usage(f"unknown option: {token}")
-        if token in found:
+        if token in found and token not in repeatable:
             raise Usage(f"{token} given twice")
         if flags[token]:
-            if index + 1 >= len(rest):
+            if index + 1 >= len(args):
                 raise Usage(f"missing value for {token}")
-            found[token] = rest[index + 1]
+            found.setdefault(token, []).append(args[index + 1])
             index += 2
         else:
-            found[token] = ""
+            found.setdefault(token, []).append("")
             index += 1
-    missing = sorted(required - set(found))
-    if missing:
-        raise Usage(f"missing required {', '.join(missing)}")
     for flag in ("--timeout", "--lines"):
-        if flag in found and not found[flag].isdigit():
-            raise Usage(f"invalid {flag}: {found[flag]}")
-    if "--until" in found and found["--until"] not in STATUSES:
-        raise Usage(f"invalid status: {found['--until']}")
-    if "--source" in found and found["--source"] not in SOURCES:
-        raise Usage(f"invalid source: {found['--source']}")
-    return words, positionals, found, extra
+        for value in found.get(flag, []):
+            if not value.isdigit():
+                raise Usage(f"invalid value for {flag}: {value}")
+    for value in found.get("--until", []):
+        if value not in STATUSES:
+            raise Usage(f"invalid agent status: {value} (expected idle, working, blocked, done, or unknown)")
+    for value in found.get("--source", []):
+        if value not in SOURCES:
+            raise Usage(f"invalid read source: {value}")
+    return found, extra
 
 
-def injected(state: dict[str, Any], words: tuple[str, str]) -> dict[str, Any] | None:
+def one(found: dict[str, list[str]], flag: str, default: str | None = None) -> str | None:
+    values = found.get(flag)
+    return values[-1] if values else default
+
+
+def injected(state: dict[str, Any], words: str) -> dict[str, Any] | None:
     """Take the first canned answer for this command, if a test left one."""
     for entry in state["inject"]:
-        if entry["command"] == " ".join(words) and entry.get("times", 1) > 0:
+        if entry["command"] == words and entry.get("times", 1) > 0:
             entry["times"] = entry.get("times", 1) - 1
             state["inject"] = [e for e in state["inject"] if e.get("times", 1) > 0]
             return entry
     return None
 
 
-def answer_injected(entry: dict[str, Any], words: tuple[str, str]) -> int:
+def answer_injected(entry: dict[str, Any], request: str) -> int:
     time.sleep(entry.get("sleep", 0))
     if "error" in entry:
         raise Refused(entry["error"]["code"], entry["error"].get("message", ""))
@@ -258,76 +377,131 @@ def answer_injected(entry: dict[str, Any], words: tuple[str, str]) -> int:
     return int(entry.get("exit", 0))
 
 
+# --- watching (the server's wait loops) ------------------------------------------------------------
+
+
+def watch(
+    target: str,
+    terminal_id: str,
+    matched: Callable[[dict[str, Any], list[list[Any]]], dict[str, Any] | None],
+    deadline: float | None,
+    since: float,
+) -> dict[str, Any] | None:
+    """Poll until ``matched(pane, history since ``since``)`` gives an agent record, or the deadline.
+
+    Ends ``agent_not_running`` when the agent vanishes or its terminal changes (src/api/wait.rs)."""
+    while True:
+        with locked() as state:
+            try:
+                pane = find_agent(state, target)
+            except Refused:
+                raise Refused("agent_not_running", "agent is no longer running in the target pane") from None
+            if pane["terminal_id"] != terminal_id:
+                raise Refused("agent_not_running", "agent is no longer running in the target pane")
+            seen = [entry for entry in pane["agent"]["history"] if entry[2] >= since]
+            result = matched(pane, seen)
+            if result is not None:
+                return result
+        if deadline is not None and time.time() >= deadline:
+            return None
+        time.sleep(POLL)
+
+
 # --- commands ------------------------------------------------------------------------------------
 
 
-def tab_create(state: dict[str, Any], flags: dict[str, str]) -> int:
-    workspace_id = flags.get("--workspace", "w1")
+def tab_create(state: dict[str, Any], args: list[str]) -> int:
+    found, _ = parse_flags(
+        args, {"--workspace": True, "--cwd": True, "--label": True, "--no-focus": False, "--focus": False}
+    )
+    workspace_id = one(found, "--workspace", "w1") or "w1"
     workspace = state["workspaces"].get(workspace_id)
     if workspace is None:
         raise Refused("workspace_not_found", f"workspace {workspace_id} not found")
-    if not Path(flags["--cwd"]).is_dir():
-        raise Refused("invalid_cwd", f"{flags['--cwd']} is not a directory")
+    cwd = one(found, "--cwd") or os.getcwd()
+    if not Path(cwd).is_dir():
+        raise Refused("invalid_cwd", f"{cwd} is not a directory")
     tab_id = f"{workspace_id}:t{workspace['next_tab']}"
     pane_id = f"{workspace_id}:p{workspace['next_pane']}"
     workspace["next_tab"] += 1
     workspace["next_pane"] += 1  # closed ids are never reused
-    pane = {
-        "pane_id": pane_id,
-        "tab_id": tab_id,
-        "workspace_id": workspace_id,
-        "cwd": flags["--cwd"],
-        "label": flags["--label"],
-        "busy_left": int(os.environ.get("FAKE_HERDR_PANE_BUSY", "0")),
-        "agent": None,
-    }
+    label = one(found, "--label", "") or ""
+    pane = new_pane(state, pane_id, tab_id, workspace_id, cwd, label)
     state["panes"][pane_id] = pane
-    tab = {"tab_id": tab_id, "workspace_id": workspace_id, "label": flags["--label"], "focused": False}
-    root = {k: pane[k] for k in ("pane_id", "tab_id", "workspace_id", "cwd")}
-    return reply("tab:create", {"type": "tab_created", "tab": tab, "root_pane": root})
+    tab = {"tab_id": tab_id, "workspace_id": workspace_id, "label": label, "focused": False}
+    root = {k: pane[k] for k in ("pane_id", "terminal_id", "tab_id", "workspace_id", "cwd")}
+    root.update(focused=False, agent_status="unknown", revision=0)
+    return reply("cli:tab:create", {"type": "tab_created", "tab": tab, "root_pane": root})
 
 
-def agent_start(state: dict[str, Any], name: str, flags: dict[str, str], extra: list[str]) -> int:
-    if not NAME.fullmatch(name):
-        raise Refused("invalid_agent_name", f"invalid agent name {name}")
-    pane = state["panes"].get(flags["--pane"])
-    if pane is None:
-        raise Refused("pane_not_found", f"pane {flags['--pane']} not found")
-    kind = flags["--kind"]
-    if kind not in state["kinds"]:
-        raise Refused("unsupported_agent_kind", f"unsupported interactive agent kind {kind}")
-    if any(p.get("agent") and p["agent"]["name"] == name for p in state["panes"].values()):
-        raise Refused("agent_name_taken", f"agent name {name} is already taken")
-    if pane.get("busy_left", 0) > 0 or pane.get("agent"):
-        pane["busy_left"] = max(0, pane.get("busy_left", 0) - 1)
-        raise Refused("agent_pane_busy", f"pane {pane['pane_id']} is not an available shell")
-    pane["agent"] = {
-        "name": name,
-        "kind": kind,
-        "args": extra,
-        "status": "idle",
-        "seq": START_SEQ,
-        "work_until": None,
-        "work_seconds": None,
-        "outcome": "done",
-        "pending": [],
-        "output": [],
-    }
-    return reply("agent:start", {"type": "agent_started", "agent": agent_info(pane), "argv": [kind, *extra]})
+def agent_start(args: list[str]) -> int:
+    if not args:
+        raise Usage("usage: herdr agent start <name> --kind KIND --pane ID [--timeout MS] [-- <agent-args...>]")
+    name = args[0]
+    found, extra = parse_flags(args[1:], {"--kind": True, "--pane": True, "--timeout": True, "--": False})
+    kind_word, pane_id = one(found, "--kind"), one(found, "--pane")
+    if kind_word is None:
+        raise Usage("missing required --kind")
+    if pane_id is None:
+        raise Usage("missing required --pane")
+    timeout_ms = int(one(found, "--timeout", str(START_DEFAULT_MS)) or START_DEFAULT_MS)
+    with locked() as state:
+        kind = ALIASES.get(kind_word, kind_word)
+        if kind not in state["kinds"]:
+            raise Usage(f"unsupported interactive agent kind: {kind_word}")
+        entry = injected(state, "agent start")
+        if entry is None:
+            if not NAME.fullmatch(name):
+                raise Refused(
+                    "invalid_agent_name",
+                    "agent name must start with a lowercase letter and contain "
+                    "only lowercase letters, digits, '-' or '_' (1-32 characters)",
+                )
+            if any(p.get("agent") and p["agent"]["name"] == name for p in state["panes"].values()):
+                raise Refused("agent_name_taken", f"agent name {name} is already used")
+            pane = state["panes"].get(pane_id)
+            if pane is None:
+                raise Refused("agent_pane_not_found", f"agent target pane {pane_id} not found")
+            if pane.get("busy_left", 0) > 0 or pane.get("agent"):
+                pane["busy_left"] = max(0, pane.get("busy_left", 0) - 1)
+                raise Refused("agent_pane_busy", f"agent target pane {pane_id} is not an available shell")
+            if not START_MIN_MS < timeout_ms <= START_MAX_MS:
+                raise Refused(
+                    "invalid_agent_timeout", "agent start timeout must be greater than 3000ms and at most 300000ms"
+                )
+            agent = new_agent(name, os.environ.get("FAKE_HERDR_DETECT_KIND") or kind, "unknown")
+            agent["args"] = extra
+            agent["launch_until"] = time.time() + float(os.environ.get("FAKE_HERDR_LAUNCH_SECONDS", "0.02"))
+            pane["agent"] = agent
+            terminal_id = pane["terminal_id"]
+    if entry is not None:
+        return answer_injected(entry, "cli:agent:start")
+    deadline = time.time() + timeout_ms / 1000
+
+    def ready(pane: dict[str, Any], _seen: list[list[Any]]) -> dict[str, Any] | None:
+        agent = pane["agent"]
+        if agent["kind"] != kind:
+            raise Refused("agent_kind_mismatch", f"expected {kind}, detected {agent['kind']}")
+        if agent["name"] != name:
+            raise Refused("agent_name_not_found", f"named agent {name} no longer owns the target terminal")
+        if agent["status"] == "blocked":
+            raise Refused("agent_not_ready", f"agent {name} is blocked during startup and is not ready for prompts")
+        if agent["status"] in ("idle", "done") and agent["launch_until"] is None:
+            return agent_info(pane)
+        return None
+
+    try:
+        info = watch(name, terminal_id, ready, deadline, 0.0)
+    except Refused as exc:
+        if exc.code == "agent_not_running":
+            raise Refused("agent_name_not_found", f"named agent {name} no longer owns the target terminal") from None
+        raise
+    if info is None:
+        raise Refused("timeout", "timed out waiting for agent startup")
+    return reply("cli:agent:start", {"type": "agent_started", "agent": info, "argv": [kind, *extra]})
 
 
-def agent_prompt(state: dict[str, Any], target: str, text: str, flags: dict[str, str]) -> int:
-    if flags["--until"] != "working":
-        raise Usage("this fake only implements --until working for agent prompt")
-    pane = find_agent(state, target)
-    agent = pane["agent"]
-    if agent["status"] == "blocked":
-        raise Refused("agent_blocked", f"agent {agent['name']} is blocked")
-    if agent["status"] == "unknown":
-        raise Refused("agent_not_ready", f"agent {agent['name']} is not ready")
-    if agent["status"] == "working":
-        # Herdr types into a working agent too; no state change follows within the wait.
-        raise Refused("agent_prompt_stalled", f"state_change_seq remained {agent['seq']}")
+def directives(text: str) -> tuple[list[str], float, str]:
     pending: list[str] = []
     sleep = 0.0
     outcome = "done"
@@ -341,72 +515,186 @@ def agent_prompt(state: dict[str, Any], target: str, text: str, flags: dict[str,
             pending.append(f"{BLOCKED_MARKER}: the fake agent needs an operator's decision")
             outcome = "blocked"
     pending.append(f"fake agent: handled {len(text)} characters")
-    if agent["work_seconds"] is not None:
-        work = float(agent["work_seconds"])
-    elif sleep:
-        work = sleep
-    else:
-        work = float(os.environ.get("FAKE_HERDR_WORK_SECONDS", "0.05"))
-    agent.update(status="working", seq=agent["seq"] + 1, work_until=time.time() + work, outcome=outcome)
-    agent["pending"] = pending
-    agent.setdefault("prompts", []).append(text)
-    return reply("agent:prompt", {"type": "agent_prompted", "agent": agent_info(pane)})
+    return pending, sleep, outcome
 
 
-def agent_wait(target: str, flags: dict[str, str]) -> int:
-    """Block (polling the shared state) until the agent shows the status; ``timeout`` error if not."""
-    deadline = time.monotonic() + int(flags["--timeout"]) / 1000
-    while True:
-        with locked() as state:
+def agent_prompt(args: list[str]) -> int:
+    if len(args) < 1:
+        raise Usage("usage: herdr agent prompt <target> <text> [--wait] [--until STATUS]... [--timeout MS]")
+    if len(args) < 2:
+        raise Usage("agent prompt requires text")
+    target, text = args[0], args[1]
+    found, _ = parse_flags(args[2:], {"--wait": False, "--until": True, "--timeout": True}, frozenset({"--until"}))
+    wait = "--wait" in found
+    if "--until" in found and not wait:
+        raise Usage("--until requires --wait")
+    if "--timeout" in found and not wait:
+        raise Usage("--timeout requires --wait")
+    until = found.get("--until") or list(DEFAULT_UNTIL)
+    timeout = one(found, "--timeout")
+    timeout_ms = int(timeout) if timeout is not None else None
+    with locked() as state:
+        entry = injected(state, "agent prompt")
+        if entry is None:
+            if not text:
+                raise Refused("empty_agent_prompt", "agent prompt must not be empty")
             pane = find_agent(state, target)
-            if pane["agent"]["status"] == flags["--until"]:
-                return reply("agent:wait", {"type": "agent_waited", "agent": agent_info(pane)})
-        if time.monotonic() >= deadline:
-            raise Refused("timeout", f"timed out waiting for {target} to be {flags['--until']}")
-        time.sleep(POLL)
+            agent = pane["agent"]
+            if agent["status"] == "blocked":
+                raise Refused("agent_blocked", f"agent {target} is blocked and requires interactive input")
+            if agent["kind"] is None or agent["launch_until"] is not None:
+                raise Refused("agent_not_ready", f"agent {target} is not an active named agent")
+            prompted = agent_info(pane)  # taken as the text is typed, before the agent reacts
+            agent["prompts"].append(text)
+            if agent["status"] == "working":
+                agent["typed_while_working"].append(text)  # typed in; no state change follows from it
+            elif not state["stall"]:
+                agent["pending"], sleep, agent["outcome"] = directives(text)
+                if agent["work_seconds"] is not None:
+                    agent["work"] = float(agent["work_seconds"])
+                else:
+                    agent["work"] = sleep or float(os.environ.get("FAKE_HERDR_WORK_SECONDS", "0.05"))
+                agent["react_at"] = time.time() + float(os.environ.get("FAKE_HERDR_REACT_SECONDS", "0.005"))
+                agent["revision"] += 1  # the agent retitles its terminal as it starts work
+            terminal_id = pane["terminal_id"]
+            typed_at = time.time()
+    if entry is not None:
+        return answer_injected(entry, "cli:agent:prompt")
+    request = "cli:agent:prompt"
+    if not wait:
+        return reply(request, {"type": "agent_prompted", "agent": prompted})
+    baseline = prompted["state_change_seq"]
+    started = time.time()
+    deadline = None if timeout_ms is None else started + timeout_ms / 1000
+    if prompted["agent_status"] != "working":
+        effect_ms = PROMPT_EFFECT_MS if timeout_ms is None else min(timeout_ms, PROMPT_EFFECT_MS)
+
+        def moved(pane: dict[str, Any], _seen: list[list[Any]]) -> dict[str, Any] | None:
+            return agent_info(pane) if pane["agent"]["seq"] > baseline else None
+
+        info = watch(target, terminal_id, moved, started + effect_ms / 1000, typed_at)
+        if info is None:
+            if timeout_ms is not None and timeout_ms <= PROMPT_EFFECT_MS:
+                raise Refused("timeout", "timed out waiting for agent status")
+            raise Refused(
+                "agent_prompt_stalled",
+                f"agent prompt produced no observed state change within {effect_ms} ms; status is "
+                f"{prompted['agent_status']} and state_change_seq remained {baseline}",
+            )
+        if info["agent_status"] in until:
+            return reply(request, {"type": "agent_prompted", "agent": info})
+        baseline = -1  # the change was seen: from now on any matching status ends the wait
+
+    def settled(pane: dict[str, Any], _seen: list[list[Any]]) -> dict[str, Any] | None:
+        agent = pane["agent"]
+        return agent_info(pane) if agent["status"] in until and agent["seq"] > baseline else None
+
+    info = watch(target, terminal_id, settled, deadline, typed_at)
+    if info is None:
+        raise Refused("timeout", "timed out waiting for agent status")
+    return reply(request, {"type": "agent_prompted", "agent": info})
 
 
-def agent_read(state: dict[str, Any], target: str, flags: dict[str, str]) -> int:
-    output = find_agent(state, target)["agent"]["output"]
-    lines = int(flags["--lines"])
+def agent_wait(args: list[str]) -> int:
+    if not args:
+        raise Usage("usage: herdr agent wait <target> [--until STATUS]... [--timeout MS]")
+    target = args[0]
+    found, _ = parse_flags(args[1:], {"--until": True, "--timeout": True}, frozenset({"--until"}))
+    until = found.get("--until") or list(DEFAULT_UNTIL)
+    timeout = one(found, "--timeout")
+    began = time.time()
+    with locked() as state:
+        entry = injected(state, "agent wait")
+        if entry is None:
+            pane = find_agent(state, target)
+            initial = agent_info(pane)
+            terminal_id = pane["terminal_id"]
+    if entry is not None:
+        return answer_injected(entry, "cli:agent:wait")
+    request = "cli:agent:wait"
+    if initial["agent_status"] in until:
+        return reply(request, {"type": "agent_info", "agent": initial})
+
+    def matched(pane: dict[str, Any], seen: list[list[Any]]) -> dict[str, Any] | None:
+        info = agent_info(pane)
+        passing = [status for _seq, status, _t in seen if status in until]
+        if passing:  # a status seen in passing counts, as Herdr's events do
+            info["agent_status"] = passing[0]
+            return info
+        return None
+
+    deadline = None if timeout is None else began + int(timeout) / 1000
+    info = watch(target, terminal_id, matched, deadline, began)
+    if info is None:
+        raise Refused("timeout", "timed out waiting for agent status")
+    return reply(request, {"type": "agent_info", "agent": info})
+
+
+def agent_read(state: dict[str, Any], args: list[str]) -> int:
+    if not args:
+        raise Usage("usage: herdr agent read <target> [--source ...] [--lines N]")
+    found, _ = parse_flags(args[1:], {"--source": True, "--lines": True, "--format": True, "--ansi": False})
+    output = find_agent(state, args[0])["agent"]["output"]
+    lines = int(one(found, "--lines", "100") or 100)
     shown = output[-lines:] if lines else []
     sys.stdout.write("".join(line + "\n" for line in shown))
     return 0
 
 
-def pane_close(state: dict[str, Any], pane_id: str) -> int:
-    if pane_id not in state["panes"]:
+def pane_close(state: dict[str, Any], args: list[str]) -> int:
+    if not args:
+        raise Usage("usage: herdr pane close <pane_id>")
+    if len(args) != 1 and not state["conditional_close"]:
+        raise Usage("usage: herdr pane close <pane_id>")
+    found, _ = parse_flags(args[1:], {"--if-terminal-id": True, "--if-state-change-seq": True})
+    pane_id = args[0]
+    pane = state["panes"].get(pane_id)
+    if pane is None:
         raise Refused("pane_not_found", f"pane {pane_id} not found")
+    want_terminal, want_seq = one(found, "--if-terminal-id"), one(found, "--if-state-change-seq")
+    agent = pane.get("agent")
+    if want_terminal is not None and pane["terminal_id"] != want_terminal:
+        raise Refused("precondition_failed", f"pane {pane_id} now holds terminal {pane['terminal_id']}")
+    if want_seq is not None and (agent is None or str(agent["seq"]) != want_seq):
+        raise Refused("precondition_failed", f"pane {pane_id}'s agent moved past state_change_seq {want_seq}")
     del state["panes"][pane_id]
-    return reply("pane:close", {"type": "ok"})
+    return reply("cli:pane:close", {"type": "ok"})
 
 
 def run(argv: list[str]) -> int:
-    words, positionals, flags, extra = parse(argv)
-    if words == ("agent", "wait"):
+    if argv in (["--version"], ["-V"]):
         with locked() as state:
-            entry = injected(state, words)
-        return answer_injected(entry, words) if entry else agent_wait(positionals[0], flags)
+            sys.stdout.write(f"herdr {state['version']}\n")
+        return 0
+    words = " ".join(argv[:2])
+    rest = argv[2:]
+    if words == "agent start":
+        return agent_start(rest)
+    if words == "agent prompt":
+        return agent_prompt(rest)
+    if words == "agent wait":
+        return agent_wait(rest)
+    if words not in ("tab create", "agent get", "agent list", "agent read", "pane close"):
+        raise Usage(f"unknown command: {words or '(none)'}")
+    if words == "agent get" and len(rest) != 1:
+        raise Usage("usage: herdr agent get <target>")
+    if words == "agent list" and rest:
+        raise Usage("usage: herdr agent list")
+    request = "cli:" + words.replace(" ", ":")
     with locked() as state:
         entry = injected(state, words)
         if entry is None:
-            if words == ("tab", "create"):
-                return tab_create(state, flags)
-            if words == ("agent", "start"):
-                return agent_start(state, positionals[0], flags, extra)
-            if words == ("agent", "get"):
-                return reply(
-                    "agent:get", {"type": "agent_info", "agent": agent_info(find_agent(state, positionals[0]))}
-                )
-            if words == ("agent", "list"):
+            if words == "tab create":
+                return tab_create(state, rest)
+            if words == "agent get":
+                return reply(request, {"type": "agent_info", "agent": agent_info(find_agent(state, rest[0]))})
+            if words == "agent list":
                 agents = [agent_info(p) for p in state["panes"].values() if p.get("agent")]
-                return reply("agent:list", {"type": "agent_list", "agents": agents})
-            if words == ("agent", "prompt"):
-                return agent_prompt(state, positionals[0], positionals[1], flags)
-            if words == ("agent", "read"):
-                return agent_read(state, positionals[0], flags)
-            return pane_close(state, positionals[0])
-    return answer_injected(entry, words)
+                return reply(request, {"type": "agent_list", "agents": agents})
+            if words == "agent read":
+                return agent_read(state, rest)
+            return pane_close(state, rest)
+    return answer_injected(entry, request)
 
 
 def main() -> int:
@@ -418,10 +706,8 @@ def main() -> int:
         sys.stderr.write(f"{exc}\n")
         return 2
     except Refused as exc:
-        request = ":".join(argv[:2])
-        sys.stderr.write(
-            json.dumps({"id": f"cli:{request}", "error": {"code": exc.code, "message": exc.message}}) + "\n"
-        )
+        request = "cli:" + ":".join(argv[:2])
+        sys.stderr.write(compact({"id": request, "error": {"code": exc.code, "message": exc.message}}) + "\n")
         return 1
 
 
@@ -429,7 +715,7 @@ def main() -> int:
 
 
 class FakeHerdr:
-    """A test's handle on one fake Herdr: the ``herdr`` executable, its state and its argv log.
+    """A test's handle on one fake Herdr server: the ``herdr`` executable, its state and its argv log.
 
     :meth:`install` writes ``bin/herdr``, a two-line script whose ``#!`` line is this interpreter
     (``-S``: the fake needs only the standard library) and which runs this file.
@@ -472,6 +758,51 @@ class FakeHerdr:
         """Make the next ``times`` calls of ``command`` (``"agent get"``) give a canned answer."""
         with self.edit() as state:
             state["inject"].append({"command": command, "times": times, **answer})
+
+    def restart(self) -> None:
+        """Restart the server: the counter starts again from 0, every pane gets a new ``terminal_id``,
+        agents lose their names and their work, and relaunch (``unknown``, then ``idle``)."""
+        with self.edit() as state:
+            state["lifetime"] += 1
+            state["seq"] = 0
+            now = time.time()
+            for pane in state["panes"].values():
+                pane["terminal_id"] = new_terminal_id(state)
+                agent = pane.get("agent")
+                if agent:
+                    agent.update(name=None, status="unknown", seq=0, react_at=None, work_until=None, history=[])
+                    agent["launch_until"] = None if agent["background"] else now + 0.01
+
+    def add_background_agents(
+        self, n: int, *, period: float = 0.02, named: bool = False, cwd: bool = True, kind: str | None = "codex"
+    ) -> list[str]:
+        """Start ``n`` agents corral did not start, each flipping between working and idle/done every
+        ``period`` seconds (staggered), in new panes; returns their pane ids."""
+        panes: list[str] = []
+        with self.edit() as state:
+            now = time.time()
+            workspace = state["workspaces"]["w1"]
+            for index in range(n):
+                pane_id = f"w1:p{workspace['next_pane']}"
+                tab_id = f"w1:t{workspace['next_tab']}"
+                workspace["next_pane"] += 1
+                workspace["next_tab"] += 1
+                pane = new_pane(state, pane_id, tab_id, "w1", "/", f"bg{index}")
+                pane["busy_left"] = 0
+                agent = new_agent(f"bg-{pane_id.split(':p')[1]}" if named else None, kind, "idle")
+                agent["cwd_known"] = cwd
+                settle = "done" if index % 2 else "idle"
+                agent["background"] = {"period": period, "next": now + period * (index + 1) / (n + 1), "settle": settle}
+                pane["agent"] = agent
+                state["panes"][pane_id] = pane
+                panes.append(pane_id)
+        return panes
+
+    def set_version(self, version: str, *, conditional_close: bool = False) -> None:
+        """What ``herdr --version`` says, and whether ``pane close`` takes its preconditions."""
+        with self.edit() as state:
+            state["version"] = version
+            state["conditional_close"] = conditional_close
 
     def records(self) -> list[dict[str, Any]]:
         """Every invocation so far: ``{"argv", "pid", "t"}``, oldest first."""

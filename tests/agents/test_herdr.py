@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -28,7 +30,7 @@ from runner.agents.kinds import BUILTIN, Kind, Kinds
 from runner.errors import AuthorityMovedError, CorralError, InputError
 
 PANE = "w1:p2"  # the fake's first new pane (w1:p1 is the caller's own)
-START_SEQ = 2  # the fake's seq for a freshly started agent
+START_SEQ = 1  # a fresh server's first change: the new agent's launch (unknown -> idle)
 
 
 @pytest.fixture
@@ -70,7 +72,9 @@ def test_start_creates_a_tab_starts_the_agent_in_its_pane_and_observes_it(
         ["agent", "start", "rev", "--kind", "script", "--pane", PANE, "--timeout", "30000"],
         ["agent", "get", PANE],
     ]
-    assert observation == Observation(PANE, "rev", "script", cwd, "idle", START_SEQ)
+    terminal = fake_herdr.state()["panes"][PANE]["terminal_id"]
+    assert observation == Observation(PANE, "rev", "script", cwd, "idle", START_SEQ, terminal_id=terminal)
+    assert observation.revision is None  # Herdr's revision counts title changes, not status changes
     assert fake_herdr.agent(PANE)["args"] == []
 
 
@@ -191,7 +195,9 @@ def test_a_kind_herdr_does_not_run_closes_its_pane_and_is_an_unknown_kind(fake_h
     with pytest.raises(AgentKindError) as caught:
         host.start("odd", "exotic", cwd, StartOptions())
 
-    assert caught.value.details["herdr_code"] == "unsupported_agent_kind"
+    # Herdr's client refuses a kind it does not know in plain text, with exit status 2.
+    assert caught.value.code == "agent_kind_unknown"
+    assert "unsupported interactive agent kind: exotic" in caught.value.message
     assert fake_herdr.calls()[-1] == ["pane", "close", PANE]
     assert PANE not in fake_herdr.state()["panes"]
 
@@ -204,7 +210,9 @@ def test_get_and_list_read_herdrs_agent_records(host: HerdrHost, fake_herdr: Fak
     host.start("two", "codex", cwd, StartOptions())
     fake_herdr.forget_calls()
 
-    assert host.get("w1:p3") == Observation("w1:p3", "two", "codex", cwd, "idle", START_SEQ)
+    terminal = fake_herdr.state()["panes"]["w1:p3"]["terminal_id"]
+    # Each launch moved the server's one counter: the second agent's seq is the second change.
+    assert host.get("w1:p3") == Observation("w1:p3", "two", "codex", cwd, "idle", START_SEQ + 1, terminal_id=terminal)
     assert sorted((o.pane_id, o.name, o.kind) for o in host.list()) == [
         ("w1:p2", "one", "script"),
         ("w1:p3", "two", "codex"),
@@ -327,8 +335,8 @@ def test_a_herdr_that_hangs_is_killed_at_the_call_timeout(fake_herdr: FakeHerdr)
 def test_read_asks_for_recent_lines_and_changes_nothing(host: HerdrHost, fake_herdr: FakeHerdr, cwd: str) -> None:
     started(host, fake_herdr, cwd)
     text = "echo first\necho second\necho third"
-    host.prompt(PANE, text)
-    done = anyio.run(host.wait, PANE, START_SEQ + 1, 10.0)
+    working = host.prompt(PANE, text)
+    done = anyio.run(host.wait, PANE, working.seq, 10.0)
     fake_herdr.forget_calls()
 
     assert host.read(PANE, 2) == f"third\nfake agent: handled {len(text)} characters\n"
@@ -360,7 +368,7 @@ def test_prompt_hands_the_text_over_as_one_argument_and_returns_working(
         ["agent", "prompt", PANE, text, "--wait", "--until", "working", "--timeout", "30000"]
     ]
     assert fake_herdr.agent(PANE)["prompts"] == [text]
-    assert (observation.status, observation.seq) == ("working", START_SEQ + 1)
+    assert (observation.status, observation.seq) == ("working", START_SEQ + 1)  # no other agent moved
 
 
 class MovedGate:
@@ -502,7 +510,7 @@ def test_a_prompt_that_cannot_be_one_argument_is_refused_before_herdr(
 
 
 @pytest.mark.anyio
-async def test_wait_races_herdr_waits_and_returns_the_settled_state_after_the_cursor(
+async def test_wait_runs_one_herdr_wait_for_every_other_status_and_returns_the_settled_state(
     host: HerdrHost, fake_herdr: FakeHerdr, cwd: str
 ) -> None:
     started(host, fake_herdr, cwd)
@@ -513,12 +521,9 @@ async def test_wait_races_herdr_waits_and_returns_the_settled_state_after_the_cu
 
     assert (settled.status, settled.seq) == ("done", working.seq + 1)
     waits = fake_herdr.calls("agent", "wait")
-    assert sorted(argv[4] for argv in waits) == ["blocked", "done", "idle"]
-    assert all(argv[:4] == ["agent", "wait", PANE, "--until"] and argv[5] == "--timeout" for argv in waits)
-    assert len(fake_herdr.calls("agent", "get")) == 2  # before and after the race: no polling
-    for record in fake_herdr.records():
-        if record["argv"][:2] == ["agent", "wait"]:
-            assert not alive(record["pid"]), "a losing herdr wait was left running"
+    until = ["--until", "idle", "--until", "done", "--until", "blocked", "--until", "unknown"]
+    assert waits == [["agent", "wait", PANE, *until, "--timeout", "3000"]]  # one process, --until repeated
+    assert len(fake_herdr.calls("agent", "get")) == 2  # before and after the wait: no polling
 
 
 @pytest.mark.anyio
@@ -539,8 +544,13 @@ async def test_wait_never_returns_a_state_at_or_before_the_cursor(
         again = await host.wait(PANE, done.seq, 10.0)  # done at the cursor itself does not count
 
     assert (again.status, again.seq) == ("done", done.seq + 2)
-    first_round = fake_herdr.calls("agent", "wait")
-    assert {argv[4] for argv in first_round} >= {"working", "blocked", "idle"}
+    first_round = fake_herdr.calls("agent", "wait")[-2]
+    assert [first_round[i + 1] for i, word in enumerate(first_round) if word == "--until"] == [
+        "idle",
+        "working",
+        "blocked",
+        "unknown",
+    ]
 
 
 @pytest.mark.anyio
@@ -599,7 +609,7 @@ async def test_a_cancelled_wait_kills_its_herdr_waits(host: HerdrHost, fake_herd
         await host.wait(PANE, idle.seq, 30.0)
     assert scope.cancelled_caught
     waits = [r for r in fake_herdr.records() if r["argv"][:2] == ["agent", "wait"]]
-    assert len(waits) == 3
+    assert len(waits) == 1
     assert not any(alive(r["pid"]) for r in waits)
 
 
@@ -620,3 +630,237 @@ def test_close_reports_other_failures(host: HerdrHost, fake_herdr: FakeHerdr) ->
     with pytest.raises(AgentError) as caught:
         host.close(PANE)
     assert caught.value.details["herdr_code"] == "server_not_running"
+
+
+# --- Herdr as its source has it (0.8.2) -----------------------------------------------------------
+
+
+def test_seq_is_the_servers_one_counter_and_moves_only_when_this_agent_changes(
+    host: HerdrHost, fake_herdr: FakeHerdr, cwd: str
+) -> None:
+    idle = started(host, fake_herdr, cwd)
+    fake_herdr.add_background_agents(4, period=0.01)
+    time.sleep(0.3)
+
+    assert host.get(PANE) == idle  # others' changes move the counter, not this agent's seq
+    assert fake_herdr.state()["seq"] > idle.seq + 10
+    working = host.prompt(PANE, "echo hi")
+    assert working.status == "working"
+    assert working.seq > idle.seq + 10  # monotonic, not contiguous: it took the counter's value
+    assert working.terminal_id == idle.terminal_id is not None
+    assert working.revision is None
+
+
+def test_a_restart_gives_new_terminal_ids_restarts_the_counter_and_loses_names(
+    host: HerdrHost, fake_herdr: FakeHerdr, cwd: str
+) -> None:
+    idle = started(host, fake_herdr, cwd)
+    host.prompt(PANE, "echo one")
+    fake_herdr.restart()
+    time.sleep(0.05)
+
+    after = host.get(PANE)
+    assert after.terminal_id != idle.terminal_id
+    assert after.name == ""  # Herdr loses agent names on a restart
+    assert after.seq <= idle.seq + 2  # the counter started again from zero
+    assert host.find("rev", "script", cwd) == []  # an unnamed agent is never taken for the lease's
+
+
+def test_unnamed_agents_without_kind_or_cwd_are_listed(host: HerdrHost, fake_herdr: FakeHerdr, cwd: str) -> None:
+    ours = started(host, fake_herdr, cwd)
+    others = fake_herdr.add_background_agents(2, kind=None, cwd=False)
+
+    listed = {o.pane_id: o for o in host.list()}
+
+    assert listed[ours.pane_id] == ours
+    for pane_id in others:
+        assert (listed[pane_id].name, listed[pane_id].kind, listed[pane_id].cwd) == ("", "unknown", "")
+        assert listed[pane_id].terminal_id
+
+
+def test_corral_agents_lists_an_unnamed_herdr_agent(fake_herdr: FakeHerdr, cli_env: dict[str, str]) -> None:
+    fake_herdr.add_background_agents(1, kind=None, cwd=False)
+    env = {
+        **cli_env,
+        "PATH": f"{fake_herdr.bin}{os.pathsep}{cli_env['PATH']}",
+        "FAKE_HERDR_STATE": str(fake_herdr.state_dir),
+    }
+    env.pop("CORRAL_HERDR", None)
+    corral = str(Path(sys.executable).parent / "corral")
+
+    done = subprocess.run(
+        [corral, "agents", "--host", "herdr", "--json"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    agents = json.loads(done.stdout)["agents"]
+    assert [(a["name"], a["kind"], a["cwd"]) for a in agents] == [("", "unknown", "")]
+
+
+@pytest.mark.anyio
+async def test_a_pane_closed_during_a_wait_any_is_gone_not_an_exception_group(
+    host: HerdrHost, fake_herdr: FakeHerdr, cwd: str
+) -> None:
+    """Herdr answers ``agent_not_running`` to a wait whose pane closes: that is the agent gone, which a
+    wait-any catches, not a host failure escaping its task group."""
+    started(host, fake_herdr, cwd)
+    working = host.prompt(PANE, "sleep 30")
+    outcomes: list[str] = []
+
+    async def watch() -> None:
+        try:
+            await host.wait(PANE, working.seq, 20.0)
+        except AgentGoneError as exc:
+            outcomes.append(str(exc.details.get("herdr_code")))
+
+    async def close_soon() -> None:
+        await anyio.sleep(0.3)
+        await anyio.to_thread.run_sync(host.close, PANE)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        tg.start_soon(close_soon)
+
+    assert outcomes in (["agent_not_running"], ["agent_not_found"])
+
+
+def test_start_waits_for_readiness_and_maps_its_failures(
+    fake_herdr: FakeHerdr, cwd: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = HerdrHost(Kinds.load([]), workspace="w1", start_timeout=3.2)
+    monkeypatch.setenv("FAKE_HERDR_DETECT_KIND", "claude")
+    with pytest.raises(AgentError) as mismatch:
+        host.start("one", "codex", cwd, StartOptions())
+    assert (mismatch.value.code, mismatch.value.details["pane_id"]) == ("agent_kind_mismatch", PANE)
+    assert "check the kind" in mismatch.value.message
+    monkeypatch.delenv("FAKE_HERDR_DETECT_KIND")
+
+    monkeypatch.setenv("FAKE_HERDR_LAUNCH_SECONDS", "30")
+    with pytest.raises(AgentError) as slow:
+        host.start("two", "codex", cwd, StartOptions())
+    assert (slow.value.code, slow.value.details["pane_id"]) == ("agent_start_timeout", "w1:p3")
+    assert fake_herdr.calls("agent", "start")[-1][-2:] == ["--timeout", "3200"]
+
+
+@pytest.mark.parametrize(
+    ("herdr_code", "code"),
+    [
+        ("agent_pane_not_found", "agent_pane_not_found"),
+        ("agent_name_not_found", "agent_name_lost"),
+        ("invalid_agent_timeout", "agent_start_timeout_invalid"),
+        ("agent_not_ready", "agent_not_ready"),
+    ],
+)
+def test_start_refusals_map_to_corral_codes_naming_the_pane(
+    host: HerdrHost, fake_herdr: FakeHerdr, cwd: str, herdr_code: str, code: str
+) -> None:
+    fake_herdr.inject("agent start", error={"code": herdr_code, "message": "no"})
+    with pytest.raises(AgentError) as caught:
+        host.start("rev", "script", cwd, StartOptions())
+    assert (caught.value.code, caught.value.details["herdr_code"], caught.value.details["pane_id"]) == (
+        code,
+        herdr_code,
+        PANE,
+    )
+    assert "; " in caught.value.message  # a next step follows Herdr's words
+
+
+@pytest.mark.parametrize(("seconds", "ok"), [(3.0, False), (3.001, True), (300.0, True), (300.001, False)])
+def test_the_start_timeout_must_be_within_herdrs_bounds(fake_herdr: FakeHerdr, seconds: float, ok: bool) -> None:
+    if ok:
+        assert HerdrHost(Kinds.load([]), start_timeout=seconds).start_timeout_ms <= 300_000
+    else:
+        with pytest.raises(InputError):
+            HerdrHost(Kinds.load([]), start_timeout=seconds)
+    with pytest.raises(InputError):
+        HerdrHost(Kinds.load([]), prompt_timeout=5.0)  # Herdr's 5 s effect gate must fit inside it
+
+
+@pytest.mark.parametrize(
+    ("herdr_code", "code"), [("agent_not_ready", "agent_not_ready"), ("agent_blocked", "agent_busy")]
+)
+def test_prompt_refusals_keep_their_meaning_and_were_not_delivered(
+    host: HerdrHost, fake_herdr: FakeHerdr, cwd: str, herdr_code: str, code: str
+) -> None:
+    started(host, fake_herdr, cwd)
+    fake_herdr.inject("agent prompt", error={"code": herdr_code, "message": "no"})
+    with pytest.raises(AgentBusyError) as caught:
+        host.prompt(PANE, "echo hi")
+    assert (caught.value.code, caught.value.details["delivered"]) == (code, False)
+
+
+def test_a_prompt_herdr_typed_without_effect_is_stalled_and_of_unknown_delivery(
+    fake_herdr: FakeHerdr, cwd: str
+) -> None:
+    host = HerdrHost(Kinds.load([]), workspace="w1", prompt_timeout=5.5)
+    started(host, fake_herdr, cwd)
+    with fake_herdr.edit() as state:
+        state["stall"] = True  # the agent takes the text but shows no change
+    with pytest.raises(AgentError) as caught:
+        host.prompt(PANE, "echo hi")
+    assert (caught.value.code, caught.value.details["delivered"]) == ("agent_prompt_stalled", None)
+    assert fake_herdr.agent(PANE)["prompts"] == ["echo hi"]
+
+
+def test_a_close_herdr_wants_confirmed_says_what_to_do(host: HerdrHost, fake_herdr: FakeHerdr, cwd: str) -> None:
+    started(host, fake_herdr, cwd)
+    fake_herdr.inject("pane close", error={"code": "confirmation_required", "message": "worktree group"})
+    with pytest.raises(AgentError) as caught:
+        host.close(PANE)
+    assert caught.value.code == "pane_close_needs_confirmation"
+    assert "close it in Herdr yourself" in caught.value.message
+
+
+def test_herdrs_environment_chooses_the_binary_and_is_described(
+    fake_herdr: FakeHerdr, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HERDR_BIN_PATH", str(fake_herdr.executable))
+    monkeypatch.setenv("HERDR_PANE_ID", "w1:p1")
+    monkeypatch.setenv("HERDR_SOCKET_PATH", str(tmp_path / "herdr.sock"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    host = HerdrHost(Kinds.load([]))
+    assert host.binary == str(fake_herdr.executable)
+    assert host.list() == []
+    described = host.describe()
+    assert (described["own_pane_id"], described["socket_path"]) == ("w1:p1", str(tmp_path / "herdr.sock"))
+    monkeypatch.setenv("CORRAL_HERDR", "/opt/herdr")
+    assert HerdrHost(Kinds.load([])).binary == "/opt/herdr"  # corral's own setting wins
+
+
+def test_close_is_plain_on_herdr_0_8_and_conditional_where_herdr_offers_it(
+    host: HerdrHost, fake_herdr: FakeHerdr, cwd: str
+) -> None:
+    started(host, fake_herdr, cwd)
+    host.close(PANE)
+    assert fake_herdr.calls() == [["pane", "close", PANE]]  # no version probe, no precondition
+
+    fake_herdr.set_version("9.9.0", conditional_close=True)
+    conditional = HerdrHost(Kinds.load([]), workspace="w1", conditional_close=True)
+    seen = started(conditional, fake_herdr, cwd, name="two")
+
+    def the_agent_moves(tx: object = None) -> None:
+        with fake_herdr.edit() as state:  # between corral's read and the close
+            state["seq"] += 1
+            state["panes"][seen.pane_id]["agent"]["seq"] = state["seq"]
+
+    with pytest.raises(AgentBusyError) as caught:
+        conditional.close(seen.pane_id, gate=the_agent_moves)  # type: ignore[arg-type]
+    assert caught.value.code == "agent_moved"
+    assert seen.pane_id in fake_herdr.state()["panes"]
+    close = fake_herdr.calls("pane", "close")[-1]
+    assert close == [
+        "pane",
+        "close",
+        seen.pane_id,
+        "--if-terminal-id",
+        str(seen.terminal_id),
+        "--if-state-change-seq",
+        str(seen.seq),
+    ]
+    conditional.close(seen.pane_id)
+    assert seen.pane_id not in fake_herdr.state()["panes"]
