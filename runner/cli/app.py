@@ -86,7 +86,7 @@ class App:
             elif name == "herdr":
                 from runner.agents.herdr import HerdrHost
 
-                self._hosts[name] = HerdrHost(self.kinds, binary=os.environ.get("CORRAL_HERDR", "herdr"))
+                self._hosts[name] = HerdrHost(self.kinds)  # the binary: CORRAL_HERDR, HERDR_BIN_PATH, herdr
             else:
                 raise InputError("host", f"unknown agent host {name!r} (process, herdr)")
         return self._hosts[name]
