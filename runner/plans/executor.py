@@ -194,8 +194,8 @@ class Executor:
     async def run(self, plan_id: str) -> Instance:
         """Run (or continue) the plan until it ends or pauses; returns the plan as it then stands."""
         plan = get_plan(self.service.store, plan_id)
-        if self._plan_spec.states[plan.state].terminal:
-            return plan
+        if self._plan_spec.states[plan.state].terminal or plan.state == "failed":
+            return plan  # a failed plan runs again only through retry (a redrive)
         recipe = self._recipe_of(plan)
         plan = self._fire(plan_id, "start", observations={"runner_status": lockstatus.status(plan.data.get("runner"))})
         self._emit(plan_id, "plan_started", recipe=recipe.name, steps=[s.id for s in recipe.steps])
