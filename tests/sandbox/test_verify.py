@@ -535,3 +535,14 @@ def test_a_limit_past_its_maximum_is_spec_invalid(world: World) -> None:
     error = refused("spec_invalid", world.verify)
     assert isinstance(error, SpecError)
     assert error.diagnostics[0].pointer == "/validations/0/limits/processes"
+
+
+def test_a_failed_validation_is_refused_validation_failed_with_the_recorded_result(world: World) -> None:
+    """What ``corral writer verify`` and a plan's verify step raise: exit 4, never a success."""
+    base = world.commit(BASE_FILES)
+    _, lane_id = world.lane(base, setup=_untracked_and_ignored)
+    result = world.verify(tails=True)
+    error = refused("validation_failed", result.check)
+    assert error.status.exit == 4 and error.details["failed"] == ["no-todo"]
+    assert error.details["result"]["verification"] == result.verification and error.details["result"]["tails"]
+    assert world.lane_data(lane_id)[1]["verification"]["passed"] is False, "recorded all the same"
