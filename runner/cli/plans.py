@@ -30,17 +30,45 @@ def _executor(app: App, progress: Any) -> Any:
     )
 
 
-def _read_plan(path: Path) -> dict[str, Any]:
+def _read_plan(path: Path) -> tuple[dict[str, Any], Any]:
+    """The plan document in ``path`` and its parsed source (for the line of whatever is wrong)."""
     from runner.spec import yamlsource
 
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise InputError("plan", f"cannot read {path}: {exc.strerror}", code="plan_invalid") from None
-    doc = yamlsource.parse(yamlsource.decode(raw, str(path)), str(path)).data
+        raise InputError("plan", f"cannot read {path}: {exc.strerror}", code="plan_invalid", file=str(path)) from None
+    source = yamlsource.parse(yamlsource.decode(raw, str(path)), str(path))
+    doc = source.data
     if not isinstance(doc, dict):
-        raise InputError("plan", f"{path} holds no plan document", code="plan_invalid")
-    return doc
+        raise InputError("plan", f"{path} holds no plan document", code="plan_invalid", file=str(path), line=1)
+    return doc, source
+
+
+# Where in a plan document an error without a field points.
+_POINTERS = {"recipe_unknown": "/recipe", "plan_conflict": "/plan", "recipe_changed": "/recipe"}
+
+
+def _located(error: CorralError, path: Path, source: Any) -> CorralError:
+    """``error`` naming the plan file and the line of what it is about (``file``, ``line`` in its
+    details; the message prefixed ``FILE:LINE:``), so that with several plan files it says which."""
+    if "file" in error.details:
+        return error
+    from runner.spec.yamlsource import escape
+
+    field = str(error.details.get("field") or "")
+    if field in ("", "plan") and error.code not in ("inputs_invalid",):
+        pointer = _POINTERS.get(error.code, "")
+    else:
+        pointer = "/" + "/".join(escape(part) for part in field.split(".")) if field else ""
+    line, _ = source.locate(pointer)
+    if line is None and pointer.startswith("/inputs/"):
+        line, _ = source.locate("/inputs")
+    error.details["file"] = str(path)
+    error.details["line"] = line
+    error.message = f"{path}:{line or 1}: {error.message}"
+    error.args = (error.message,)
+    return error
 
 
 class Progress:
@@ -194,6 +222,7 @@ def _print_summary(plan: Any, recipe_steps: list[str]) -> None:
     if summary["failure"]:
         failure = summary["failure"]
         click.echo(f"failed at step {failure.get('step')}: {failure.get('code')}: {failure.get('message')}")
+        click.echo(f"then: fix the cause and `corral plans retry {summary['plan']}` (redrives from that step)")
 
 
 def _finish(executor: Any, finals: list[Any], as_json: bool) -> None:
@@ -223,18 +252,42 @@ def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
     """
     import anyio
 
-    docs = [_read_plan(path) for path in plan_files]
+    read = [(path, *_read_plan(path)) for path in plan_files]
+    docs = [doc for _, doc, _ in read]
     ids = [str(doc.get("plan")) for doc in docs]
     if len(set(ids)) != len(ids):
-        raise InputError("plan", "the same plan id is given twice", code="plan_invalid")
+        twice = next(i for i in ids if ids.count(i) > 1)
+        files = [str(path) for path, doc, _ in read if str(doc.get("plan")) == twice]
+        raise InputError(
+            "plan", f"plan id {twice!r} is given twice ({', '.join(files)})", code="plan_invalid", files=files
+        )
     progress = Progress(as_json)
     executor = _executor(app, progress)
     finals: dict[str, Any] = {}
     try:
-        for doc in docs:
-            submitted = executor.submit(doc)
+        for path, doc, source in read:  # every plan checked before any runs: nothing starts for a bad one
+            try:
+                executor.check(doc)
+            except CorralError as exc:
+                raise _located(exc, path, source) from None
+        for path, doc, source in read:
+            try:
+                submitted = executor.submit(doc)
+            except CorralError as exc:
+                raise _located(exc, path, source) from None
             if not as_json and not submitted.created:
-                click.echo(f"plan {doc['plan']} exists ({submitted.plan.state}): continuing it", err=True)
+                state = submitted.plan.state
+                if state == "failed":
+                    failure = submitted.plan.data.get("failure") or {}
+                    click.echo(
+                        f"plan {doc['plan']} failed at step {failure.get('step')} ({failure.get('code')}): "
+                        f"nothing runs again; redrive it from that step with `corral plans retry {doc['plan']}`",
+                        err=True,
+                    )
+                elif state in ("succeeded", "cancelled"):
+                    click.echo(f"plan {doc['plan']} exists ({state}): nothing to run", err=True)
+                else:
+                    click.echo(f"plan {doc['plan']} exists ({state}): continuing it", err=True)
 
         errors: dict[str, Exception] = {}
 
@@ -324,6 +377,27 @@ def plans_cancel(app: App, plan_id: str, as_json: bool) -> None:
         render.emit_json(_summary(plan))
         return
     click.echo(f"plan {plan_id} cancelled")
+
+
+@plans.command(name="retry")
+@click.argument("plan_id")
+@json_option
+@click.pass_obj
+def plans_retry(app: App, plan_id: str, as_json: bool) -> None:
+    """Redrive a failed plan from its failed step; the steps that succeeded before it are kept.
+
+    Exit as for ``corral run``; ``plan_not_failed`` (4) for a plan that did not fail.
+    """
+    import anyio
+
+    progress = Progress(as_json)
+    executor = _executor(app, progress)
+    try:
+        executor.retry(plan_id)
+        final = anyio.run(executor.run, plan_id)
+    finally:
+        progress.close()
+    _finish(executor, [final], as_json)
 
 
 @plans.command(name="resume")

@@ -188,25 +188,41 @@ def writer_release(
 @writer.command(name="verify")
 @controller_option
 @click.argument("name")
-@click.option("--tails", is_flag=True, help="Also print the end of each command's output (never recorded).")
+@click.option(
+    "--tails/--no-tails",
+    default=True,
+    help="Print the end of each failing command's output (default; never recorded). --no-tails: only the verdicts.",
+)
+@click.option(
+    "--expect-seq", "expected_seq", type=int, help="The cursor you saw the writer settle at (refused if it moved)."
+)
 @credential_option
 @json_option
 @click.pass_obj
 def writer_verify(
-    app: App, controller_id: str, name: str, tails: bool, credential_path: Path | None, as_json: bool
+    app: App,
+    controller_id: str,
+    name: str,
+    tails: bool,
+    expected_seq: int | None,
+    credential_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Run the repository's .corral/validate.yaml (at the base commit) on a snapshot, in Bubblewrap.
 
-    Exits 0 when the run was recorded, whether or not the validations passed: read "passed".
+    The result is recorded against the lane either way. Exits 0 when every validation passed, 4
+    (validation_failed, the result in the error's details) when any failed.
     """
     from runner.service import WriterVerifyInput
 
     credential = load_credential(app, controller_id, credential_path)
     result = app.service.writer_verify(
-        WriterVerifyInput(controller_id, credential, name, tails), scratch=app.home.ensure("snapshots")
+        WriterVerifyInput(controller_id, credential, name, tails, expected_seq), scratch=app.home.ensure("snapshots")
     )
     if as_json:
-        render.emit_json(result.to_dict())
+        if result.verification["passed"]:
+            render.emit_json(result.to_dict())
+        result.check()  # failed: the error's details carry the whole result
         return
     verification = result.verification
     click.echo(
@@ -222,8 +238,9 @@ def writer_verify(
             f"  {'ok  ' if record['passed'] else 'FAIL'} {record['name']}: {state}, "
             f"{record['duration_seconds']} s, output sha256 {record['output_sha256'][:12]}…"
         )
-        if result.tails.get(record["name"]):
+        if not record["passed"] and result.tails.get(record["name"]):
             click.echo("    " + result.tails[record["name"]].rstrip("\n").replace("\n", "\n    "))
+    result.check()
 
 
 @writer.command(name="list")

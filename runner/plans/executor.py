@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -28,7 +29,7 @@ import anyio
 from runner import lockstatus
 from runner.context import Instance
 from runner.engine import Request
-from runner.errors import ConflictError, CorralError, TransitionNotAllowedError
+from runner.errors import ConflictError, CorralError, RefusedError, TransitionNotAllowedError
 from runner.fence import Credential
 from runner.plans import get_plan, operations, plan_instance_id
 from runner.plans.references import compare, resolve
@@ -37,6 +38,10 @@ from runner.spec.model import MachineSpec
 from runner.spec.recipes import Recipe, RecipeLibrary, Step, validate_inputs
 
 RETRYABLE_CATEGORIES = ("conflict", "internal")
+# Steps that close or release what an earlier step started: with nothing started, they are skipped.
+CLEANUP_OPERATIONS = frozenset({"reviewer.close", "writer.release"})
+
+logger = logging.getLogger(__name__)
 
 
 class CredentialKeeper(Protocol):
@@ -92,11 +97,20 @@ class Executor:
 
     # --- submission ---------------------------------------------------------------------------------
 
+    def check(self, doc: Mapping[str, Any]) -> tuple[dict[str, Any], Recipe, dict[str, Any]]:
+        """The plan document, its recipe and its inputs (defaults filled in), all checked; writes nothing.
+
+        Raises:
+            InputError: ``plan_invalid`` (the document), ``inputs_invalid`` (an input, or an unknown one).
+            NotFoundError: ``recipe_unknown``.
+        """
+        checked = check_plan_document(dict(doc))
+        recipe = self.recipes.get(checked["recipe"])
+        return checked, recipe, validate_inputs(recipe, dict(checked.get("inputs") or {}))
+
     def submit(self, doc: Mapping[str, Any], parent: str | None = None) -> Submitted:
         """Record the plan (or find it): the same id with the same content is the same plan."""
-        doc = check_plan_document(dict(doc))
-        recipe = self.recipes.get(doc["recipe"])
-        inputs = validate_inputs(recipe, dict(doc.get("inputs") or {}))
+        doc, recipe, inputs = self.check(doc)
         content = {
             "plan": doc["plan"],
             "recipe": recipe.name,
@@ -180,16 +194,9 @@ class Executor:
     async def run(self, plan_id: str) -> Instance:
         """Run (or continue) the plan until it ends or pauses; returns the plan as it then stands."""
         plan = get_plan(self.service.store, plan_id)
-        if self._plan_spec.states[plan.state].terminal:
-            return plan
-        recipe = self.recipes.get(str(plan.data["recipe"]))
-        if recipe.sha256 != plan.data.get("recipe_sha256"):
-            raise ConflictError(
-                f"recipe {recipe.name!r} changed since plan {plan_id!r} was submitted; finish it with the old recipe "
-                "or submit a new plan",
-                code="recipe_changed",
-                plan=plan_id,
-            )
+        if self._plan_spec.states[plan.state].terminal or plan.state == "failed":
+            return plan  # a failed plan runs again only through retry (a redrive)
+        recipe = self._recipe_of(plan)
         plan = self._fire(plan_id, "start", observations={"runner_status": lockstatus.status(plan.data.get("runner"))})
         self._emit(plan_id, "plan_started", recipe=recipe.name, steps=[s.id for s in recipe.steps])
         self._private[plan_id] = dict(plan.data.get("private") or {})
@@ -227,11 +234,29 @@ class Executor:
             outputs = {
                 sid: {**(rec.get("outputs") or {}), **self._private[plan_id].get(sid, {})}
                 for sid, rec in records.items()
+                if rec.get("state") in ("succeeded", "caught")  # a failed step's outputs are not its result
             }
-            if step.when is not None and record is None:
-                left = resolve(step.when["left"], inputs, outputs)
-                right = resolve(step.when["right"], inputs, outputs)
-                if not compare(left, step.when["op"], right):
+            if step.when is not None and (record is None or record.get("state") == "pending"):
+                try:
+                    left = resolve(step.when["left"], inputs, outputs)
+                    right = resolve(step.when["right"], inputs, outputs)
+                    holds = compare(left, step.when["op"], right)
+                except CorralError as exc:
+                    referenced = exc.details.get("step")
+                    if exc.code == "reference_unresolved" and referenced is not None and referenced not in outputs:
+                        # A condition on the outputs of a step that produced none (it failed or was
+                        # skipped) does not hold.
+                        reason = f"when: step {referenced!r} produced no outputs"
+                        plan = self._record(plan_id, step, {"state": "skipped", "reason": reason})
+                        self._emit(plan_id, "step_skipped", step=step.id, reason=reason)
+                        index += 1
+                        continue
+                    outcome = self._failed(plan, step, record, exc, 0.0)
+                    plan = outcome.plan
+                    failure = failure or {"step": step.id, **(outcome.error or {})}
+                    index += 1
+                    continue
+                if not holds:
                     plan = self._record(plan_id, step, {"state": "skipped", "reason": "when is false"})
                     self._emit(plan_id, "step_skipped", step=step.id, reason="when is false")
                     index += 1
@@ -268,17 +293,32 @@ class Executor:
         max_attempts = step.retry.max_attempts if step.retry else 1
         attempt = int(record.get("attempt", 1)) if record else 1
         resuming = record is not None and record.get("state") == "running"
-        args = resolve(step.args, inputs, outputs)
         plan_id = str(plan.data["plan_id"])
         controller_id = str(plan.data["controller_id"])
+        try:
+            args = resolve(step.args, inputs, outputs)
+        except CorralError as exc:
+            referenced = exc.details.get("step")
+            if (
+                exc.code == "reference_unresolved"
+                and step.do in CLEANUP_OPERATIONS
+                and referenced is not None
+                and (plan.data.get("steps") or {}).get(referenced, {}).get("state") not in ("succeeded", "caught")
+            ):
+                # A clean-up whose target's step never produced it: the plan created nothing to clean up.
+                return self._skipped(plan, step, attempt, f"step {referenced!r} created nothing")
+            return self._failed(plan, step, {"attempt": attempt}, exc, 0.0)
         while True:
             ctx = operations.OpContext(self, plan_id, step.id, attempt, controller_id, step.timeout)
             started = time.monotonic()
             result: operations.Outputs | None = None
             error: CorralError | None = None
             if resuming:
-                resolution = implementation.resume(ctx, args) if implementation.resume else operations.RUN
                 resuming = False
+                try:
+                    resolution = implementation.resume(ctx, args) if implementation.resume else operations.RUN
+                except Exception as exc:  # noqa: BLE001 - any error in a step fails the step, never strands the plan
+                    resolution = operations.Resume("fail", error=_as_corral_error(exc, step))
                 self._emit(plan_id, "step_resumed", step=step.id, attempt=attempt, resolution=resolution.kind)
                 if resolution.kind == "pause":
                     return _Outcome("paused", plan, reason=f"step {step.id}: {resolution.reason}")
@@ -298,8 +338,12 @@ class Executor:
                         result = await implementation.run(ctx, dict(args))
                 except TimeoutError:
                     error = CorralError(f"step {step.id} took longer than {step.timeout:g} s", code="step_timeout")
+                except operations.NotCreatedByPlan as exc:
+                    return self._skipped(plan, step, attempt, exc.message)
                 except CorralError as exc:
                     error = exc
+                except Exception as exc:  # noqa: BLE001 - any error in a step fails the step, never strands the plan
+                    error = _as_corral_error(exc, step)
             elapsed = round(time.monotonic() - started, 3)
             if result is not None:
                 plan = self._record(
@@ -320,6 +364,7 @@ class Executor:
                 return _Outcome("succeeded", plan)
             assert error is not None
             summary = {"code": error.code, "message": error.message}
+            failed_outputs = error.details.pop("outputs", None)
             retryable = error.category in RETRYABLE_CATEGORIES and step.retry is not None
             if retryable and attempt < max_attempts:
                 assert step.retry is not None
@@ -342,17 +387,44 @@ class Executor:
                             "error": summary,
                             "next": catch.next,
                             "seconds": elapsed,
+                            **({"outputs": failed_outputs} if failed_outputs is not None else {}),
                         },
                     )
                     self._emit(plan_id, "step_caught", step=step.id, error=summary, next=catch.next)
                     return _Outcome("caught", plan, next=catch.next)
-            plan = self._record(
-                plan_id,
-                step,
-                {"state": "failed", "attempt": attempt, "do": step.do, "error": summary, "seconds": elapsed},
-            )
-            self._emit(plan_id, "step_failed", step=step.id, attempt=attempt, error=summary)
-            return _Outcome("failed", plan, error=summary)
+            if failed_outputs is not None:
+                error.details["outputs"] = failed_outputs
+            return self._failed(plan, step, {"attempt": attempt}, error, elapsed)
+
+    def _failed(
+        self, plan: Instance, step: Step, record: Mapping[str, Any] | None, error: CorralError, elapsed: float
+    ) -> _Outcome:
+        """Record the step failed with ``error``'s code (and any outputs it carries)."""
+        plan_id = str(plan.data["plan_id"])
+        attempt = int((record or {}).get("attempt") or 1)
+        summary = {"code": error.code, "message": error.message}
+        outputs = error.details.pop("outputs", None)
+        entry: dict[str, Any] = {"state": "failed", "attempt": attempt, "do": step.do, "error": summary}
+        entry["seconds"] = elapsed
+        if outputs is not None:
+            entry["outputs"] = outputs
+        plan = self._record(plan_id, step, entry)
+        self._emit(plan_id, "step_failed", step=step.id, attempt=attempt, error=summary, seconds=elapsed)
+        return _Outcome("failed", plan, error=summary)
+
+    def _skipped(self, plan: Instance, step: Step, attempt: int, why: str) -> _Outcome:
+        """Record a clean-up step skipped because its target was not created by this plan."""
+        plan_id = str(plan.data["plan_id"])
+        entry = {
+            "state": "skipped",
+            "attempt": attempt,
+            "do": step.do,
+            "skipped": operations.NOT_CREATED,
+            "reason": f"{operations.NOT_CREATED}: {why}",
+        }
+        plan = self._record(plan_id, step, entry)
+        self._emit(plan_id, "step_skipped", step=step.id, reason=entry["reason"], skipped=operations.NOT_CREATED)
+        return _Outcome("skipped", plan)
 
     async def run_child(
         self, child_id: str, recipe: str, inputs: dict[str, Any], controller_id: str, parent: str
@@ -362,14 +434,61 @@ class Executor:
         child = Executor(self.service, self.recipes, self.credentials, self.scratch, self.progress)
         return await child.run(child_id)
 
+    def retry(self, plan_id: str) -> Instance:
+        """Redrive a failed plan from its failed step (as Step Functions' redrive does): the steps
+        before it keep their records and outputs and do not run again; the failed step and every later
+        one run afresh at their next attempt. Call :meth:`run` next. Refused (``plan_not_failed``) for
+        a plan in any other state; ``recipe_changed`` if its recipe changed since submission."""
+        plan = get_plan(self.service.store, plan_id)
+        if plan.state != "failed":
+            raise RefusedError(
+                f"plan {plan_id!r} is {plan.state}, not failed: only a failed plan is retried"
+                + (" (continue it with `corral plans resume`)" if plan.state in ("paused", "running") else ""),
+                code="plan_not_failed",
+                plan=plan_id,
+                state=plan.state,
+            )
+        recipe = self._recipe_of(plan)
+        ids = [s.id for s in recipe.steps]
+        failed_step = str((plan.data.get("failure") or {}).get("step") or "")
+        records = dict(plan.data.get("steps") or {})
+        if failed_step not in ids:  # no recorded failed step: from the first step that did not succeed
+            failed_step = next((i for i in ids if (records.get(i) or {}).get("state") != "succeeded"), ids[-1])
+        reset = ids[ids.index(failed_step) :]
+        return self._fire(
+            plan_id,
+            "retry",
+            {"reset": reset, "from_step": failed_step},
+            observations={"runner_status": lockstatus.status(plan.data.get("runner"))},
+        )
+
+    def _recipe_of(self, plan: Instance) -> Recipe:
+        """The plan's recipe, refused (``recipe_changed``) if it is not the one the plan was submitted with."""
+        recipe = self.recipes.get(str(plan.data["recipe"]))
+        if recipe.sha256 != plan.data.get("recipe_sha256"):
+            raise ConflictError(
+                f"recipe {recipe.name!r} changed since plan {plan.data.get('plan_id')!r} was submitted; finish it "
+                "with the old recipe or submit a new plan",
+                code="recipe_changed",
+                plan=plan.data.get("plan_id"),
+            )
+        return recipe
+
     def cancel(self, plan_id: str) -> Instance:
         get_plan(self.service.store, plan_id)
         return self._fire(plan_id, "cancel")
 
 
+def _as_corral_error(exc: Exception, step: Step) -> CorralError:
+    """An unexpected exception inside a step, as the step's failure (logged with its traceback): the
+    plan must end ``failed`` naming the step, never stay ``running`` for ever."""
+    logger.error("step %s (%s) raised %r", step.id, step.do, exc, exc_info=exc)
+    return CorralError(f"step {step.id} ({step.do}) raised {type(exc).__name__}: {exc}", code="internal")
+
+
 @dataclass
 class _Outcome:
-    kind: str  # succeeded, failed, caught, paused
+    kind: str  # succeeded, failed, caught, paused, skipped
     plan: Instance
     error: dict[str, Any] | None = None
     next: str = ""

@@ -54,6 +54,18 @@ class StepFailed(CorralError):
     default_code = "step_failed"
 
 
+class NotCreatedByPlan(CorralError):
+    """A step would act on a lease or receipt this plan did not create (a reviewer of the same name
+    started by someone else, a lane whose start failed). The executor records the step ``skipped``
+    with ``skipped: "not created by this plan"``: a plan acts only on what it created, by id."""
+
+    category = "refused"
+    default_code = "not_created_by_plan"
+
+
+NOT_CREATED = "not created by this plan"
+
+
 @dataclass
 class OpContext:
     """What an operation may use: the service, the plan, the step, and the controller's credential."""
@@ -81,6 +93,26 @@ class OpContext:
 
     def subkey(self, index: int) -> str:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"corral-plan:{self.plan_id}/{self.step_id}/{self.attempt}/{index}"))
+
+    def created_keys(self) -> set[str]:
+        """Every instance key this plan's steps may have created: each recorded step's keys and
+        subkeys for every attempt it reached (leases are ``MACHINE/KEY``, receipts ``receipt/KEY``)."""
+        from runner.plans import get_plan
+
+        plan = get_plan(self.service.store, self.plan_id)
+        keys: set[str] = set()
+        records = dict(plan.data.get("steps") or {})
+        records.setdefault(self.step_id, {"attempt": self.attempt})
+        for step_id, record in records.items():
+            for attempt in range(1, max(int(record.get("attempt") or 1), 1) + 1):
+                base = f"corral-plan:{self.plan_id}/{step_id}/{attempt}"
+                keys.add(str(uuid.uuid5(uuid.NAMESPACE_URL, base)))
+                keys.update(str(uuid.uuid5(uuid.NAMESPACE_URL, f"{base}/{index}")) for index in range(8))
+        return keys
+
+    def created(self, instance_id: str) -> bool:
+        """Whether ``instance_id`` is one this plan created (its key derives from this plan's steps)."""
+        return instance_id.partition("/")[2] in self.created_keys()
 
     def credential(self) -> Credential:
         found = self.executor.credentials.load(self.controller_id)
@@ -295,16 +327,51 @@ def _close_outputs(do: str, lease: Instance | AgentLeaseView) -> dict[str, Any]:
     return {"state": lease.state, **{k: lease.data.get(k) for k in keys}}
 
 
+def _own_lease(ctx: OpContext, machine: str, args: Mapping[str, Any], states: tuple[str, ...] | None) -> Instance:
+    """The lease a closing step means, which this plan created: ``lease`` (the start step's recorded
+    lease id) or, failing that, the latest lease named ``name`` among those this plan started.
+    Raises :class:`NotCreatedByPlan` for a lease the plan did not create, whatever its name."""
+    store = ctx.service.store
+    lease_id, name = args.get("lease"), args.get("name")
+    if lease_id is None and name is None:
+        raise InputError("lease", f"{machine} step {ctx.step_id!r} names neither a lease nor a name")
+    if lease_id is not None:
+        found = store.get(str(lease_id))
+        if found is None or found.machine != machine or not ctx.created(found.id):
+            raise NotCreatedByPlan(
+                f"{machine} lease {lease_id!r} was {NOT_CREATED}; step {ctx.step_id!r} leaves it alone",
+                lease=str(lease_id),
+            )
+        if name is not None and found.data.get("name") != name:
+            raise RefusedError(
+                f"lease {lease_id!r} is named {found.data.get('name')!r}, not {name!r}",
+                code="lease_mismatch",
+                lease=str(lease_id),
+            )
+        return found
+    keys = ctx.created_keys()
+    mine = [
+        lease
+        for lease in store.find(machine, states)
+        if lease.data.get("name") == name
+        and lease.data.get("controller_id") == ctx.controller_id
+        and lease.id.partition("/")[2] in keys
+    ]
+    latest = max(mine, key=lambda lease: lease.created_at or "", default=None)
+    if latest is None:
+        raise NotCreatedByPlan(
+            f"no {machine} named {name!r} was started by this plan: step {ctx.step_id!r} leaves any other alone",
+            target=str(name),
+        )
+    return latest
+
+
 def _resume_close(do: str, machine: str, done_state: str, closing: str) -> ResumeFn:
     def resume(ctx: OpContext, args: dict[str, Any]) -> Resume:
-        leases = [
-            lease
-            for lease in ctx.service.store.find(machine)
-            if lease.data.get("name") == args.get("name") and lease.data.get("controller_id") == ctx.controller_id
-        ]
-        latest = max(leases, key=lambda lease: lease.created_at or "", default=None)
-        if latest is None:
-            return RUN
+        try:
+            latest = _own_lease(ctx, machine, args, None)
+        except NotCreatedByPlan:
+            return RUN  # the run says so (skipped)
         if latest.state == done_state:
             return Resume("done", Outputs(_close_outputs(do, latest)))
         if latest.state == closing:
@@ -322,13 +389,19 @@ def _resume_close(do: str, machine: str, done_state: str, closing: str) -> Resum
 async def reviewer_close(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import ReviewerCloseInput
 
-    name = str(args["name"])
+    lease = _own_lease(ctx, "reviewer", args, ("active", "close_failed"))
     seq = args.get("expected_seq")
     if seq is None:
-        lease = ctx.service._lease_by_name(ctx.controller_id, name, ("active", "close_failed"), ("reviewer",))
         seq = _current_seq(ctx, lease)
     result = ctx.service.reviewer_close(
-        ReviewerCloseInput(ctx.controller_id, ctx.credential(), name, int(seq), int(args.get("lines") or 200))
+        ReviewerCloseInput(
+            ctx.controller_id,
+            ctx.credential(),
+            str(lease.data["name"]),
+            int(seq),
+            int(args.get("lines") or 200),
+            lease_id=lease.id,
+        )
     )
     return Outputs(_close_outputs("reviewer.close", result.lease), {"output": result.output})
 
@@ -368,21 +441,32 @@ async def writer_start(ctx: OpContext, args: dict[str, Any]) -> Outputs:
 async def writer_verify(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import WriterVerifyInput
 
-    result = ctx.service.writer_verify(
-        WriterVerifyInput(ctx.controller_id, ctx.credential(), str(args["name"])), scratch=ctx.scratch
-    )
+    if args.get("lease") is not None:
+        # By id, a lane this plan started: never another lane that carries the same name.
+        lease = _own_lease(ctx, "writer", args, ("active",))
+        inp = WriterVerifyInput(ctx.controller_id, ctx.credential(), str(lease.data["name"]), lease_id=lease.id)
+    elif args.get("name") is not None:
+        inp = WriterVerifyInput(ctx.controller_id, ctx.credential(), str(args["name"]))  # a live lane (validate)
+    else:
+        raise InputError("lease", f"writer.verify step {ctx.step_id!r} names neither a lease nor a name")
+    result = ctx.service.writer_verify(inp, scratch=ctx.scratch)
     v = result.verification
-    return Outputs(
-        {"passed": v["passed"], "head": v["head"], "status_sha256": v["status_sha256"], "results": v["results"]}
-    )
+    outputs = {"passed": v["passed"], "head": v["head"], "status_sha256": v["status_sha256"], "results": v["results"]}
+    try:
+        result.check()
+    except CorralError as exc:
+        exc.details.pop("result", None)  # the step records its outputs instead (no tails: none were asked for)
+        exc.details["outputs"] = outputs
+        raise
+    return Outputs(outputs)
 
 
 @operation("writer.release", _resume_close("writer.release", "writer", "released", "releasing"))
 async def writer_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import WriterReleaseInput
 
-    name = str(args["name"])
-    lease = ctx.service._lease_by_name(ctx.controller_id, name, ("active", "release_failed"), ("writer",))
+    lease = _own_lease(ctx, "writer", args, ("active", "release_failed"))
+    name = str(lease.data["name"])
     head, status = args.get("expected_head"), args.get("expected_status_sha256")
     if not (head and status):  # expect what is there now: read git once here (the release reads it again)
         facts = ctx.service.preflight(str(lease.data["cwd"]))
@@ -399,6 +483,7 @@ async def writer_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
             str(args["checkpoint_ref"]),
             str(args["checkpoint_sha256"]).lower(),
             int(args.get("lines") or 200),
+            lease_id=lease.id,
         )
     )
     return Outputs(_close_outputs("writer.release", result.lease), {"output": result.output})
@@ -470,8 +555,18 @@ async def _collect(ctx: OpContext, token: str, args: Mapping[str, Any]) -> Outpu
     return Outputs({**_receipt_outputs(result.receipt), "status": observed_status}, {"output": result.output})
 
 
+def _own_receipts(ctx: OpContext, tokens: tuple[str, ...]) -> None:
+    """Refuse (skip) a collect or abandon of a receipt this plan did not create."""
+    keys = ctx.created_keys()
+    for token in tokens:
+        receipt = ctx.service._receipt(token)
+        if receipt.id.partition("/")[2] not in keys:
+            raise NotCreatedByPlan(f"receipt {token} was {NOT_CREATED}; step {ctx.step_id!r} leaves it alone")
+
+
 @operation("receipt.collect")
 async def receipt_collect(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    _own_receipts(ctx, (str(args["receipt"]),))
     return await _collect(ctx, str(args["receipt"]), args)
 
 
@@ -482,6 +577,7 @@ async def receipt_collect_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     tokens = tuple(str(t) for t in args.get("receipts") or ())
     if not tokens:
         return Outputs({"results": []})
+    _own_receipts(ctx, tokens)
     results = await ctx.service.collect(
         CollectInput(ctx.controller_id, ctx.credential(), tokens, _timeout(ctx, args), int(args.get("lines") or 200))
     )
@@ -591,6 +687,7 @@ async def receipt_ask_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
 async def receipt_abandon(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import AbandonInput
 
+    _own_receipts(ctx, (str(args["receipt"]),))
     receipt = ctx.service._receipt(str(args["receipt"]))
     if receipt.state == "abandoned":
         return Outputs({"state": "abandoned"})

@@ -24,7 +24,10 @@ def _lookup(body: str, inputs: Mapping[str, Any], steps: Mapping[str, Mapping[st
     if parts[0] == "steps" and len(parts) >= 3:
         if parts[1] not in steps:
             raise InputError(
-                "steps", f"${{{body}}}: step {parts[1]!r} has not produced outputs", code="reference_unresolved"
+                "steps",
+                f"${{{body}}}: step {parts[1]!r} has not produced outputs",
+                code="reference_unresolved",
+                step=parts[1],
             )
         value: Any = steps[parts[1]]
         for part in parts[2:]:
@@ -37,6 +40,7 @@ def _lookup(body: str, inputs: Mapping[str, Any], steps: Mapping[str, Mapping[st
                     "steps",
                     f"${{{body}}}: no {part!r} in the outputs of step {parts[1]!r}",
                     code="reference_unresolved",
+                    step=parts[1],
                 )
         return value
     raise InputError("with", f"${{{body}}} is not a reference", code="reference_unresolved")

@@ -125,6 +125,16 @@ def _check_token(value: str) -> None:
         raise InputError("receipt", f"{value!r} is not a receipt token ({TOKEN_PREFIX}<uuid>)")
 
 
+def _check_instance_id(name: str, value: str | None) -> None:
+    """A lease instance id as plans record it: ``MACHINE/KEY``."""
+    if value is None:
+        return
+    machine, _, key = value.partition("/") if isinstance(value, str) else ("", "", "")
+    if machine not in LEASE_MACHINES:
+        raise InputError(name, f"{value!r} is not a lease instance id (reviewer/… or writer/…)")
+    _check_key(name, key)
+
+
 def _check_key(name: str, value: str | None) -> None:
     if value is not None and not (isinstance(value, str) and UUID.match(value)):
         raise InputError(name, f"{value!r} is not a UUID")
@@ -183,6 +193,9 @@ class ReviewerCloseInput:
     lines: int = CAPTURE_LINES_DEFAULT
     blocked_reason: str | None = None
     """An operator's decision to close a *blocked* agent anyway, and why (recorded with the lease)."""
+    lease_id: str | None = None
+    """The lease instance id (``reviewer/…``) the caller means; the lease named ``name`` must be that
+    one (``lease_mismatch`` otherwise). Plans always give it: they act only on leases they created."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
@@ -191,6 +204,7 @@ class ReviewerCloseInput:
         _check_cursor("expected_state_change_seq", self.expected_state_change_seq)
         _check_lines(self.lines)
         check_blocked_reason(self.blocked_reason)
+        _check_instance_id("lease_id", self.lease_id)
 
 
 @dataclass(frozen=True)
@@ -592,6 +606,33 @@ class AgentOps(ServiceBase):
             )
         return found[0]
 
+    def _lease_by_id(
+        self, controller_id: str, name: str, lease_id: str, states: tuple[str, ...], machine: str
+    ) -> Instance:
+        """The lease ``lease_id`` if it is this controller's ``machine`` lease named ``name`` in one of
+        ``states``: a caller that recorded which lease it created acts on that one, never on another
+        lease that happens to carry the same name."""
+        lease = self.store.get(lease_id)
+        if lease is None or lease.machine != machine:
+            raise NotFoundError(f"no {machine} lease {lease_id!r}", code="target_unknown", target=name, lease=lease_id)
+        if lease.data.get("name") != name or lease.data.get("controller_id") != controller_id:
+            raise RefusedError(
+                f"lease {lease_id!r} is {lease.data.get('name')!r} of controller "
+                f"{lease.data.get('controller_id')!r}, not {name!r} of {controller_id!r}",
+                code="lease_mismatch",
+                lease=lease_id,
+                target=name,
+            )
+        if lease.state not in states:
+            raise NotFoundError(
+                f"lease {lease_id!r} ({name!r}) is {lease.state}, not {' or '.join(states)}",
+                code="target_unknown",
+                target=name,
+                lease=lease_id,
+                state=lease.state,
+            )
+        return lease
+
     def _settled(self, result: Result, code: str, doing: str) -> AgentLeaseView:
         """The lease after a two-phase start or close; :class:`AgentOperationError` unless it succeeded."""
         view = self._lease_view(result.instance)
@@ -756,7 +797,11 @@ class AgentOps(ServiceBase):
 
     def reviewer_close(self, inp: ReviewerCloseInput) -> CloseResult:
         """Capture the output at the expected cursor and close the pane."""
-        lease = self._lease_by_name(inp.controller_id, inp.name, ("active", "close_failed"), ("reviewer",))
+        states = ("active", "close_failed")
+        if inp.lease_id is not None:
+            lease = self._lease_by_id(inp.controller_id, inp.name, inp.lease_id, states, "reviewer")
+        else:
+            lease = self._lease_by_name(inp.controller_id, inp.name, states, ("reviewer",))
         params = {"expected_state_change_seq": inp.expected_state_change_seq, "blocked_reason": inp.blocked_reason}
         return self._close_lease(lease, "close", inp.credential, params, inp.lines)
 

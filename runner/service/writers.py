@@ -31,6 +31,7 @@ from runner.service.agents import (
     CloseResult,
     _check_agent,
     _check_cursor,
+    _check_instance_id,
     _check_key,
     _check_lines,
     _check_name,
@@ -132,6 +133,8 @@ class WriterReleaseInput:
     lines: int = CAPTURE_LINES_DEFAULT
     blocked_reason: str | None = None
     """An operator's decision to release a lane whose agent is *blocked*, and why (recorded)."""
+    lease_id: str | None = None
+    """The lane instance id (``writer/…``) meant: the lane named ``name`` must be it (``lease_mismatch``)."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
@@ -144,6 +147,7 @@ class WriterReleaseInput:
         check_sha256("checkpoint_sha256", self.checkpoint_sha256)
         _check_lines(self.lines)
         check_blocked_reason(self.blocked_reason)
+        _check_instance_id("lease_id", self.lease_id)
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,8 @@ class WriterVerifyInput:
     tails: bool = False
     expected_state_change_seq: int | None = None
     """The cursor the caller saw the writer settle at; verify refuses if it moved (default: any settled)."""
+    lease_id: str | None = None
+    """The lane instance id (``writer/…``) meant: the lane named ``name`` must be it (``lease_mismatch``)."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
@@ -163,6 +169,7 @@ class WriterVerifyInput:
         _check_name("name", self.name)
         if self.expected_state_change_seq is not None:
             _check_cursor("expected_state_change_seq", self.expected_state_change_seq)
+        _check_instance_id("lease_id", self.lease_id)
 
 
 @dataclass(frozen=True)
@@ -190,6 +197,35 @@ class VerifyResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"lease": self.lease.to_dict(), "verification": self.verification, "tails": self.tails}
+
+    @property
+    def failed(self) -> list[str]:
+        """The names of the validations that did not pass."""
+        return [str(r["name"]) for r in self.verification["results"] if not r.get("passed")]
+
+    def check(self) -> None:
+        """Raise :class:`ValidationFailedError` (with this result) unless every validation passed: a
+        failed validation must never read as success to a caller that only looks at the exit status."""
+        if self.verification["passed"]:
+            return
+        raise ValidationFailedError(
+            f"lane {self.lease.data.get('name')!r}: validation failed ({', '.join(self.failed)}); "
+            "the result is recorded against the lane",
+            lane=self.lease.id,
+            failed=self.failed,
+            result=self.to_dict(),
+        )
+
+
+class ValidationFailedError(RefusedError):
+    """A lane's validations ran and at least one failed; the result *is* recorded against the lane.
+
+    Raised by ``corral writer verify`` and a plan's ``writer.verify`` step (catchable with ``catch``)
+    from :meth:`VerifyResult.check`; ``details["result"]`` holds the recorded result (and any tails).
+    Fix the lane's work and verify again.
+    """
+
+    default_code = "validation_failed"
 
 
 class WriterOps(AgentOps):
@@ -267,7 +303,11 @@ class WriterOps(AgentOps):
 
     def writer_release(self, inp: WriterReleaseInput) -> CloseResult:
         """Checkpoint the lane and close its agent's pane; the worktree is left exactly as it is."""
-        lease = self._lease_by_name(inp.controller_id, inp.name, ("active", "release_failed"), ("writer",))
+        states = ("active", "release_failed")
+        if inp.lease_id is not None:
+            lease = self._lease_by_id(inp.controller_id, inp.name, inp.lease_id, states, "writer")
+        else:
+            lease = self._lease_by_name(inp.controller_id, inp.name, states, ("writer",))
         params = {
             "expected_state_change_seq": inp.expected_state_change_seq,
             "expected_head": inp.expected_head,
@@ -291,7 +331,10 @@ class WriterOps(AgentOps):
         from runner.sandbox.bwrap import Sandbox
         from runner.sandbox.validation import load_commands, snapshot
 
-        lease = self._lease_by_name(inp.controller_id, inp.name, ("active",), ("writer",))
+        if inp.lease_id is not None:
+            lease = self._lease_by_id(inp.controller_id, inp.name, inp.lease_id, ("active",), "writer")
+        else:
+            lease = self._lease_by_name(inp.controller_id, inp.name, ("active",), ("writer",))
         self._check_fence(inp.credential)
         self._check_quiet(lease, inp.expected_state_change_seq)
         sandbox = Sandbox()

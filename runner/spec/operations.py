@@ -66,8 +66,9 @@ OPERATIONS: dict[str, OperationSpec] = {
         ),
         OperationSpec(
             "reviewer.close",
-            "Close a reviewer at its cursor (the one observed now unless expected_seq is given).",
-            (_p("name", required=True), _p("expected_seq", "integer"), _p("lines", "integer")),
+            "Close a reviewer this plan started (lease: its start step's lease id; or name: the one this plan "
+            "started under that name) at its cursor (the one observed now unless expected_seq is given).",
+            (_p("lease"), _p("name"), _p("expected_seq", "integer"), _p("lines", "integer")),
             ("capture_sha256", "closing_seq", "state"),
             machine="reviewer",
         ),
@@ -154,17 +155,20 @@ OPERATIONS: dict[str, OperationSpec] = {
         ),
         OperationSpec(
             "writer.verify",
-            "Run the repository's validations on a snapshot of the lane, in the sandbox.",
-            (_p("name", required=True),),
+            "Run the repository's validations on a snapshot of the lane (lease: by id; name: a live lane of the "
+            "controller), in the sandbox; fails with validation_failed when any validation fails.",
+            (_p("lease"), _p("name")),
             ("passed", "head", "status_sha256", "results"),
             safe_to_retry=True,
             machine="writer",
         ),
         OperationSpec(
             "writer.release",
-            "Checkpoint a lane and close its agent (at the cursor, HEAD and status observed now unless given).",
+            "Checkpoint a lane this plan started (lease or name, as reviewer.close) and close its agent (at the "
+            "cursor, HEAD and status observed now unless given).",
             (
-                _p("name", required=True),
+                _p("lease"),
+                _p("name"),
                 _p("checkpoint_ref", required=True),
                 _p("checkpoint_sha256", required=True),
                 _p("expected_seq", "integer"),

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.data import data_dir
-from runner.errors import Diagnostic, NotFoundError, SpecError
+from runner.errors import Diagnostic, InputError, NotFoundError, SpecError
 from runner.spec.operations import OPERATIONS
 
 REFERENCE = re.compile(r"\$\{([^}]*)\}")
@@ -207,6 +207,8 @@ class RecipeLibrary:
                 [source.diagnostic("recipe_cycle", f"recipes extend each other in a cycle: {cycle}", "/extends")]
             )
         inputs = _inputs(doc.get("inputs"))
+        if doc.get("additional_inputs") is True:
+            inputs["additionalProperties"] = True  # the recipe opts out of refusing unknown inputs
         if "steps" in doc:
             steps = [_step(raw, f"/steps/{i}", s) for i, s in enumerate(doc["steps"])]
             return Recipe(name, doc["version"], doc["description"], inputs, tuple(steps), raw.shown)
@@ -418,5 +420,18 @@ def validate_inputs(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
     for name, prop in recipe.inputs.get("properties", {}).items():
         if name not in values and isinstance(prop, dict) and "default" in prop:
             values[name] = prop["default"]
+    # An unknown input is a typo (``timout: 5``) until the recipe says otherwise (additional_inputs: true):
+    # ignoring it would run the plan with the default the author meant to change.
+    declared = recipe.inputs.get("properties", {})
+    if recipe.inputs.get("additionalProperties", False) is False:
+        unknown = sorted(set(values) - set(declared))
+        if unknown:
+            raise InputError(
+                f"inputs.{unknown[0]}",
+                f"recipe {recipe.name!r} has no input {unknown[0]!r}"
+                + (f" (it takes: {', '.join(sorted(declared))})" if declared else ""),
+                code="inputs_invalid",
+                unknown=unknown,
+            )
     schema.refuse_invalid(jsonschema.Draft202012Validator(recipe.inputs), values, "inputs_invalid", "inputs", "inputs.")
     return values

@@ -62,3 +62,24 @@ def record_pause(ctx: Context) -> Update:
 def record_finish(ctx: Context) -> Update:
     """Record the end: when, and the failure (if any)."""
     return Update(data={"finished_at": format_time(ctx.now), "failure": ctx.params.get("failure")})
+
+
+@UPDATES.register("record_retry")
+def record_retry(ctx: Context) -> Update:
+    """Reset the failed step and every later one (``params["reset"]``, in recipe order) to ``pending``
+    at its next attempt; keep the earlier steps' records; record the redrive and clear the failure."""
+    steps: dict[str, Any] = dict(ctx.data.get("steps") or {})
+    for step_id in ctx.params["reset"]:
+        old = steps.get(step_id)
+        if old is None:
+            continue
+        steps[step_id] = {"state": "pending", "attempt": int(old.get("attempt") or 0) + 1, "at": format_time(ctx.now)}
+    retries = [
+        *list(ctx.data.get("retries") or []),
+        {
+            "at": format_time(ctx.now),
+            "from_step": ctx.params["from_step"],
+            "failure": ctx.data.get("failure"),
+        },
+    ]
+    return Update(data={"steps": steps, "retries": retries, "failure": None, "finished_at": None})

@@ -245,7 +245,7 @@ def test_machines_and_draw(corral: Any, tmp_path: Path) -> None:
     assert [(m["name"], m["builtin"], m["states"], m["transitions"]) for m in listed] == [
         ("controller", True, 3, 5),
         ("pane", True, 4, 3),
-        ("plan", True, 7, 7),
+        ("plan", True, 7, 8),  # retry: failed -> running
         ("receipt", True, 6, 5),
         ("reviewer", True, 9, 7),
         ("writer", True, 9, 8),

@@ -290,7 +290,7 @@ def test_review_through_corral_run_is_idempotent_by_plan_id(tmp_path: Path, cli:
     assert json_lines(again.stdout)[-1]["state"] == "succeeded"
     assert event_count(db) == events, "the same plan again runs no step"
     human = corral(env, tmp_path, "run", str(plan))
-    assert human.returncode == 0 and "plan cli-1 exists (succeeded): continuing it" in human.stderr
+    assert human.returncode == 0 and "plan cli-1 exists (succeeded): nothing to run" in human.stderr
     assert "succeeded" in human.stdout
     assert event_count(db) == events
 
@@ -386,12 +386,19 @@ def test_writer_lane_in_a_linked_worktree(
     repo, worktree, base = make_lane(rig.root)
     main_head = git(repo, "rev-parse", "HEAD")
     plan = rig.run(writer_plan(rig, f"lane-{passed}", worktree, prompt))
-    # A failed validation is recorded, not raised: the plan succeeds and the coordinator reads `passed`.
-    assert plan.state == "succeeded", plan.data.get("failure")
+    # A failed validation fails the step (validation_failed) and the plan; the result is still recorded,
+    # and the finally steps still checkpoint and release the lane.
     records = plan.data["steps"]
-    assert {s: r["state"] for s, r in records.items()} == dict.fromkeys(
-        ["acquire", "preflight", "start", "relay", "collect", "verify", "checkpoint", "release"], "succeeded"
-    )
+    if passed:
+        assert plan.state == "succeeded", plan.data.get("failure")
+    else:
+        assert plan.state == "failed"
+        assert (plan.data["failure"]["step"], plan.data["failure"]["code"]) == ("verify", "validation_failed")
+        assert records["verify"]["error"]["code"] == "validation_failed"
+    assert {s: r["state"] for s, r in records.items()} == {
+        **dict.fromkeys(["acquire", "preflight", "start", "relay", "collect", "checkpoint", "release"], "succeeded"),
+        "verify": "succeeded" if passed else "failed",
+    }
     preflight = records["preflight"]["outputs"]
     assert (preflight["head"], preflight["branch"], preflight["linked"]) == (base, "lane", True)
 
@@ -415,13 +422,18 @@ def test_writer_lane_in_a_linked_worktree(
     assert lane.data["base_commit"] == base and lane.data["owned_scopes"] == ["src"]
     assert rig.run_logs() == ["p1/run-1.log"]
 
-    verdict = "passed" if passed else "failed"
     shown = live_table(rig.progress)
-    assert re.search(rf"\bverify\s+succeeded\s+[\d.]+\s+verified: {verdict}\s", shown), shown
+    if passed:
+        assert re.search(r"\bverify\s+succeeded\s+[\d.]+\s+verified: passed\s", shown), shown
+    else:
+        assert re.search(r"\bverify\s+failed\s+[\d.]+\s+validation_failed: ", shown), shown
     assert re.search(r"\brelease\s+succeeded\s+[\d.]+\s+released\s", shown), shown
     _print_summary(plan, list(records))
     summary = capsys.readouterr().out
-    assert re.search(rf"\bverify\s+succeeded\s+1\s+[\d.]+\s+.*passed={passed}", summary), summary
+    if passed:
+        assert re.search(r"\bverify\s+succeeded\s+1\s+[\d.]+\s+.*passed=True", summary), summary
+    else:
+        assert re.search(r"\bverify\s+failed\s+1\s+[\d.]+\s+.*validation_failed", summary), summary
     assert "receipts:" not in summary, "a verification's results are not receipts"
 
 
@@ -432,8 +444,9 @@ def test_writer_lane_refuses_the_main_checkout_and_still_runs_its_finally_steps(
     records = plan.data["steps"]
     assert records["start"]["state"] == "failed" and plan.data["failure"]["step"] == "start"
     assert [records[s]["state"] for s in ("relay", "collect", "verify")] == ["skipped"] * 3
-    assert records["checkpoint"]["state"] == "succeeded", "finally steps run after the failure"
-    assert records["release"]["state"] == "failed", "there is no lane to release"
+    assert records["checkpoint"]["state"] == "skipped", "no lane of this plan to checkpoint"
+    assert records["release"]["state"] == "skipped", "there is no lane of this plan to release"
+    assert records["release"]["skipped"] == "not created by this plan"
     assert rig.store.find("writer", ["active"]) == [] and rig.run_logs() == []
     assert not (repo / "src" / "feature.py").exists()
 

@@ -559,3 +559,14 @@ def test_verify_at_a_cursor_refuses_a_writer_that_moved(world: World) -> None:
     assert (error.details["expected_seq"], error.details["observed_seq"]) == (5, 0)
     at = WriterVerifyInput("ctl", world.credential, "w1", expected_state_change_seq=0)
     assert world.service.writer_verify(at, scratch=world.scratch).verification["passed"] is True
+
+
+def test_a_failed_validation_is_refused_validation_failed_with_the_recorded_result(world: World) -> None:
+    """What ``corral writer verify`` and a plan's verify step raise: exit 4, never a success."""
+    base = world.commit(BASE_FILES)
+    _, lane_id = world.lane(base, setup=_untracked_and_ignored)
+    result = world.verify(tails=True)
+    error = refused("validation_failed", result.check)
+    assert error.status.exit == 4 and error.details["failed"] == ["no-todo"]
+    assert error.details["result"]["verification"] == result.verification and error.details["result"]["tails"]
+    assert world.lane_data(lane_id)[1]["verification"]["passed"] is False, "recorded all the same"
