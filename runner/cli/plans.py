@@ -12,7 +12,7 @@ import click
 
 from runner.cli import render
 from runner.cli.app import App, cli, json_option
-from runner.errors import CorralError, InputError
+from runner.errors import CorralError, InputError, UsageError
 
 
 def _executor(app: App, progress: Any) -> Any:
@@ -186,6 +186,7 @@ def _summary(plan: Any) -> dict[str, Any]:
         "state": plan.state,
         "controller": data.get("controller_id"),
         "paused_reason": data.get("paused_reason"),
+        "waiting_on": data.get("waiting_on"),
         "failure": data.get("failure"),
         "steps": data.get("steps") or {},
     }
@@ -218,7 +219,14 @@ def _print_summary(plan: Any, recipe_steps: list[str]) -> None:
     )
     if summary["paused_reason"]:
         click.echo(f"paused: {summary['paused_reason']}")
-        click.echo(f"then: corral plans resume {summary['plan']}")
+        waiting = summary.get("waiting_on") or {}
+        if waiting.get("kind") == "agent_blocked":
+            click.echo(
+                f"waits on: {waiting.get('target')} blocked since {waiting.get('since')}; then: corral plans decide "
+                f"{summary['plan']} --step {waiting.get('step')} --approve|--reject --reason TEXT"
+            )
+        else:
+            click.echo(f"then: corral plans resume {summary['plan']}")
     if summary["failure"]:
         failure = summary["failure"]
         click.echo(f"failed at step {failure.get('step')}: {failure.get('code')}: {failure.get('message')}")
@@ -358,12 +366,75 @@ def plans_show(app: App, plan_id: str, as_json: bool) -> None:
     from runner.plans import get_plan
 
     plan = get_plan(app.service.store, plan_id)
+    live = _live(app, plan)
+    collected = {
+        step: dict(private) for step, private in (plan.data.get("private") or {}).items() if isinstance(private, dict)
+    }
     if as_json:
-        render.emit_json(_summary(plan))  # never the inputs: they may hold prompt text
+        # Never the inputs (they may hold prompt text); the collected agent output is the one reply that
+        # hands it out (it is kept out of the event log).
+        render.emit_json({**_summary(plan), "live": live, "collected": collected})
         return
     from runner.spec.recipes import RecipeLibrary
 
     _print_summary(plan, [s.id for s in RecipeLibrary().get(str(plan.data["recipe"])).steps])
+    for entry in live:
+        click.echo(
+            f"step {entry['step']} waits on receipt {entry['receipt']} ({entry['receipt_state']}): "
+            f"{entry['target']} is {entry.get('agent_status')}"
+            + (f", {entry['seconds_left']:.0f} s left" if entry.get("seconds_left") is not None else "")
+        )
+    for step, private in collected.items():
+        for key, text in private.items():
+            texts = text if isinstance(text, dict) else {key: text}
+            for name, body in texts.items():
+                click.echo(f"--- step {step}: {name} (data from an agent, not instructions) ---")
+                click.echo(str(body).rstrip("\n"))
+
+
+def _live(app: App, plan: Any) -> list[dict[str, Any]]:
+    """What a running or paused plan's steps wait on: each open receipt, its agent, the time left."""
+    from runner.context import parse_time
+
+    out: list[dict[str, Any]] = []
+    steps = plan.data.get("steps") or {}
+    now = app.service.store.now()
+    for step_id, record in steps.items():
+        if record.get("state") not in ("running", "waiting"):
+            continue
+        for receipt in app.service.store.find("receipt", ("reserved", "pending")):
+            key = receipt.id.partition("/")[2]
+            if not _belongs(plan, step_id, record, key):
+                continue
+            entry: dict[str, Any] = {
+                "step": step_id,
+                "receipt": receipt.data.get("token"),
+                "receipt_state": receipt.state,
+                "target": receipt.data.get("name"),
+            }
+            try:
+                entry["agent_status"] = (
+                    app.service.host(str(receipt.data["host"])).get(str(receipt.data["pane_id"])).status
+                )
+            except CorralError:
+                entry["agent_status"] = "gone"
+            started = record.get("at")
+            timeout = record.get("timeout")
+            if started and isinstance(timeout, (int, float)):
+                entry["seconds_left"] = max(0.0, timeout - (now - parse_time(started)).total_seconds())
+            out.append(entry)
+    return out
+
+
+def _belongs(plan: Any, step_id: str, record: Any, key: str) -> bool:
+    """Whether a receipt key is one the plan's step derives (its own idempotency keys)."""
+    import uuid
+
+    attempt = record.get("attempt") or 1
+    base = f"corral-plan:{plan.data.get('plan_id')}/{step_id}/{attempt}"
+    candidates = {str(uuid.uuid5(uuid.NAMESPACE_URL, base))}
+    candidates |= {str(uuid.uuid5(uuid.NAMESPACE_URL, f"{base}/{i}")) for i in range(8)}
+    return key in candidates
 
 
 @plans.command(name="cancel")
@@ -411,6 +482,33 @@ def plans_resume(app: App, plan_id: str, as_json: bool) -> None:
     progress = Progress(as_json)
     executor = _executor(app, progress)
     try:
+        final = anyio.run(executor.run, plan_id)
+    finally:
+        progress.close()
+    _finish(executor, [final], as_json)
+
+
+@plans.command(name="decide")
+@click.argument("plan_id")
+@click.option("--step", "step_id", required=True, help="The step that waits on a decision (plans show says which).")
+@click.option("--approve/--reject", "approve", default=None, help="Approve (the step succeeds) or reject it.")
+@click.option("--reason", required=True, help="Why: recorded with the decision and its actor.")
+@json_option
+@click.pass_obj
+def plans_decide(app: App, plan_id: str, step_id: str, approve: bool | None, reason: str, as_json: bool) -> None:
+    """A person's decision on a step that waits on one (a blocked agent), then the plan continues.
+
+    --approve: the step succeeds with what it collected; --reject: it fails with decision_rejected
+    (a catch may take it). Refused plan_not_waiting (4) unless the plan is paused on that step.
+    """
+    import anyio
+
+    if approve is None:
+        raise UsageError("say --approve or --reject", code="usage")
+    progress = Progress(as_json)
+    executor = _executor(app, progress)
+    try:
+        executor.decide(plan_id, step_id, approve, reason)
         final = anyio.run(executor.run, plan_id)
     finally:
         progress.close()

@@ -29,7 +29,7 @@ import anyio
 from runner import lockstatus
 from runner.context import Instance
 from runner.engine import Request
-from runner.errors import ConflictError, CorralError, RefusedError, TransitionNotAllowedError
+from runner.errors import ConflictError, CorralError, InputError, RefusedError, TransitionNotAllowedError
 from runner.fence import Credential
 from runner.plans import get_plan, operations, plan_instance_id
 from runner.plans.references import compare, resolve
@@ -261,11 +261,14 @@ class Executor:
                     self._emit(plan_id, "step_skipped", step=step.id, reason="when is false")
                     index += 1
                     continue
-            outcome = await self._attempts(plan, step, record, inputs, outputs)
+            if record is not None and record.get("state") == "waiting":
+                outcome = self._decided(plan, step, record)
+            else:
+                outcome = await self._attempts(plan, step, record, inputs, outputs)
             plan = outcome.plan
             if outcome.kind == "paused":
-                plan = self._fire(plan_id, "pause", {"reason": outcome.reason})
-                self._emit(plan_id, "plan_paused", step=step.id, reason=outcome.reason)
+                plan = self._fire(plan_id, "pause", {"reason": outcome.reason, "waiting_on": outcome.waiting_on})
+                self._emit(plan_id, "plan_paused", step=step.id, reason=outcome.reason, waiting_on=outcome.waiting_on)
                 return plan
             if outcome.kind == "caught":
                 index = next(i for i, s in enumerate(steps) if s.id == outcome.next)
@@ -327,7 +330,10 @@ class Executor:
                 elif resolution.kind == "fail":
                     error = resolution.error
             else:
-                plan = self._record(plan_id, step, {"state": "running", "attempt": attempt, "do": step.do})
+                running = {"state": "running", "attempt": attempt, "do": step.do}
+                if step.timeout is not None:
+                    running["timeout"] = step.timeout
+                plan = self._record(plan_id, step, running)
                 self._emit(plan_id, "step_started", step=step.id, do=step.do, attempt=attempt)
             if result is None and error is None:
                 try:
@@ -340,6 +346,8 @@ class Executor:
                     error = CorralError(f"step {step.id} took longer than {step.timeout:g} s", code="step_timeout")
                 except operations.NotCreatedByPlan as exc:
                     return self._skipped(plan, step, attempt, exc.message)
+                except operations.AgentBlocked as exc:
+                    return self._waiting(plan, step, attempt, exc)
                 except CorralError as exc:
                     error = exc
                 except Exception as exc:  # noqa: BLE001 - any error in a step fails the step, never strands the plan
@@ -406,11 +414,72 @@ class Executor:
         outputs = error.details.pop("outputs", None)
         entry: dict[str, Any] = {"state": "failed", "attempt": attempt, "do": step.do, "error": summary}
         entry["seconds"] = elapsed
+        if record and record.get("decision"):
+            entry["decision"] = record["decision"]  # a person rejected it: the record keeps who and why
         if outputs is not None:
             entry["outputs"] = outputs
         plan = self._record(plan_id, step, entry)
         self._emit(plan_id, "step_failed", step=step.id, attempt=attempt, error=summary, seconds=elapsed)
         return _Outcome("failed", plan, error=summary)
+
+    def _waiting(self, plan: Instance, step: Step, attempt: int, blocked: operations.AgentBlocked) -> _Outcome:
+        """Record the step waiting on a person (what was collected kept) and pause the plan."""
+        plan_id = str(plan.data["plan_id"])
+        waiting_on = {"kind": "agent_blocked", "step": step.id, **blocked.details}
+        entry = {
+            "state": "waiting",
+            "attempt": attempt,
+            "do": step.do,
+            "outputs": blocked.outputs.public,
+            "waiting_on": waiting_on,
+        }
+        plan = self._record(plan_id, step, entry, blocked.outputs.private)
+        self._emit(plan_id, "step_waiting", step=step.id, waiting_on=waiting_on)
+        return _Outcome("paused", plan, reason=f"step {step.id}: {blocked.message}", waiting_on=waiting_on)
+
+    def _decided(self, plan: Instance, step: Step, record: Mapping[str, Any]) -> _Outcome:
+        """A waiting step after a person's decision: approved, it succeeds with what it collected;
+        rejected, it fails with ``decision_rejected`` (a ``catch`` may take it); undecided, it waits."""
+        plan_id = str(plan.data["plan_id"])
+        decision = record.get("decision")
+        attempt = int(record.get("attempt") or 1)
+        if not isinstance(decision, Mapping):
+            waiting_on = record.get("waiting_on")
+            return _Outcome(
+                "paused", plan, reason=f"step {step.id}: still waiting on a decision", waiting_on=waiting_on
+            )
+        if decision.get("approve"):
+            entry = {"state": "succeeded", "attempt": attempt, "do": step.do, "outputs": record.get("outputs") or {}}
+            plan = self._record(plan_id, step, {**entry, "decision": dict(decision)})
+            self._emit(plan_id, "step_succeeded", step=step.id, attempt=attempt, decision="approved")
+            return _Outcome("succeeded", plan)
+        error = CorralError(f"a person rejected step {step.id}: {decision.get('reason')}", code="decision_rejected")
+        summary = {"code": error.code, "message": error.message}
+        for catch in step.catch:
+            if "*" in catch.errors or error.code in catch.errors:
+                entry = {"state": "caught", "attempt": attempt, "do": step.do, "error": summary, "next": catch.next}
+                plan = self._record(plan_id, step, {**entry, "decision": dict(decision)})
+                self._emit(plan_id, "step_caught", step=step.id, error=summary, next=catch.next)
+                return _Outcome("caught", plan, next=catch.next)
+        return self._failed(plan, step, {"attempt": attempt, "decision": dict(decision)}, error, 0.0)
+
+    def decide(self, plan_id: str, step_id: str, approve: bool, reason: str) -> Instance:
+        """A person's decision on a step that waits on one (a blocked agent): recorded on the plan as an
+        event with the deciding actor; call :meth:`run` next to continue. Refused (``plan_not_waiting``)
+        unless the plan is paused with that step waiting."""
+        plan = get_plan(self.service.store, plan_id)
+        record = (plan.data.get("steps") or {}).get(step_id)
+        if plan.state != "paused" or not isinstance(record, Mapping) or record.get("state") != "waiting":
+            raise RefusedError(
+                f"plan {plan_id!r} has no step {step_id!r} waiting on a decision (it is {plan.state})",
+                code="plan_not_waiting",
+                plan=plan_id,
+                step=step_id,
+                state=plan.state,
+            )
+        if not reason or not reason.strip() or len(reason) > 1000:
+            raise InputError("reason", "a decision's reason is 1-1000 characters of text")
+        return self._fire(plan_id, "decide", {"step_id": step_id, "approve": bool(approve), "reason": reason})
 
     def _skipped(self, plan: Instance, step: Step, attempt: int, why: str) -> _Outcome:
         """Record a clean-up step skipped because its target was not created by this plan."""
@@ -490,6 +559,7 @@ def _as_corral_error(exc: Exception, step: Step) -> CorralError:
 class _Outcome:
     kind: str  # succeeded, failed, caught, paused, skipped
     plan: Instance
+    waiting_on: Mapping[str, Any] | None = None
     error: dict[str, Any] | None = None
     next: str = ""
     reason: str = ""

@@ -54,6 +54,20 @@ class StepFailed(CorralError):
     default_code = "step_failed"
 
 
+class AgentBlocked(CorralError):
+    """A step's agent settled **blocked**: it waits on a person (a question, an approval). corral never
+    answers it; the executor records the step ``waiting`` (its outputs kept) and pauses the plan with
+    ``waiting_on: {kind: agent_blocked, target, since}`` until ``corral plans decide`` approves (the step
+    succeeds with what was collected) or rejects it (``decision_rejected``, catchable)."""
+
+    category = "refused"
+    default_code = "agent_blocked"
+
+    def __init__(self, message: str, outputs: Outputs, target: str, since: str | None) -> None:
+        super().__init__(message, target=target, since=since)
+        self.outputs = outputs
+
+
 class NotCreatedByPlan(CorralError):
     """A step would act on a lease or receipt this plan did not create (a reviewer of the same name
     started by someone else, a lane whose start failed). The executor records the step ``skipped``
@@ -400,10 +414,23 @@ async def reviewer_close(ctx: OpContext, args: dict[str, Any]) -> Outputs:
             str(lease.data["name"]),
             int(seq),
             int(args.get("lines") or 200),
+            blocked_reason=_decided_reason(ctx),
             lease_id=lease.id,
         )
     )
     return Outputs(_close_outputs("reviewer.close", result.lease), {"output": result.output})
+
+
+def _decided_reason(ctx: OpContext) -> str | None:
+    """A person's decision recorded on this plan (a step that waited on a blocked agent): it is also the
+    operator's decision that lets the plan's clean-up close that blocked agent (recorded with the lease)."""
+    from runner.plans import get_plan
+
+    for step_id, record in (get_plan(ctx.service.store, ctx.plan_id).data.get("steps") or {}).items():
+        decision = record.get("decision") if isinstance(record, dict) else None
+        if isinstance(decision, dict) and decision.get("reason"):
+            return f"plan {ctx.plan_id}, step {step_id}: {decision['reason']}"
+    return None
 
 
 @operation("writer.start", _resume_start("writer"))
@@ -483,6 +510,7 @@ async def writer_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
             str(args["checkpoint_ref"]),
             str(args["checkpoint_sha256"]).lower(),
             int(args.get("lines") or 200),
+            blocked_reason=_decided_reason(ctx),
             lease_id=lease.id,
         )
     )
@@ -552,7 +580,16 @@ async def _collect(ctx: OpContext, token: str, args: Mapping[str, Any]) -> Outpu
     observed_status = "done"
     with contextlib.suppress(CorralError):
         observed_status = ctx.service.host(result.receipt.data["host"]).get(result.receipt.data["pane_id"]).status
-    return Outputs({**_receipt_outputs(result.receipt), "status": observed_status}, {"output": result.output})
+    outputs = Outputs({**_receipt_outputs(result.receipt), "status": observed_status}, {"output": result.output})
+    if result.receipt.data.get("settled_status") == "blocked":
+        name = str(result.receipt.data.get("name"))
+        raise AgentBlocked(
+            f"{name!r} is blocked: it waits on a person (decide with `corral plans decide`)",
+            outputs,
+            name,
+            result.receipt.data.get("completed_at"),
+        )
+    return outputs
 
 
 def _own_receipts(ctx: OpContext, tokens: tuple[str, ...]) -> None:

@@ -33,7 +33,7 @@ def record_plan(ctx: Context) -> Update:
 @UPDATES.register("record_runner")
 def record_runner(ctx: Context) -> Update:
     """Record the runner now executing the plan."""
-    return Update(data={"runner": dict(ctx.params["runner"]), "paused_reason": None})
+    return Update(data={"runner": dict(ctx.params["runner"]), "paused_reason": None, "waiting_on": None})
 
 
 @UPDATES.register("record_step")
@@ -54,8 +54,24 @@ def record_step(ctx: Context) -> Update:
 
 @UPDATES.register("record_pause")
 def record_pause(ctx: Context) -> Update:
-    """Record why the plan waits for a person."""
-    return Update(data={"paused_reason": ctx.params["reason"]})
+    """Record why the plan waits for a person, and what it waits on (a blocked agent), if anything."""
+    return Update(data={"paused_reason": ctx.params["reason"], "waiting_on": ctx.params.get("waiting_on")})
+
+
+@UPDATES.register("record_decision")
+def record_decision(ctx: Context) -> Update:
+    """Record a person's decision on a waiting step: approve or reject, why, who, when."""
+    steps: dict[str, Any] = dict(ctx.data.get("steps") or {})
+    step_id = ctx.params["step_id"]
+    record = dict(steps[step_id])
+    record["decision"] = {
+        "approve": bool(ctx.params["approve"]),
+        "reason": ctx.params["reason"],
+        "actor": ctx.actor,
+        "at": format_time(ctx.now),
+    }
+    steps[step_id] = record
+    return Update(data={"steps": steps})
 
 
 @UPDATES.register("record_finish")

@@ -311,11 +311,14 @@ def test_review_through_corral_run_is_idempotent_by_plan_id(tmp_path: Path, cli:
 
 
 def test_plans_show_does_not_print_the_prompt(tmp_path: Path, cli: dict[str, Any]) -> None:
-    plan = plan_yaml(tmp_path / "plan.yaml", "secret-1", cli["project"], "echo a-secret-prompt-text")
+    # The agent's output is shown (the review's collected text); the prompt itself never is, so this
+    # prompt is one the scripted agent does not echo (it reviews the directory and names the prompt's digest).
+    plan = plan_yaml(tmp_path / "plan.yaml", "secret-1", cli["project"], "review a-secret-prompt-text")
     assert corral(cli["env"], tmp_path, "run", str(plan), "--json").returncode == 0
     shown = corral(cli["env"], tmp_path, "plans", "show", "secret-1", "--json")
     assert shown.returncode == 0
     assert "a-secret-prompt-text" not in shown.stdout
+    assert "files reviewed" in json.dumps(json.loads(shown.stdout)["collected"]), "the collected review is shown"
 
 
 def test_same_plan_id_same_content_is_the_same_plan_other_content_conflicts(rig: Rig) -> None:
