@@ -18,10 +18,8 @@ import builtins
 import hashlib
 import json
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -38,6 +36,7 @@ from runner.service import (
     AskManyInput,
     CollectInput,
     ControllerInput,
+    PaneCloseInput,
     ReceiptsInput,
     RelayInput,
     ResumeInput,
@@ -159,9 +158,7 @@ class World:
         )
 
     def ask_many(self, requests: tuple[tuple[str, str], ...], mode: str, timeout: float = 30) -> Any:
-        return anyio.run(
-            self.service.ask_many, AskManyInput("ctl", self.credential, requests, mode, timeout)
-        )
+        return anyio.run(self.service.ask_many, AskManyInput("ctl", self.credential, requests, mode, timeout))
 
     def wait_any(self, targets: tuple[tuple[str, int | None], ...], timeout: float) -> Any:
         return anyio.run(self.service.wait_any, WaitAnyInput("ctl", self.credential, targets, timeout))
@@ -249,7 +246,9 @@ def test_full_review_flow(world: World) -> None:
     assert receipt.data["after_seq"] > receipt.data["before_seq"]
     if world.rig.name == "process":
         assert receipt.data["after_seq"] == receipt.data["before_seq"] + 1, "the slot's own counter"
-    assert receipt.data["prompt_sha256"] == hashlib.sha256(b"echo reviewed the worktree\necho verdict: fine").hexdigest()
+    assert (
+        receipt.data["prompt_sha256"] == hashlib.sha256(b"echo reviewed the worktree\necho verdict: fine").hexdigest()
+    )
 
     (result,) = world.collect(receipt.token)
     settled = world.observe()
@@ -358,6 +357,7 @@ def test_ask_many_all_collects_every_result(world: World) -> None:
     assert len({r.receipt.data["batch_id"] for r in result.results}) == 1
 
 
+@pytest.mark.slow
 def test_ask_many_first_returns_one_result_and_pending_receipts_that_collect_later(world: World) -> None:
     world.start("fast")
     world.start("slow")
@@ -429,6 +429,7 @@ def test_a_pending_receipt_is_abandoned_only_once_its_agent_settled(world: World
 # --- waits -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_wait_any_returns_the_first_to_settle_and_a_cursorless_settled_target_waits_for_more(
     world: World,
 ) -> None:
@@ -514,6 +515,50 @@ def test_a_start_killed_after_its_pane_exists_is_found_and_closed_by_reconcile(w
     ]
     world.service._start_params = type(world.service)._start_params  # type: ignore[method-assign]
     assert world.start().state == "active", "the name and directory are free again"
+
+
+def test_an_operator_closes_the_pane_of_a_killed_start_fenced_and_bound_to_its_cursor(world: World) -> None:
+    """``corral agent close`` (machine ``pane``) on a pane a dead start left. Every process-host pane is
+    corral's; on Herdr only a pane a lease recorded (or the name, kind and cwd of a start that never
+    recorded one) is, so a background agent's pane is refused ``pane_not_corrals``."""
+
+    def die() -> None:
+        raise RunnerDied("killed after the pane was created")
+
+    world.service._start_params = dead_starter  # type: ignore[method-assign]
+    world.host.after["start"] = die
+    with pytest.raises(RunnerDied):
+        world.start()
+    (orphan,) = world.ours()
+
+    def pane_close(pane_id: str, seq: int, **changes: Any) -> Any:
+        fields: dict[str, Any] = {
+            "expected_name": "rev",
+            "expected_kind": "script",
+            "expected_cwd": str(world.worktree.resolve()),
+            "expected_state_change_seq": seq,
+            "host": world.rig.name,
+            **changes,
+        }
+        return world.service.pane_close(PaneCloseInput("ctl", world.credential, pane_id, **fields))
+
+    refused("cursor_mismatch", lambda: pane_close(orphan.pane_id, orphan.seq + 1))
+    # Naming another agent: the process host's pane is corral's whatever it holds, so the identity is
+    # refused; on Herdr the pane is corral's only as the start that recorded this name, kind and cwd.
+    wrong = "identity_changed" if world.rig.name == "process" else "pane_not_corrals"
+    refused(wrong, lambda: pane_close(orphan.pane_id, orphan.seq, expected_name="someone"))
+    if world.rig.background:
+        seen = world.host.get(min(world.rig.background))
+        refused(
+            "pane_not_corrals",
+            lambda: pane_close(seen.pane_id, seen.seq, expected_name="bg", expected_kind=seen.kind, expected_cwd="/"),
+        )
+    closed = pane_close(orphan.pane_id, orphan.seq, reason="the start was killed; the pane is mine")
+    assert closed.state == "closed" and closed.data["closing_seq"] == orphan.seq
+    assert world.ours() == []
+    assert set(world.rig.background) <= {o.pane_id for o in world.host.list()}
+    (action,) = world.reconcile()
+    assert (action["action"], action["to"]) == ("reconciled", "failed_closed"), "its lease settles: pane gone"
 
 
 def dead_starter() -> dict[str, Any]:
@@ -637,13 +682,13 @@ def test_a_writer_lane_starts_in_a_linked_worktree_relays_and_releases_at_head_a
     assert world.ours() == [], "the pane is closed"
     assert (wt / "src" / "draft.py").read_text() == "print('draft')\n", "the worktree is untouched"
     assert (head_of(wt), status_digest(wt)) == (head, status)
-    assert subprocess.run(["git", "-C", str(wt), "stash", "list"], capture_output=True, text=True).stdout == ""
-
+    assert git(wt, "stash", "list") == "", "nothing stashed"
 
 
 # --- what only Herdr has -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", ["herdr"], indirect=True)
 def test_after_a_herdr_restart_nothing_takes_the_new_agent_for_the_leased_one(world: World) -> None:
     """Herdr only: the process host has no server to restart (its slots live in corral's store). A
