@@ -718,3 +718,5 @@ def test_after_a_herdr_restart_nothing_takes_the_new_agent_for_the_leased_one(wo
         ("rev", "skip", "identity_changed"),
     ]
     assert world.lease().state == "active" and observed.pane_id in {o.pane_id for o in world.host.list()}
+    world.host.inner.close(observed.pane_id)  # a person closes it in Herdr: the lease then settles as gone
+    assert [(a["name"], a.get("to")) for a in world.reconcile() if a["name"] == "rev"] == [("rev", "closed")]
