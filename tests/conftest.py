@@ -1,8 +1,16 @@
-"""Shared fixtures: a private state home, a real SQLite store file, a controllable clock, hermetic git."""
+"""Shared fixtures: a private state home, a real SQLite store file, a controllable clock, hermetic git,
+and the contract fake of ``herdr`` (for the agent host tests and the service suite over both hosts).
+
+``tests/agents/fake_herdr.py`` is loaded here once and registered as the module ``fake_herdr``, so any
+test module can ``from fake_herdr import FakeHerdr`` (the suite runs with ``--import-mode=importlib``,
+which puts no test directory on ``sys.path``). It stays a file of its own: the fake ``herdr``
+executable runs that very file as a script.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -15,6 +23,14 @@ from runner.service import AcquireInput, Grant, Service
 from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import GIT_ENV, GIT_REDIRECTS
+
+_spec = importlib.util.spec_from_file_location("fake_herdr", Path(__file__).parent / "agents" / "fake_herdr.py")
+assert _spec is not None and _spec.loader is not None
+_module = importlib.util.module_from_spec(_spec)
+sys.modules["fake_herdr"] = _module
+_spec.loader.exec_module(_module)
+
+from fake_herdr import FakeHerdr  # noqa: E402 - importable only once registered just above
 
 pytest_plugins = ["tests.plugins.transitions"]  # transition coverage of the whole suite (see that module)
 REPO = Path(__file__).resolve().parent.parent
@@ -95,3 +111,31 @@ def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
         monkeypatch.setenv(name, value)
     for name in GIT_REDIRECTS:
         monkeypatch.delenv(name, raising=False)
+
+
+FAKE_CONTROLS = (
+    "FAKE_HERDR_WORK_SECONDS",
+    "FAKE_HERDR_PANE_BUSY",
+    "FAKE_HERDR_LAUNCH_SECONDS",
+    "FAKE_HERDR_REACT_SECONDS",
+    "FAKE_HERDR_DETECT_KIND",
+    # Herdr's own environment (set inside its panes) and corral's choice of binary: unset, so that a
+    # test run inside Herdr still talks to the fake.
+    "HERDR_WORKSPACE_ID",
+    "HERDR_PANE_ID",
+    "HERDR_SOCKET_PATH",
+    "HERDR_BIN_PATH",
+    "CORRAL_HERDR",
+)
+
+
+@pytest.fixture
+def fake_herdr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHerdr:
+    """A fresh fake Herdr, its ``herdr`` first on ``PATH``; the test-only controls start unset."""
+    fake = FakeHerdr(tmp_path / "fake-herdr")
+    fake.install()
+    monkeypatch.setenv("PATH", f"{fake.bin}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_HERDR_STATE", str(fake.state_dir))
+    for name in FAKE_CONTROLS:
+        monkeypatch.delenv(name, raising=False)
+    return fake

@@ -868,7 +868,17 @@ class AgentOps(ServiceBase):
             if ambiguous is not None:
                 action.update(action="skip", why=ambiguous)
             elif lease.state == "active" and observed.get("exists"):
-                continue  # a live lease with its pane: nothing to reconcile, nothing to report
+                if same_identity(observed, lease.data):
+                    continue  # a live lease with its agent: nothing to reconcile, nothing to report
+                # The pane holds another agent (after a Herdr restart: another terminal, no name). No
+                # transition fits (the pane is not gone, and closing it would close an agent corral
+                # did not start): report it, touch nothing; a person decides.
+                action.update(
+                    action="skip",
+                    code="identity_changed",
+                    why=f"pane {observed.get('pane_id')!r} no longer holds the leased agent (its name, kind, cwd or "
+                    "terminal changed, as after a Herdr restart); inspect it in the host",
+                )
             else:
                 starter = lockstatus.status(lease.data.get("starter")) if lease.state == "provisioning" else None
                 try:
@@ -1018,10 +1028,10 @@ class AgentOps(ServiceBase):
                 code=code,
                 receipt=view.to_dict(),
             )
+        settled: dict[str, Any] | None = self._not_the_receipts(host, receipt)
         try:
-            settled: dict[str, Any] | None = (
-                await host.wait(pane_id, int(receipt.data["after_seq"]), inp.timeout)
-            ).to_dict()
+            if settled is None:
+                settled = (await host.wait(pane_id, int(receipt.data["after_seq"]), inp.timeout)).to_dict()
         except AgentGoneError:
             settled = dict(GONE)
         except WaitTimeoutError as exc:
@@ -1050,6 +1060,15 @@ class AgentOps(ServiceBase):
         collected = CollectResult(view, output)
         self._check_run(collected)
         return collected
+
+    def _not_the_receipts(self, host: AgentHost, receipt: Instance) -> dict[str, Any] | None:
+        """The observation of the receipt's pane if it no longer holds the receipt's agent (gone, or
+        another agent: after a Herdr restart the pane has another terminal and the agent no name),
+        else None. Such a receipt can only fail (``identity_changed``), so collect must not wait on it:
+        its cursor belongs to the old lifetime (Herdr's counter restarts from 0), and a wait for a seq
+        past it would run out the whole timeout instead."""
+        observed = self._observe(host, receipt.data.get("pane_id"))
+        return None if same_identity(observed, receipt.data) else observed
 
     @staticmethod
     def _check_run(collected: CollectResult) -> None:
@@ -1127,6 +1146,17 @@ class AgentOps(ServiceBase):
         self._check_fence(inp.credential)
         receipts = [self._receipt(token) for token in inp.tokens]
         winner = next((r.data["token"] for r in receipts if r.state == "completed"), None)
+        if winner is None:
+            # A receipt whose agent is already not its own ends the wait at once (collect fails it,
+            # identity_changed), as a vanished agent does; its old-lifetime cursor would never be passed.
+            winner = next(
+                (
+                    r.data["token"]
+                    for r in receipts
+                    if r.state == "pending" and self._not_the_receipts(self.host(str(r.data["host"])), r) is not None
+                ),
+                None,
+            )
         if winner is None:
             for receipt in receipts:
                 if receipt.state != "pending":
