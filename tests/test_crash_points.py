@@ -80,7 +80,9 @@ class Cli:
 
     def reconcile(self, machine: str = "reviewer", fault: str | None = None) -> Any:
         group = "agent" if machine == "pane" else machine
-        args = (group, "reconcile", "--controller", "ctl")
+        args: tuple[str, ...] = (group, "reconcile", "--controller", "ctl")
+        if machine == "adopted":
+            args += ("--apply",)  # a dry run unless told
         if fault is not None:
             return self.crash(fault, *args)
         return self.ok(*args)["actions"]
@@ -187,6 +189,56 @@ def close_args(cli: Cli, pane: str) -> tuple[str, ...]:
     )  # fmt: skip
 
 
+OUTSIDE = """
+import sys
+from runner.agents.abc import StartOptions
+from runner.agents.kinds import Kinds
+from runner.agents.process import ProcessHost
+from runner.home import Home
+from runner.store import open_store
+
+home = Home.locate(None)
+host = ProcessHost(open_store(home.default_store_url), home.ensure("agents"), Kinds.load([]))
+print(host.start(sys.argv[1], "script", sys.argv[2], StartOptions()).pane_id)
+"""
+
+
+def outside_pane(cli: Cli, name: str = "stray") -> str:
+    """An agent made outside corral: a process-host slot started directly, in another process, no lease."""
+    done = subprocess.run(
+        [sys.executable, "-c", OUTSIDE, name, str(cli.project.resolve())],
+        capture_output=True, text=True, env=cli.env, cwd=cli.root, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def adopt_args(cli: Cli, pane: str) -> tuple[str, ...]:
+    return (
+        "adopt", pane, "--controller", "ctl", "--expect-name", "stray", "--expect-kind", "script",
+        "--expect-cwd", str(cli.project.resolve()), "--expect-seq", "0",
+    )  # fmt: skip
+
+
+def adopted_close(cli: Cli, point: str) -> None:
+    pane = outside_pane(cli)
+    cli.ok(*adopt_args(cli, pane))
+    cli.crash(f"adopted.close:{point}", "adopted", "close", "stray", "--controller", "ctl", "--expect-seq", "0")
+    assert [a["to"] for a in cli.reconcile("adopted")] == ["closed"]
+    cli.settled()
+    assert cli.panes() == []
+
+
+def adopted_reconcile(cli: Cli, point: str) -> None:
+    pane = outside_pane(cli)
+    cli.ok(*adopt_args(cli, pane))
+    cli.crash("adopted.close:intent", "adopted", "close", pane, "--controller", "ctl", "--expect-seq", "0")
+    cli.reconcile("adopted", fault=f"adopted.reconcile:{point}")
+    assert [a["to"] for a in cli.reconcile("adopted")] == ["closed"]
+    cli.settled()
+    assert cli.panes() == []
+
+
 def lane(cli: Cli, name: str = "alpha") -> tuple[Path, dict[str, Any]]:
     repo = cli.root / "repo"
     if not repo.exists():
@@ -249,6 +301,8 @@ CASES: dict[str, Callable[[Cli, str], None]] = {
     "receipt.relay": receipt_relay,
     "pane.close": pane_close,
     "pane.reconcile": pane_reconcile,
+    "adopted.close": adopted_close,
+    "adopted.reconcile": adopted_reconcile,
 }
 
 

@@ -17,7 +17,8 @@ GuardFn = Callable[..., Rejection | None]
 
 GUARDS: Registry[GuardFn] = Registry("guard", "corral.guards")
 
-from runner.guards import agents as _agents  # noqa: E402, F401  (registers the built-ins; needs GUARDS)
+from runner.guards import adopted as _adopted  # noqa: E402, F401  (registers the built-ins; needs GUARDS)
+from runner.guards import agents as _agents  # noqa: E402, F401
 from runner.guards import git as _git  # noqa: E402, F401
 from runner.guards import lease as _lease  # noqa: E402, F401
 from runner.guards import plans as _plans  # noqa: E402, F401

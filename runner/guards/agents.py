@@ -24,8 +24,12 @@ from runner.agents.abc import IDENTITY, PROMPTABLE, SETTLED, STATUSES
 from runner.context import Context, Rejection
 from runner.guards import GUARDS
 
-# Machines whose instances lease one agent each (writer lanes join with the writer machine).
+# Machines whose instances lease one agent each (writer lanes join with the writer machine); only
+# these are prompt targets.
 LEASE_MACHINES = ("reviewer", "writer")
+# Invariant: every machine whose live instances hold a pane (and its name): an adopted pane is held for
+# cleanup only, so it is never a prompt target, but no other lease may take its pane or name.
+PANE_LEASE_MACHINES = (*LEASE_MACHINES, "adopted")
 # Invariant: a lease in one of these states may still hold a pane, so its name is taken.
 LIVE_LEASE_STATES = (
     "provisioning",
@@ -76,9 +80,9 @@ def _identity_rejection(observed: Mapping[str, Any], expected: Mapping[str, Any]
 
 @GUARDS.register("agent_name_free")
 def agent_name_free(ctx: Context) -> Rejection | None:
-    """No live lease (reviewer or writer, any controller) holds the requested agent name."""
+    """No live lease (reviewer, writer or adopted, any controller) holds the requested agent name."""
     name = ctx.params.get("name")
-    for machine in LEASE_MACHINES:
+    for machine in PANE_LEASE_MACHINES:
         for lease in ctx.view.find(machine, LIVE_LEASE_STATES):
             if lease.data.get("name") == name:
                 return Rejection(
@@ -362,7 +366,7 @@ def agent_expected(ctx: Context) -> Rejection | None:
 
 
 def _holder(ctx: Context, host: Any, pane_id: Any) -> Any:
-    for machine in LEASE_MACHINES:
+    for machine in PANE_LEASE_MACHINES:
         for lease in ctx.view.find(machine, LIVE_LEASE_STATES):
             if lease.data.get("pane_id") == pane_id and lease.data.get("host") == host:
                 return lease

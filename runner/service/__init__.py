@@ -6,7 +6,8 @@ and render what comes back; no surface holds a business rule. An input that fail
 
 Operations are grouped by lifecycle: :mod:`~runner.service.controller` (the lease),
 :mod:`~runner.service.agents` (reviewers, receipts, waits), :mod:`~runner.service.writers`
-(writer lanes), :mod:`~runner.service.definitions` (validate, machines).
+(writer lanes), :mod:`~runner.service.adopted` (adopted panes, cleanup only),
+:mod:`~runner.service.definitions` (validate, machines).
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from dataclasses import dataclass
 
 from runner.context import Event
 from runner.errors import InputError
+from runner.service.adopted import (
+    AdoptedCloseInput,
+    AdoptedListInput,
+    AdoptedOps,
+    AdoptedReleaseInput,
+    AdoptInput,
+)
 from runner.service.agents import (
     AbandonInput,
     AgentLeaseView,
@@ -74,7 +82,7 @@ class EventsInput:
             raise InputError("limit", f"{self.limit!r} is not a positive integer")
 
 
-class Service(ControllerOps, WriterOps):
+class Service(ControllerOps, WriterOps, AdoptedOps):
     """corral's operations over one store."""
 
     def events(self, inp: EventsInput) -> list[Event]:
@@ -88,6 +96,10 @@ __all__ = [
     "TTL_MIN",
     "AbandonInput",
     "AcquireInput",
+    "AdoptInput",
+    "AdoptedCloseInput",
+    "AdoptedListInput",
+    "AdoptedReleaseInput",
     "AgentLeaseView",
     "AskManyInput",
     "AskManyResult",

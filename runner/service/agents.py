@@ -42,7 +42,13 @@ from runner.errors import (
     RefusedError,
 )
 from runner.fence import Credential
-from runner.guards.agents import LEASE_MACHINES, LIVE_LEASE_STATES, OPEN_RECEIPT_STATES, same_identity
+from runner.guards.agents import (
+    LEASE_MACHINES,
+    LIVE_LEASE_STATES,
+    OPEN_RECEIPT_STATES,
+    PANE_LEASE_MACHINES,
+    same_identity,
+)
 from runner.service.base import ServiceBase
 from runner.service.checks import UUID, check_controller_id, check_credential
 
@@ -594,6 +600,7 @@ class AgentOps(ServiceBase):
             if lease.data.get("name") == name and lease.data.get("controller_id") == controller_id
         ]
         if not found:
+            self._refuse_adopted(controller_id, name)
             raise NotFoundError(
                 f"controller {controller_id!r} holds no {' or '.join(states)} lease named {name!r}",
                 code="target_unknown",
@@ -632,6 +639,19 @@ class AgentOps(ServiceBase):
                 state=lease.state,
             )
         return lease
+
+    def _refuse_adopted(self, controller_id: str, name: str) -> None:
+        """A name that only an adopted lease holds is refused as such: an adoption is for cleanup only
+        (``corral adopted close|release``), never a target of prompts, waits or reviewer/writer verbs."""
+        for lease in self.store.find("adopted", LIVE_LEASE_STATES):
+            if lease.data.get("name") == name and lease.data.get("controller_id") == controller_id:
+                raise RefusedError(
+                    f"{name!r} is an adopted pane ({lease.id}): adoption allows only `corral adopted close` and "
+                    "`corral adopted release`, never prompts",
+                    code="lease_adopted",
+                    target=name,
+                    lease=lease.id,
+                )
 
     def _settled(self, result: Result, code: str, doing: str) -> AgentLeaseView:
         """The lease after a two-phase start or close; :class:`AgentOperationError` unless it succeeded."""
@@ -723,7 +743,7 @@ class AgentOps(ServiceBase):
             return self._observe(host, pane_id), None
         held = {
             other.data.get("pane_id")
-            for machine in LEASE_MACHINES
+            for machine in PANE_LEASE_MACHINES
             for other in self.store.find(machine, LIVE_LEASE_STATES)
             if other.data.get("host") == lease.data.get("host")
         }
@@ -1309,7 +1329,7 @@ class AgentOps(ServiceBase):
         host = self.host(host_name)
         holders = {
             (lease.data.get("host"), lease.data.get("pane_id")): lease
-            for machine in LEASE_MACHINES
+            for machine in PANE_LEASE_MACHINES
             for lease in self.store.find(machine, LIVE_LEASE_STATES)
         }
         out = []

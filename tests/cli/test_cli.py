@@ -243,6 +243,7 @@ def test_validate_strict_fails_on_warnings(corral: Any, tmp_path: Path) -> None:
 def test_machines_and_draw(corral: Any, tmp_path: Path) -> None:
     listed = corral("machines", "--json").json()["machines"]
     assert [(m["name"], m["builtin"], m["states"], m["transitions"]) for m in listed] == [
+        ("adopted", True, 6, 6),
         ("controller", True, 3, 5),
         ("pane", True, 4, 3),
         ("plan", True, 7, 8),  # retry: failed -> running
