@@ -315,3 +315,22 @@ def test_a_blocked_writer_is_released_only_on_an_operators_decision(world: World
     released = world.service.writer_release(WriterReleaseInput(*args, blocked_reason="needs a human"))
     assert released.lease.state == "released" and released.lease.data["decision"]["reason"] == "needs a human"
     assert (worktree / "src" / "app.py").read_text() == "print('app')\n"
+
+
+def test_an_orphaned_start_whose_pane_was_closed_elsewhere_is_settled(world: World) -> None:
+    """reviewer reconcile orphaned -> failed_closed (its pane is gone: nothing to close)."""
+    from runner.agents.process import ProcessHost
+
+    world.host.die_after_create = True
+    with pytest.raises(RunnerDied):
+        world.start()
+    world.host.die_after_create = False
+    world.host.close_fault = "error"
+    assert actions(world) == [("provisioning", "reconciled", "orphaned")], "closing the pane failed"
+    lease = world.only("reviewer")
+    assert lease.state == "orphaned"
+    world.host.close_fault = None
+    (pane,) = live_panes(world)
+    ProcessHost.close(world.host, pane)  # closed by other means
+    assert actions(world) == [("orphaned", "reconciled", "failed_closed")]
+    assert world.edges("reviewer")[-1] == ("reconcile", "orphaned", "failed_closed")
