@@ -148,7 +148,7 @@ corral controller release --controller demo \
 step "the event log"
 corral events
 
-step "plans: the review and writer-lane recipes submitted together, run durably with live progress"
+step "plans: the review, batch-review and writer-lane recipes submitted together, run durably with live progress"
 git -C .demo/repo worktree add -q -b plan-lane ../plan-lane
 mkdir -p .demo/plans
 cat > .demo/plans/review.yaml <<YAML
@@ -180,9 +180,22 @@ inputs:
   authority_ref: "ISSUE-5: plans"
   authority_sha256: "$(sha 'ISSUE-5: plans')"
 YAML
-plans=(.demo/plans/review.yaml .demo/plans/writer-lane.yaml)
+cat > .demo/plans/batch-review.yaml <<YAML
+plan: demo-batch-review
+recipe: batch-review
+controller: demo-plans
+inputs:
+  cwd: $PWD/.demo/project
+  prompt_a: review this project for correctness
+  prompt_b: review this project for style
+  kind: script
+  mode: first
+  authority_ref: "ISSUE-5: plans"
+  authority_sha256: "$(sha 'ISSUE-5: plans')"
+YAML
+plans=(.demo/plans/review.yaml .demo/plans/batch-review.yaml .demo/plans/writer-lane.yaml)
 if [ "$sandbox" != yes ]; then
-  plans=(.demo/plans/review.yaml)
+  plans=(.demo/plans/review.yaml .demo/plans/batch-review.yaml)
   skip "the writer-lane plan: its verify step needs a usable Bubblewrap"
 fi
 corral run "${plans[@]}"
