@@ -80,7 +80,7 @@ class Cli:
 
     def reconcile(self, machine: str = "reviewer", fault: str | None = None) -> Any:
         group = "agent" if machine == "pane" else machine
-        args = (group, "reconcile", "--controller", "ctl")
+        args = (group, "reconcile", "--controller", "ctl", "--apply")
         if fault is not None:
             return self.crash(fault, *args)
         return self.ok(*args)["actions"]
@@ -278,3 +278,19 @@ def test_the_harness_is_inert_without_the_test_variable(cli: Cli) -> None:
     cli.env["CORRAL_FAULT"] = "after:reviewer.close:intent"  # armed, but CORRAL_TEST_FAULTS is not set
     closed = cli.run("reviewer", "close", "rev", "--controller", "ctl", "--expect-seq", "0", "--json")
     assert closed.returncode == 0, closed.stdout + closed.stderr
+
+
+def test_reconcile_through_the_executable_is_a_dry_run_unless_applied(cli: Cli) -> None:
+    """Issue 10: `reviewer reconcile` plans (exit 0, nothing changed); `--apply --lease ID` acts."""
+    cli.start(fault="reviewer.start:effect")
+    before = cli.run("events", "--json").stdout
+    dry = cli.ok("reviewer", "reconcile", "--controller", "ctl")
+    (plan,) = dry["actions"]
+    assert dry["applied"] is False and plan["action"] == "would_reconcile" and plan["to"] == "failed_closed"
+    assert cli.run("events", "--json").stdout == before, "the dry run recorded nothing"
+    assert cli.ok("status")["needs_attention"] != []
+    text = cli.run("reviewer", "reconcile", "--controller", "ctl")
+    assert text.returncode == 0 and "dry run" in text.stdout and "would_reconcile" in text.stdout
+    done = cli.ok("reviewer", "reconcile", "--controller", "ctl", "--apply", "--lease", plan["lease"])
+    assert [a["to"] for a in done["actions"]] == ["failed_closed"]
+    cli.settled()

@@ -186,7 +186,7 @@ def reviewer_list(app: App, controller_id: str | None, include_ended: bool, as_j
     )
 
 
-def _show_housekeeping(result: Any, as_json: bool, verb: str) -> None:
+def show_housekeeping(result: Any, as_json: bool, verb: str) -> None:
     if as_json:
         render.emit_json(result.to_dict())
         return
@@ -194,9 +194,25 @@ def _show_housekeeping(result: Any, as_json: bool, verb: str) -> None:
         click.echo(f"nothing to {verb}")
     for action in result.actions:
         why = f": {action['why']}" if action.get("why") else ""
-        click.echo(f"{action['action']:>12} {action['name']} ({action['lease']}){why}")
+        code = f" [{action['code']}]" if action.get("code") else ""
+        to = f" -> {action['to']}" if action.get("to") else ""
+        click.echo(f"{action['action']:>15} {action['name']} ({action['lease']}){to}{code}{why}")
     if not result.applied:
-        click.echo("(dry run: nothing was closed; add --apply to close)")
+        click.echo(f"(dry run: nothing was changed; add --apply to {verb})")
+
+
+def reconcile_options(fn: Any) -> Any:
+    """``--apply`` (default: a dry run) and ``--lease ID`` (repeatable) for the reconcile commands."""
+    fn = click.option(
+        "--lease",
+        "leases",
+        multiple=True,
+        metavar="ID",
+        help="Only this lease (its id as the dry run names it; repeatable).",
+    )(fn)
+    return click.option(
+        "--apply", is_flag=True, help="Really reconcile (default: a dry run that reports the plan per lease)."
+    )(fn)
 
 
 @reviewer.command(name="cleanup")
@@ -210,23 +226,26 @@ def reviewer_cleanup(app: App, controller_id: str, apply: bool, credential_path:
     from runner.service import ControllerInput
 
     credential = load_credential(app, controller_id, credential_path)
-    _show_housekeeping(
+    show_housekeeping(
         app.service.reviewer_cleanup(ControllerInput(controller_id, credential, apply)), as_json, "clean up"
     )
 
 
 @reviewer.command(name="reconcile")
 @controller_option
+@reconcile_options
 @credential_option
 @json_option
 @click.pass_obj
-def reviewer_reconcile(app: App, controller_id: str, credential_path: Path | None, as_json: bool) -> None:
-    """Settle reviewers left in intermediate states whose pane is gone."""
+def reviewer_reconcile(
+    app: App, controller_id: str, apply: bool, leases: tuple[str, ...], credential_path: Path | None, as_json: bool
+) -> None:
+    """Settle reviewers a crash left unsettled (dry run unless --apply): per lease, what and why."""
     from runner.service import ControllerInput
 
     credential = load_credential(app, controller_id, credential_path)
-    _show_housekeeping(
-        app.service.reviewer_reconcile(ControllerInput(controller_id, credential, True)), as_json, "reconcile"
+    show_housekeeping(
+        app.service.reviewer_reconcile(ControllerInput(controller_id, credential, apply, leases)), as_json, "reconcile"
     )
 
 
@@ -294,16 +313,20 @@ def agent_close(
 
 @agent.command(name="reconcile")
 @controller_option
+@reconcile_options
 @credential_option
 @json_option
 @click.pass_obj
-def agent_reconcile(app: App, controller_id: str, credential_path: Path | None, as_json: bool) -> None:
-    """Settle operator closes (`corral agent close`) killed before their outcome was recorded."""
+def agent_reconcile(
+    app: App, controller_id: str, apply: bool, leases: tuple[str, ...], credential_path: Path | None, as_json: bool
+) -> None:
+    """Settle operator closes (`corral agent close`) killed before their outcome was recorded (dry run
+    unless --apply)."""
     from runner.service import ControllerInput
 
     credential = load_credential(app, controller_id, credential_path)
-    _show_housekeeping(
-        app.service.pane_reconcile(ControllerInput(controller_id, credential, True)), as_json, "reconcile"
+    show_housekeeping(
+        app.service.pane_reconcile(ControllerInput(controller_id, credential, apply, leases)), as_json, "reconcile"
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from runner.cli import render
-from runner.cli.agents import agent_options, lines_option
+from runner.cli.agents import agent_options, lines_option, reconcile_options, show_housekeeping
 from runner.cli.app import App, cli, controller_option, credential_option, json_option, load_credential
 
 
@@ -238,17 +238,19 @@ def writer_list(app: App, controller_id: str | None, include_ended: bool, as_jso
 
 @writer.command(name="reconcile")
 @controller_option
+@reconcile_options
 @credential_option
 @json_option
 @click.pass_obj
-def writer_reconcile(app: App, controller_id: str, credential_path: Path | None, as_json: bool) -> None:
-    """Settle lanes left in intermediate states whose pane is gone."""
-    from runner.cli.agents import _show_housekeeping
+def writer_reconcile(
+    app: App, controller_id: str, apply: bool, leases: tuple[str, ...], credential_path: Path | None, as_json: bool
+) -> None:
+    """Settle lanes a crash left unsettled (dry run unless --apply): per lease, what and why."""
     from runner.service import ControllerInput
 
     credential = load_credential(app, controller_id, credential_path)
-    _show_housekeeping(
-        app.service.reconcile(ControllerInput(controller_id, credential, True), "writer"), as_json, "reconcile"
+    show_housekeeping(
+        app.service.reconcile(ControllerInput(controller_id, credential, apply, leases), "writer"), as_json, "reconcile"
     )
 
 

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 HOSTS = ("process", "herdr")
 TOKEN_PREFIX = "corral-receipt-v1."
 TOKEN = re.compile(r"^corral-receipt-v1\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+LEASE_ID = re.compile(r"^[a-z]{1,32}/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 OPTION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 CAPTURE_LINES_DEFAULT, CAPTURE_LINES_MAX = 200, 10000
 TIMEOUT_DEFAULT, TIMEOUT_MAX = 600.0, 86400.0
@@ -198,15 +199,23 @@ class ReviewerListInput:
 
 @dataclass(frozen=True)
 class ControllerInput:
-    """An operation over everything a controller holds (cleanup, reconcile)."""
+    """An operation over everything a controller holds (cleanup, reconcile).
+
+    ``apply`` False (the default) is a dry run: report what would be done, do nothing. ``leases``
+    (instance ids, as the report names them) limits it to those leases; empty: all of them.
+    """
 
     controller_id: str
     credential: Credential
     apply: bool = False
+    leases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
+        for lease in self.leases:
+            if not isinstance(lease, str) or not LEASE_ID.match(lease):
+                raise InputError("lease", f"{lease!r} is not a lease id (MACHINE/UUID, as reports name them)")
 
 
 @dataclass(frozen=True)
@@ -490,7 +499,21 @@ class AgentOps(ServiceBase):
         secrets: Mapping[str, str] | None = None,
         host: AgentHost | None = None,
     ) -> Result:
-        request = Request(
+        request = self._request(instance_id, trigger, credential, params, observations, secrets=secrets, host=host)
+        return self.engine.fire(self.library.builtin(machine), request)
+
+    def _request(
+        self,
+        instance_id: str,
+        trigger: str,
+        credential: Credential,
+        params: Mapping[str, Any],
+        observations: Mapping[str, Any],
+        *,
+        secrets: Mapping[str, str] | None = None,
+        host: AgentHost | None = None,
+    ) -> Request:
+        return Request(
             instance_id=instance_id,
             trigger=trigger,
             params={**self._credential_params(credential), **{k: v for k, v in params.items() if v is not None}},
@@ -499,7 +522,6 @@ class AgentOps(ServiceBase):
             actor=self.actor,
             resources={"agents": host} if host is not None else {},
         )
-        return self.engine.fire(self.library.builtin(machine), request)
 
     @staticmethod
     def _observe(host: AgentHost, pane_id: str | None) -> dict[str, Any]:
@@ -748,50 +770,80 @@ class AgentOps(ServiceBase):
         return Housekeeping(inp.apply, actions)
 
     def reconcile(self, inp: ControllerInput, machine: str = "reviewer") -> Housekeeping:
-        """Settle this controller's leases (``reviewer`` or ``writer``) left where ``reconcile`` applies.
+        """Settle this controller's leases (``reviewer``, ``writer`` or ``pane``) left where ``reconcile``
+        applies; without ``inp.apply`` only report, per lease, what would be done and why.
 
         A lease whose pane is gone is settled; the pane of a start that never finished (found by its
         recorded pane, or by the start nonce and identity it recorded before the pane was created) is
         closed, fenced, and the lease ends ``failed_closed``; a recorded close or release whose pane is
         still open with the agent at the bound cursor is finished. A start whose process still runs is
-        left alone; whatever the guards refuse is reported with their code, and nothing is touched."""
+        left alone; whatever the guards refuse is reported with their code, and nothing is touched.
+
+        The dry run observes exactly as the real run does and asks the engine to evaluate the same
+        request through the machine's guards (:meth:`Engine.plan`) without writing or acting, so its
+        plan is the decision the apply would take on those observations (the world may move between).
+        """
         from runner import lockstatus
 
         self._check_fence(inp.credential)
         spec = self.library.builtin(machine)
         unsettled = [state for state in spec.states if spec.transitions_for("reconcile", state)]
         actions: list[dict[str, Any]] = []
+        seen: set[str] = set()
         for lease in self.store.find(machine, unsettled):
             if lease.data.get("controller_id") != inp.controller_id:
                 continue
+            if inp.leases and lease.id not in inp.leases:
+                continue
+            seen.add(lease.id)
             host = self.host(lease.data["host"])
             observed, ambiguous = self._find_pane(host, lease)
             action: dict[str, Any] = {"name": lease.data.get("name"), "lease": lease.id, "state": lease.state}
             if ambiguous is not None:
                 action.update(action="skip", why=ambiguous)
             elif lease.state == "active" and observed.get("exists"):
+                if inp.leases:  # asked for by id: say why nothing is done
+                    action.update(action="skip", why="the lease is active and its pane is live: nothing to reconcile")
+                    actions.append(action)
                 continue  # a live lease with its pane: nothing to reconcile, nothing to report
             else:
                 starter = lockstatus.status(lease.data.get("starter")) if lease.state == "provisioning" else None
+                observations = {"agent": observed, "starter": starter}
                 try:
-                    result = self._fire_on(
-                        machine,
-                        lease.id,
-                        "reconcile",
-                        inp.credential,
-                        {},
-                        {"agent": observed, "starter": starter},
-                        host=host,
-                    )
+                    if inp.apply:
+                        result = self._fire_on(
+                            machine, lease.id, "reconcile", inp.credential, {}, observations, host=host
+                        )
+                    else:
+                        plan = self.engine.plan(
+                            spec, self._request(lease.id, "reconcile", inp.credential, {}, observations)
+                        )
                 except RefusedError as exc:
                     # The machine's guards judged the evidence insufficient: report why, touch nothing.
                     action.update(action="skip", code=exc.code, why=exc.message)
                 else:
-                    action.update(action="reconciled", to=result.instance.state)
-                    if observed.get("exists"):
-                        action.update(closed_pane=observed.get("pane_id"))
+                    if inp.apply:
+                        action.update(action="reconciled", to=result.instance.state)
+                        if observed.get("exists"):
+                            action.update(closed_pane=observed.get("pane_id"))
+                    else:
+                        action.update(action="would_reconcile", to=plan.then, why=" ".join(plan.description.split()))
+                        if plan.effects:
+                            action.update(via=plan.dest, effects=plan.effects)
+                        if observed.get("exists"):
+                            action.update(would_close_pane=observed.get("pane_id"))
             actions.append(action)
-        return Housekeeping(True, actions)
+        for missing in inp.leases:
+            if missing not in seen:
+                actions.append(
+                    {
+                        "name": None,
+                        "lease": missing,
+                        "action": "skip",
+                        "why": f"not a {machine} lease of controller {inp.controller_id!r} that reconcile applies to",
+                    }
+                )
+        return Housekeeping(inp.apply, actions)
 
     def reviewer_reconcile(self, inp: ControllerInput) -> Housekeeping:
         """:meth:`reconcile` for reviewer leases."""

@@ -302,11 +302,11 @@ def test_failed_start_closes_its_pane_or_is_orphaned_until_reconciled(tmp_path: 
     assert error.details["lease"]["state"] == "orphaned"
     pane = error.details["lease"]["pane_id"]
     # Reconcile closes the orphaned start's pane itself (fenced); while closing keeps failing, it stays orphaned.
-    again = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential))
+    again = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential, apply=True))
     assert [(a["action"], a["to"]) for a in again.actions] == [("reconciled", "orphaned")]
     assert [o.pane_id for o in world.host.list()] == [pane]
     world.host.close_fails = False  # type: ignore[attr-defined]
-    done = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential))
+    done = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential, apply=True))
     assert [(a["action"], a["to"], a["closed_pane"]) for a in done.actions] == [("reconciled", "failed_closed", pane)]
     assert world.host.list() == [], "the orphaned pane is closed"
     assert {x.state for x in world.service.reviewers(ReviewerListInput("ctl", include_ended=True))} == {"failed_closed"}
@@ -341,7 +341,7 @@ def test_close_failure_then_reconcile(tmp_path: Path) -> None:
     )
     assert error.details["lease"]["state"] == "close_failed"
     ProcessHost.close(world.host, "p1")
-    done = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential))
+    done = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential, apply=True))
     assert [(a["action"], a["to"]) for a in done.actions] == [("reconciled", "closed")]
 
 
