@@ -87,7 +87,7 @@ class Plan:
     dest: str
     effects: list[str]
     then: str
-    description: str | None = None
+    description: str = ""
 
 
 class Engine:
