@@ -556,28 +556,42 @@ def _parse_target(raw: str) -> tuple[str, int | None]:
     multiple=True,
     required=True,
     metavar="TARGET[:AFTER_SEQ]",
-    help="A leased agent, and the cursor to wait past (default: its cursor now).",
+    help="A leased agent, and the cursor to wait past (without one: already settled wins at once).",
+)
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="A target without a cursor waits for its next settle after this call, even if it is settled now.",
 )
 @timeout_option
+@click.option("--lines", type=int, default=40, show_default=True, help="Lines of each winner's output.")
 @credential_option
 @json_option
 @click.pass_obj
 def wait_any(
-    app: App, controller_id: str, targets: tuple[str, ...], timeout: float, credential_path: Path | None, as_json: bool
+    app: App,
+    controller_id: str,
+    targets: tuple[str, ...],
+    fresh: bool,
+    timeout: float,
+    lines: int,
+    credential_path: Path | None,
+    as_json: bool,
 ) -> None:
-    """Wait until the first of 1-16 leased agents settles after its cursor."""
+    """Wait until the first of 1-16 leased agents settles; print each winner's state and output."""
     from runner.service import WaitAnyInput
 
     credential = load_credential(app, controller_id, credential_path)
     parsed = tuple(_parse_target(t) for t in targets)
     import anyio
 
-    result = anyio.run(app.service.wait_any, WaitAnyInput(controller_id, credential, parsed, timeout))
+    result = anyio.run(app.service.wait_any, WaitAnyInput(controller_id, credential, parsed, timeout, lines, fresh))
     if as_json:
         render.emit_json(result.to_dict())
         return
-    observed = result.observation
-    click.echo(f"{result.target} settled: {observed.status} at seq {observed.seq}")
+    for winner in result.winners:
+        observed = winner.observation
+        _show_output(f"{winner.target} settled: {observed.status} at seq {observed.seq}", winner.output)
 
 
 @cli.command()

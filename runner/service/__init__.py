@@ -35,6 +35,7 @@ from runner.service.agents import (
     ReviewerStartInput,
     WaitAnyInput,
     WaitAnyResult,
+    Winner,
 )
 from runner.service.checks import TTL_DEFAULT, TTL_MAX, TTL_MIN, default_holder
 from runner.service.controller import (
@@ -119,6 +120,7 @@ __all__ = [
     "VerifyResult",
     "WaitAnyInput",
     "WaitAnyResult",
+    "Winner",
     "WriterReleaseInput",
     "WriterStartInput",
     "WriterVerifyInput",

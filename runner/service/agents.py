@@ -56,6 +56,7 @@ TOKEN = re.compile(r"^corral-receipt-v1\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0
 LEASE_ID = re.compile(r"^[a-z]{1,32}/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 OPTION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 CAPTURE_LINES_DEFAULT, CAPTURE_LINES_MAX = 200, 10000
+WAIT_LINES_DEFAULT = 40
 TIMEOUT_DEFAULT, TIMEOUT_MAX = 600.0, 86400.0
 PROMPT_MAX = 1_000_000
 BATCH_MAX = 8
@@ -352,12 +353,20 @@ class ReceiptsInput:
 
 @dataclass(frozen=True)
 class WaitAnyInput:
-    """Wait for the first of 1-16 leased agents to settle after its cursor (default: the current one)."""
+    """Wait for the first of 1-16 leased agents to settle.
+
+    A target with a cursor (``T:SEQ``) waits for a settle strictly after ``SEQ``. A target without
+    one is judged now: already settled, it wins at once (it is done: waiting for its *next* settle
+    would wait for work nobody asked for); ``fresh`` makes it wait instead for the next settle after
+    the cursor observed at the call. ``lines`` bounds each winner's output.
+    """
 
     controller_id: str
     credential: Credential
     targets: tuple[tuple[str, int | None], ...]
     timeout: float = TIMEOUT_DEFAULT
+    lines: int = WAIT_LINES_DEFAULT
+    fresh: bool = False
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
@@ -372,6 +381,7 @@ class WaitAnyInput:
             if after is not None:
                 _check_cursor("target", after)
         _check_timeout(self.timeout)
+        _check_lines(self.lines)
 
 
 # --- results ------------------------------------------------------------------------------------------
@@ -443,12 +453,35 @@ class AskManyResult:
 
 
 @dataclass(frozen=True)
-class WaitAnyResult:
+class Winner:
+    """One settled target of a wait: its observation and its visible output (bounded)."""
+
     target: str
     observation: Observation
+    output: str = field(repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "observation": self.observation.to_dict()}
+        return {"target": self.target, "observation": self.observation.to_dict(), "output": self.output}
+
+
+@dataclass(frozen=True)
+class WaitAnyResult:
+    """The winners of a wait: one when a wait ended it, every target already settled when some were.
+
+    ``target``/``observation``/``output`` at the top are the first winner's (the shape before winners)."""
+
+    winners: list[Winner]
+
+    @property
+    def target(self) -> str:
+        return self.winners[0].target
+
+    @property
+    def observation(self) -> Observation:
+        return self.winners[0].observation
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.winners[0].to_dict(), "winners": [w.to_dict() for w in self.winners]}
 
 
 @dataclass(frozen=True)
@@ -1119,22 +1152,42 @@ class AgentOps(ServiceBase):
         return winner[0]
 
     async def wait_any(self, inp: WaitAnyInput) -> WaitAnyResult:
-        """The first target to settle strictly after its cursor (default: the cursor observed now)."""
+        """The first target to settle after its cursor; or, at once, every target given without a
+        cursor that is already settled (unless ``inp.fresh``). Each winner comes with its output."""
         self._check_fence(inp.credential)
         entries = []
+        ready: list[tuple[str, AgentHost, str]] = []
         for name, after in inp.targets:
             lease = self._lease_by_name(inp.controller_id, name)
             host = self.host(lease.data["host"])
             pane_id = str(lease.data["pane_id"])
-            cursor = after if after is not None else host.get(pane_id).seq
+            if after is None:
+                try:
+                    now = host.get(pane_id)
+                except AgentGoneError:
+                    raise AgentGoneError(f"the agent {name!r} is gone", pane_id=pane_id, target=name) from None
+                if now.settled and not inp.fresh:
+                    ready.append((name, host, pane_id))
+                cursor = now.seq
+            else:
+                cursor = after
             entries.append((name, host, pane_id, cursor))
+        if ready:
+            return WaitAnyResult([self._winner(name, host, pane_id, inp.lines) for name, host, pane_id in ready])
         winner = await self._first_settled(entries, inp.timeout)
         _, host, pane_id, _ = next(e for e in entries if e[0] == winner)
+        return WaitAnyResult([self._winner(winner, host, pane_id, inp.lines)])
+
+    @staticmethod
+    def _winner(name: str, host: AgentHost, pane_id: str, lines: int) -> Winner:
+        """A winner's observation and output: the observation is taken after the read, so the output
+        is at most as new as the cursor reported (a later change shows as a higher seq, never hidden)."""
         try:
+            output = host.read(pane_id, lines)
             observation = host.get(pane_id)
         except AgentGoneError:
-            raise AgentGoneError(f"the agent {winner!r} is gone", pane_id=pane_id, target=winner) from None
-        return WaitAnyResult(winner, observation)
+            raise AgentGoneError(f"the agent {name!r} is gone", pane_id=pane_id, target=name) from None
+        return Winner(name, observation, output)
 
     def agents(self, host_name: str = "process") -> list[dict[str, Any]]:
         """Live observations of the host's agents, with the lease holding each (if any)."""

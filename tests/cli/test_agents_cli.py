@@ -82,6 +82,7 @@ def test_agent_commands_end_to_end(corral: Any, project: Path) -> None:
 
     waited = ok(corral("wait-any", "--controller", "ctl", "--target", "other:1", "--target", "rev:2", "--json"))
     assert waited["target"] == "other" and waited["observation"]["seq"] == 2
+    assert waited["output"].strip() == "from stdin" and [w["target"] for w in waited["winners"]] == ["other"]
     collected = ok(corral("collect", "--controller", "ctl", "--receipt", token, "--json"))
     assert collected["results"][0]["output"].strip() == "from stdin"
 
@@ -169,5 +170,11 @@ def test_agent_command_errors(corral: Any, project: Path) -> None:
     error(corral("ask-many", "--controller", "ctl", "--request", "no-equals-sign", "--json"), 3, "input_invalid")
     error(corral("wait-any", "--controller", "ctl", "--target", "x:abc", "--json"), 3, "input_invalid")
     start(corral, project, "rev")
-    error(corral("wait-any", "--controller", "ctl", "--target", "rev", "--timeout", "0.2", "--json"), 5, "wait_timeout")
+    error(
+        corral("wait-any", "--controller", "ctl", "--target", "rev", "--fresh", "--timeout", "0.2", "--json"),
+        5,
+        "wait_timeout",
+    )
+    settled = ok(corral("wait-any", "--controller", "ctl", "--target", "rev", "--timeout", "0.2", "--json"))
+    assert settled["target"] == "rev" and settled["observation"]["status"] == "idle", "an idle agent wins at once"
     error(corral("relay", "rev", "--controller", "ctl", "--text", "   ", "--json"), 3, "input_invalid")
