@@ -330,6 +330,82 @@ def agent_reconcile(
     )
 
 
+@agent.command(name="get")
+@click.argument("target", metavar="PANE")
+@host_option("The agent host the pane is on.")
+@json_option
+@click.pass_obj
+def agent_get(app: App, target: str, host_name: str, as_json: bool) -> None:
+    """Observe one agent (by pane id, leased or not); read-only, no controller needed."""
+    from runner.service import AgentInput
+
+    observed = app.service.agent_get(AgentInput(target, host_name))
+    if as_json:
+        render.emit_json({"observation": observed.to_dict()})
+        return
+    click.echo(_describe_observation(observed))
+
+
+@agent.command(name="read")
+@click.argument("target", metavar="PANE")
+@click.option("--lines", type=int, default=200, show_default=True, help="How many lines of output.")
+@host_option("The agent host the pane is on.")
+@json_option
+@click.pass_obj
+def agent_read(app: App, target: str, lines: int, host_name: str, as_json: bool) -> None:
+    """Print one agent's visible output (by pane id); read-only, no controller needed."""
+    from runner.service import AgentInput
+
+    output, observed = app.service.agent_read(AgentInput(target, host_name, lines))
+    if as_json:
+        render.emit_json({"output": output, "observation": observed.to_dict()})
+        return
+    _show_output(_describe_observation(observed), output)
+
+
+@agent.command(name="wait")
+@click.argument("target", metavar="PANE")
+@click.option(
+    "--until",
+    "until",
+    multiple=True,
+    type=click.Choice(["idle", "working", "done", "blocked"]),
+    help="A status to wait for (repeatable; default: idle, done, blocked).",
+)
+@click.option("--after-seq", type=int, help="Wait for a change past this cursor (default: the cursor now).")
+@timeout_option
+@host_option("The agent host the pane is on.")
+@json_option
+@click.pass_obj
+def agent_wait(
+    app: App,
+    target: str,
+    until: tuple[str, ...],
+    after_seq: int | None,
+    timeout: float,
+    host_name: str,
+    as_json: bool,
+) -> None:
+    """Wait until one agent (by pane id) is in a status past a cursor; read-only, no controller needed."""
+    from runner.service import AgentWaitInput
+
+    inp = AgentWaitInput(target, until or ("idle", "done", "blocked"), after_seq, timeout, host_name)
+    import anyio
+
+    observed = anyio.run(app.service.agent_wait, inp)
+    if as_json:
+        render.emit_json({"observation": observed.to_dict()})
+        return
+    click.echo(_describe_observation(observed))
+
+
+def _describe_observation(observed: Any) -> str:
+    return (
+        f"{observed.pane_id} {observed.name} ({observed.kind}) in {observed.cwd}: "
+        f"{observed.status} at seq {observed.seq}"
+    )
+
+
 # --- receipts --------------------------------------------------------------------------------------------
 
 

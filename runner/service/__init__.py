@@ -17,7 +17,9 @@ from runner.context import Event
 from runner.errors import InputError
 from runner.service.agents import (
     AbandonInput,
+    AgentInput,
     AgentLeaseView,
+    AgentWaitInput,
     AskManyInput,
     AskManyResult,
     CloseResult,
@@ -89,7 +91,9 @@ __all__ = [
     "TTL_MIN",
     "AbandonInput",
     "AcquireInput",
+    "AgentInput",
     "AgentLeaseView",
+    "AgentWaitInput",
     "AskManyInput",
     "AskManyResult",
     "CloseResult",

@@ -384,6 +384,53 @@ class WaitAnyInput:
         _check_lines(self.lines)
 
 
+PANE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$")
+WAITABLE = ("idle", "working", "done", "blocked")
+
+
+@dataclass(frozen=True)
+class AgentInput:
+    """One agent on a host, by pane id, read-only (``corral agent get`` / ``read``): leased or not,
+    no controller needed. ``lines`` bounds a read."""
+
+    pane_id: str
+    host: str = "process"
+    lines: int = CAPTURE_LINES_DEFAULT
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pane_id, str) or not PANE_ID.match(self.pane_id):
+            raise InputError("target", f"{self.pane_id!r} is not a pane id")
+        if self.host not in HOSTS:
+            raise InputError("host", f"{self.host!r} is not an agent host ({', '.join(HOSTS)})")
+        _check_lines(self.lines)
+
+
+@dataclass(frozen=True)
+class AgentWaitInput:
+    """Wait, read-only, until the agent is in one of ``until`` at a cursor past ``after_seq``.
+
+    ``until`` defaults to the settled statuses; ``after_seq`` None means the cursor observed when the
+    wait starts (so the wait is for the next change, never satisfied by the state it began in).
+    """
+
+    pane_id: str
+    until: tuple[str, ...] = ("idle", "done", "blocked")
+    after_seq: int | None = None
+    timeout: float = TIMEOUT_DEFAULT
+    host: str = "process"
+
+    def __post_init__(self) -> None:
+        AgentInput(self.pane_id, self.host)
+        if not self.until:
+            raise InputError("until", "give at least one status")
+        for status in self.until:
+            if status not in WAITABLE:
+                raise InputError("until", f"{status!r} is not a status to wait for ({', '.join(WAITABLE)})")
+        if self.after_seq is not None:
+            _check_cursor("after_seq", self.after_seq)
+        _check_timeout(self.timeout)
+
+
 # --- results ------------------------------------------------------------------------------------------
 
 
@@ -1188,6 +1235,59 @@ class AgentOps(ServiceBase):
         except AgentGoneError:
             raise AgentGoneError(f"the agent {name!r} is gone", pane_id=pane_id, target=name) from None
         return Winner(name, observation, output)
+
+    # --- read-only inventory: any agent on a host, leased or not ------------------------------------
+
+    def agent_get(self, inp: AgentInput) -> Observation:
+        """Observe one agent now. Raises :class:`AgentGoneError` (``agent_gone``, exit 3)."""
+        return self.host(inp.host).get(inp.pane_id)
+
+    def agent_read(self, inp: AgentInput) -> tuple[str, Observation]:
+        """The agent's visible output (at most ``inp.lines`` lines) and an observation taken after
+        the read: the output is never newer than the cursor reported with it."""
+        host = self.host(inp.host)
+        output = host.read(inp.pane_id, inp.lines)
+        return output, host.get(inp.pane_id)
+
+    async def agent_wait(self, inp: AgentWaitInput) -> Observation:
+        """Wait until the agent is in one of ``inp.until`` at a cursor strictly after ``inp.after_seq``.
+
+        Settled statuses only: through the host's own wait (event-driven where the host is); with
+        ``working`` among them, by observing every 50 ms (hosts have no wait for work to start).
+
+        Raises:
+            AgentGoneError: the pane is gone (``agent_gone``, exit 3).
+            WaitTimeoutError: ``wait_timeout`` (exit 5), ``details.observation`` the last one seen.
+        """
+        import anyio
+
+        from runner.agents.abc import SETTLED
+
+        host = self.host(inp.host)
+        last = host.get(inp.pane_id)
+        after = last.seq if inp.after_seq is None else inp.after_seq
+        wanted = frozenset(inp.until)
+        deadline = anyio.current_time() + inp.timeout
+        while not (last.seq > after and last.status in wanted):
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                raise WaitTimeoutError(
+                    f"agent {inp.pane_id!r} was not {' or '.join(inp.until)} past seq {after} within "
+                    f"{inp.timeout:g} s (last: {last.status} at seq {last.seq})",
+                    pane_id=inp.pane_id,
+                    after_seq=after,
+                    until=list(inp.until),
+                    observation=last.to_dict(),
+                )
+            if wanted <= SETTLED:
+                try:
+                    last = await host.wait(inp.pane_id, max(after, last.seq), remaining)
+                except WaitTimeoutError:
+                    last = host.get(inp.pane_id)  # the deadline passed: judge (or report) the latest
+            else:
+                await anyio.sleep(min(0.05, remaining))
+                last = host.get(inp.pane_id)
+        return last
 
     def agents(self, host_name: str = "process") -> list[dict[str, Any]]:
         """Live observations of the host's agents, with the lease holding each (if any)."""

@@ -178,3 +178,37 @@ def test_agent_command_errors(corral: Any, project: Path) -> None:
     settled = ok(corral("wait-any", "--controller", "ctl", "--target", "rev", "--timeout", "0.2", "--json"))
     assert settled["target"] == "rev" and settled["observation"]["status"] == "idle", "an idle agent wins at once"
     error(corral("relay", "rev", "--controller", "ctl", "--text", "   ", "--json"), 3, "input_invalid")
+
+
+def test_agent_get_read_wait_are_read_only_and_need_no_controller(corral: Any, project: Path) -> None:
+    """Issue 10: `corral agent get|read|wait PANE` for any agent on the host, without a credential."""
+    ok(corral("controller", "acquire", "--controller", "ctl", "--authority-ref", "T", "--authority-sha256", SHA))
+    pane = start(corral, project, "rev")["pane_id"]
+    ok(corral("controller", "release", "--controller", "ctl", "--checkpoint-ref", "c", "--checkpoint-sha256", SHA))
+    # No credential from here on: every command below is read-only.
+    got = ok(corral("agent", "get", pane, "--json"))
+    assert set(got) == {"observation"}
+    assert (got["observation"]["pane_id"], got["observation"]["status"], got["observation"]["seq"]) == (pane, "idle", 0)
+    timed_out = error(corral("agent", "wait", pane, "--timeout", "0.3", "--json"), 5, "wait_timeout")
+    assert timed_out["details"]["observation"]["status"] == "idle", "the last observation comes with the timeout"
+    read = ok(corral("agent", "read", pane, "--lines", "5", "--json"))
+    assert set(read) == {"output", "observation"} and read["observation"]["seq"] == 0
+    text = corral("agent", "get", pane)
+    assert text.returncode == 0 and f"{pane} rev (script)" in text.stdout and "idle at seq 0" in text.stdout
+    error(corral("agent", "get", "p999", "--json"), 3, "agent_gone")
+    error(corral("agent", "read", "p999", "--json"), 3, "agent_gone")
+    error(corral("agent", "wait", "p999", "--timeout", "0.2", "--json"), 3, "agent_gone")
+    error(corral("agent", "wait", pane, "--until", "gone", "--json"), 2, "usage")
+    error(corral("agent", "get", "../x", "--json"), 3, "input_invalid")
+
+
+def test_agent_wait_sees_work_start_and_end(corral: Any, project: Path) -> None:
+    ok(corral("controller", "acquire", "--controller", "ctl", "--authority-ref", "T", "--authority-sha256", SHA))
+    pane = start(corral, project, "rev")["pane_id"]
+    ok(corral("relay", "rev", "--controller", "ctl", "--text", "sleep 1\necho finished", "--json"))
+    working = ok(corral("agent", "wait", pane, "--after-seq", "0", "--until", "working", "--json"))
+    assert (working["observation"]["status"], working["observation"]["seq"]) == ("working", 1)
+    done = ok(corral("agent", "wait", pane, "--after-seq", "1", "--json"))
+    assert (done["observation"]["status"], done["observation"]["seq"]) == ("done", 2)
+    read = ok(corral("agent", "read", pane, "--json"))
+    assert read["output"].strip() == "finished" and read["observation"]["seq"] == 2
