@@ -704,8 +704,25 @@ def status(app: App, as_json: bool) -> None:
         f"corral {report['version']}; store {store.get('adapter')} {store.get('path')} "
         f"(schema {store.get('schema_version')})"
     )
-    host = report.get("agent_host") or {}
-    click.echo(f"agent host: {host.get('name')}; kinds: {', '.join(host.get('kinds', []))}")
+    for host in report.get("agent_hosts") or []:
+        facts = ", ".join(
+            f"{key} {host[key]}" for key in ("version", "socket", "terminal_id", "root") if host.get(key) is not None
+        )
+        problem = f"; unavailable [{host['error']['code']}]" if host.get("error") else ""
+        click.echo(
+            f"agent host: {host.get('name')}"
+            + (f" ({facts})" if facts else "")
+            + f"; kinds: {', '.join(host.get('kinds', []))}{problem}"
+        )
+    locks = report.get("locks") or {}
+    for item in locks.get("controllers", []):
+        click.echo(f"controller {item['controller_id']}: {item['lock']} ({item['why']})")
+    for item in locks.get("leases", []):
+        click.echo(f"{item['machine']} {item.get('name') or item['id']}: {item['lock']} ({item['why']})")
+    for item in locks.get("plan_runners", []):
+        click.echo(f"plan {item['id']} runner: {item['lock']} ({item['why']})")
+    if locks.get("ended"):
+        click.echo("ended (absent): " + ", ".join(f"{n} {m}" for m, n in sorted(locks["ended"].items())))
     for machine, by_state in sorted(report["counts"].items()):
         click.echo(f"{machine}: " + ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())))
     if report["needs_attention"]:

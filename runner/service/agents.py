@@ -140,6 +140,41 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+LOCK_STATES = ("absent", "active", "stale", "indeterminate")
+RUNNER_WHY = {
+    "absent": "no runner recorded",
+    "active": "its runner process is alive on this host",
+    "stale": "its runner is gone (the process exited, or the host rebooted): a new runner may take it",
+    "indeterminate": "its runner is on another host or its liveness cannot be read: never taken by age",
+}
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def _lease_lock(spec: MachineSpec, lease: Instance, judge: Callable[[Any], str]) -> tuple[str, str]:
+    """A reviewer, writer or pane instance as a lock: ``active`` while it holds its agent, ``absent``
+    once ended, ``stale`` where only reconcile can settle it, and for an effect in flight (an
+    intermediate state) what its recorded process says, ``indeterminate`` without one."""
+    state = spec.states.get(lease.state)
+    if lease.state == "active":
+        return "active", "holds its agent"
+    if state is not None and state.terminal:
+        return "absent", f"{lease.state}: ended"
+    if state is not None and state.intermediate:
+        if lease.state == "provisioning" and lease.data.get("starter"):
+            judged = judge(lease.data.get("starter"))
+            if judged == "active":
+                return "active", "its start is still running"
+            if judged == "stale":
+                return "stale", "its start died before recording the outcome: reconcile"
+        return "indeterminate", f"{lease.state}: an effect's outcome is not recorded (reconcile once no process acts)"
+    return "stale", f"{lease.state}: reconcile settles it"
+
+
 # --- inputs -------------------------------------------------------------------------------------------
 
 
@@ -1312,7 +1347,8 @@ class AgentOps(ServiceBase):
         return out
 
     def status(self) -> dict[str, Any]:
-        """Version, store, hosts, counts by machine and state, and what needs reconcile."""
+        """Version, store, agent hosts, counts by machine and state, what needs reconcile, and every
+        lock and lease judged ``absent``/``active``/``stale``/``indeterminate`` (:meth:`locks`)."""
         from runner._version import __version__
 
         counts: dict[str, dict[str, int]] = {}
@@ -1334,11 +1370,101 @@ class AgentOps(ServiceBase):
                             "token": instance.data.get("token"),
                         }
                     )
+        hosts = self._describe_hosts()
         return {
             "version": __version__,
             "store": self.store.info(),
-            "agent_host": self.host("process").describe() if self._hosts is not None else None,
+            "agent_host": hosts[0] if hosts else None,
+            "agent_hosts": hosts,
             "counts": counts,
             "needs_attention": needs,
+            "locks": self.locks(),
             "cache": {"rebuilt": sum(rebuilt.values()), "by_cache": rebuilt},
         }
+
+    def _describe_hosts(self) -> list[dict[str, Any]]:
+        """The process host, and every other host a lease not yet ended records: each as it describes itself (Herdr:
+        version, socket, ``terminal_id``); a host that cannot be reached says so with its error code."""
+        if self._hosts is None:
+            return []
+        recorded = set()
+        for machine in (*LEASE_MACHINES, "pane"):
+            spec = self.library.builtin(machine)
+            for lease in self.store.find(machine):
+                if not spec.states[lease.state].terminal and lease.data.get("host") in HOSTS:
+                    recorded.add(str(lease.data["host"]))
+        names = ["process", *sorted(recorded - {"process"})]
+        described = []
+        for name in names:
+            try:
+                described.append(self.host(name).describe())
+            except CorralError as exc:
+                described.append({"name": name, "error": {"code": exc.code, "message": exc.message}})
+        return described
+
+    def locks(self) -> dict[str, Any]:
+        """Every lock and lease, each judged one of :data:`LOCK_STATES`, without pids, lease ids or
+        credentials: controller leases by expiry (the store's clock), reviewer and writer leases by
+        their state (a start in flight by its recorded starter), plan runner locks by
+        :func:`runner.lockstatus.status`. A runner on another host, or whose liveness cannot be read,
+        is ``indeterminate``: never judged by how old it is. Ended leases are counted, not listed."""
+        from runner import lockstatus
+
+        now = self.store.now()
+        controllers = []
+        for lease in self.store.find("controller"):
+            if lease.state != "active":
+                state, why = "absent", f"{lease.state}: nobody holds it"
+            elif fence.is_expired(lease, now):
+                state, why = "stale", "expired: another coordinator may take it over"
+            else:
+                state, why = "active", "held until it expires"
+            controllers.append(
+                {
+                    "id": lease.id,
+                    "controller_id": lease.data.get("controller_id"),
+                    "lock": state,
+                    "why": why,
+                    "generation": lease.data.get("generation"),
+                    "holder": lease.data.get("holder"),
+                    "expires_at": lease.data.get("expires_at"),
+                }
+            )
+        leases: list[dict[str, Any]] = []
+        ended: dict[str, int] = {}
+        for machine in (*LEASE_MACHINES, "pane"):
+            spec = self.library.builtin(machine)
+            for lease in self.store.find(machine):
+                state, why = _lease_lock(spec, lease, lockstatus.status)
+                if state == "absent":
+                    ended[machine] = ended.get(machine, 0) + 1
+                    continue
+                leases.append(
+                    {
+                        "id": lease.id,
+                        "machine": machine,
+                        "name": lease.data.get("name"),
+                        "controller_id": lease.data.get("controller_id"),
+                        "host": lease.data.get("host"),
+                        "pane_id": lease.data.get("pane_id"),
+                        "state": lease.state,
+                        "lock": state,
+                        "why": why,
+                    }
+                )
+        runners = []
+        for plan in self.store.find("plan"):
+            holder = plan.data.get("runner") if plan.state == "running" else None
+            if holder is None:
+                continue
+            judged = lockstatus.status(holder)
+            runners.append(
+                {
+                    "id": plan.id,
+                    "state": plan.state,
+                    "lock": judged,
+                    "why": RUNNER_WHY[judged],
+                    "same_host": holder.get("host") == _hostname(),
+                }
+            )
+        return {"controllers": controllers, "leases": leases, "plan_runners": runners, "ended": ended}
