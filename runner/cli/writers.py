@@ -121,6 +121,11 @@ def writer_start(
 @click.option("--expect-status", "expected_status", required=True, help="The status digest you expect.")
 @click.option("--checkpoint-ref", required=True, help="Where the work stands (a commit, a document).")
 @click.option("--checkpoint-sha256", required=True, help="SHA-256 of the checkpoint.")
+@click.option(
+    "--expect-content",
+    "expected_content",
+    help="The content digest you reviewed (corral preflight's content_sha256); refused if the files differ.",
+)
 @lines_option
 @credential_option
 @json_option
@@ -134,6 +139,7 @@ def writer_release(
     expected_status: str,
     checkpoint_ref: str,
     checkpoint_sha256: str,
+    expected_content: str | None,
     lines: int,
     credential_path: Path | None,
     as_json: bool,
@@ -153,6 +159,7 @@ def writer_release(
             checkpoint_ref,
             checkpoint_sha256.lower(),
             lines,
+            expected_content.lower() if expected_content else None,
         )
     )
     if as_json:
@@ -170,11 +177,22 @@ def writer_release(
 @controller_option
 @click.argument("name")
 @click.option("--tails", is_flag=True, help="Also print the end of each command's output (never recorded).")
+@click.option(
+    "--expect-content",
+    "expected_content",
+    help="The content digest you reviewed (corral preflight's content_sha256); refused if the files differ.",
+)
 @credential_option
 @json_option
 @click.pass_obj
 def writer_verify(
-    app: App, controller_id: str, name: str, tails: bool, credential_path: Path | None, as_json: bool
+    app: App,
+    controller_id: str,
+    name: str,
+    tails: bool,
+    expected_content: str | None,
+    credential_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Run the repository's .corral/validate.yaml (at the base commit) on a snapshot, in Bubblewrap.
 
@@ -184,7 +202,10 @@ def writer_verify(
 
     credential = load_credential(app, controller_id, credential_path)
     result = app.service.writer_verify(
-        WriterVerifyInput(controller_id, credential, name, tails), scratch=app.home.ensure("snapshots")
+        WriterVerifyInput(
+            controller_id, credential, name, tails, expected_content.lower() if expected_content else None
+        ),
+        scratch=app.home.ensure("snapshots"),
     )
     if as_json:
         render.emit_json(result.to_dict())
@@ -259,7 +280,7 @@ def writer_reconcile(
 @json_option
 @click.pass_obj
 def preflight(app: App, worktree: str, as_json: bool) -> None:
-    """What a coordinator needs to fill writer start's --expect-*: branch, HEAD, status digest, linked."""
+    """What a coordinator needs to fill --expect-*: branch, HEAD, status and content digests, linked."""
     import os
 
     facts = app.service.preflight(os.path.abspath(worktree))
@@ -273,6 +294,7 @@ def preflight(app: App, worktree: str, as_json: bool) -> None:
         ("branch", facts["branch"] or "(detached HEAD)"),
         ("HEAD", facts["head"]),
         ("status sha256", facts["status_sha256"]),
+        ("content sha256", facts["content_sha256"]),
         ("default branch", facts["default_branch"] or "(unknown)"),
         ("protected", ", ".join(facts["protected_default"]) or "(none known: name them with --protect)"),
     ]

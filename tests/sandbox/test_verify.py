@@ -535,3 +535,22 @@ def test_a_limit_past_its_maximum_is_spec_invalid(world: World) -> None:
     error = refused("spec_invalid", world.verify)
     assert isinstance(error, SpecError)
     assert error.diagnostics[0].pointer == "/validations/0/limits/processes"
+
+
+def test_verify_bound_to_a_content_digest_runs_only_on_that_content(world: World) -> None:
+    """Issue 10: --expect-content refuses (git_content_mismatch) before anything runs when the files
+    are not the reviewed ones, and records the digest it ran on when they are."""
+    base = world.commit(BASE_FILES)
+    worktree, lane_id = world.lane(base)
+    (worktree / "app.py").write_text("print('reviewed')\n")
+    reviewed = world.service.preflight(str(worktree))["content_sha256"]
+    (worktree / "app.py").write_text("print('edited after the review')\n")
+    version, _ = world.lane_data(lane_id)
+    inp = WriterVerifyInput("ctl", world.credential, "w1", expected_content_sha256=reviewed)
+    error = refused("git_content_mismatch", lambda: world.service.writer_verify(inp, scratch=world.scratch))
+    assert error.details["expected"] == reviewed
+    assert world.lane_data(lane_id)[0] == version, "nothing recorded"
+    now = world.service.preflight(str(worktree))["content_sha256"]
+    inp = WriterVerifyInput("ctl", world.credential, "w1", expected_content_sha256=now)
+    recorded = world.service.writer_verify(inp, scratch=world.scratch).verification
+    assert recorded["content_sha256"] == now and world.lane_data(lane_id)[1]["verification"]["content_sha256"] == now

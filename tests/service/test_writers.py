@@ -734,3 +734,22 @@ def test_scopes_check_reports_conflicts_and_writes_nothing(lab: Lab) -> None:
     }
     assert (lab.footprint(), [(i.id, i.version) for i in lab.store.find("writer")]) == before
     assert (lab.root / "corral.db").read_bytes() == db, "read-only: the database file is unchanged"
+
+
+def test_release_bound_to_the_content_refuses_a_dirty_file_edited_again(lab: Lab) -> None:
+    """Issue 10: the status digest cannot see a second edit of a dirty file; the content digest can."""
+    wt = lab.worktree("wt-a")
+    lab.start("alpha", wt)
+    (wt / "src" / "app.py").write_text("reviewed edit\n")
+    reviewed = lab.service.preflight(str(wt))
+    (wt / "src" / "app.py").write_text("edited again after the review\n")
+    assert lab.service.preflight(str(wt))["status_sha256"] == reviewed["status_sha256"]
+    error = refused(
+        "git_content_mismatch",
+        lambda: lab.release("alpha", 0, wt, expected_content_sha256=reviewed["content_sha256"]),
+    )
+    assert error.details["expected"] == reviewed["content_sha256"]
+    assert error.details["actual"] == lab.service.preflight(str(wt))["content_sha256"]
+    assert lab.lane("alpha").state == "active" and len(lab.host.list()) == 1
+    now = lab.service.preflight(str(wt))["content_sha256"]
+    assert lab.release("alpha", 0, wt, expected_content_sha256=now).lease.state == "released"
