@@ -341,8 +341,9 @@ def test_a_dry_run_reports_the_guard_that_would_refuse(world: World) -> None:
     with pytest.raises(RunnerDied):
         world.start()  # the recorded starter (this process) still runs
     world.host.die_after_create = False
-    (plan,) = world.service.reconcile(ControllerInput("ctl", world.credential), "reviewer").actions
-    assert (plan["action"], plan["code"]) == ("skip", "start_in_progress")
+    dry = world.service.reconcile(ControllerInput("ctl", world.credential), "reviewer")
+    (plan,) = dry.actions
+    assert dry.applied is False and (plan["action"], plan["code"]) == ("skip", "start_in_progress")
 
 
 def test_a_lease_filter_that_is_not_a_lease_id_is_invalid(world: World) -> None:
