@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from runner import fence
 from runner.agents.abc import (
     GONE,
+    AgentError,
     NAME_PATTERN,
     PROMPTABLE,
     AgentGoneError,
@@ -1398,7 +1399,9 @@ class AgentOps(ServiceBase):
         for name in names:
             try:
                 described.append(self.host(name).describe())
-            except CorralError as exc:
+            except AgentError as exc:
+                # The host itself cannot answer (Herdr's server down): say so. Corrupt configuration
+                # (agents_config_invalid) is not the host's state: it is refused, as everywhere.
                 described.append({"name": name, "error": {"code": exc.code, "message": exc.message}})
         return described
 
