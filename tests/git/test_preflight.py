@@ -75,6 +75,7 @@ def test_linked_worktree_facts(repo: Path) -> None:
         "status_sha256": facts.status_sha256,
         "default_branch": None,
         "protected_default": ["main"],
+        "content_sha256": None,  # only read when asked for (it reads every file)
         "linked": True,
         "is_toplevel": True,
     }

@@ -352,3 +352,23 @@ def test_a_lease_filter_that_is_not_a_lease_id_is_invalid(world: World) -> None:
 
     with pytest.raises(InputError):
         ControllerInput("ctl", world.credential, apply=True, leases=("rev",))
+
+
+def test_an_orphaned_start_whose_pane_vanished_is_planned_then_settled_without_an_effect(world: World) -> None:
+    """reviewer reconcile orphaned -> failed_closed (agent_gone): the dry run names no effect."""
+    from runner.service import ControllerInput
+
+    world.host.die_after_create = True
+    with pytest.raises(RunnerDied):
+        world.start()
+    world.host.die_after_create = False
+    world.host.close_fault = "error"
+    assert actions(world) == [("provisioning", "reconciled", "orphaned")]
+    world.host.close_fault = None
+    (pane,) = live_panes(world)
+    world.host.close(pane)  # closed outside corral
+    (plan,) = world.service.reconcile(ControllerInput("ctl", world.credential), "reviewer").actions
+    assert (plan["state"], plan["action"], plan["to"]) == ("orphaned", "would_reconcile", "failed_closed")
+    assert "effects" not in plan and "would_close_pane" not in plan
+    assert actions(world) == [("orphaned", "reconciled", "failed_closed")]
+    assert world.edges("reviewer")[-1] == ("reconcile", "orphaned", "failed_closed")
