@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 from runner import fence
 from runner.agents.abc import (
     GONE,
-    AgentError,
     NAME_PATTERN,
     PROMPTABLE,
+    AgentError,
     AgentGoneError,
     AgentHost,
     Observation,
