@@ -80,9 +80,7 @@ class Cli:
 
     def reconcile(self, machine: str = "reviewer", fault: str | None = None) -> Any:
         group = "agent" if machine == "pane" else machine
-        args: tuple[str, ...] = (group, "reconcile", "--controller", "ctl")
-        if machine == "adopted":
-            args += ("--apply",)  # a dry run unless told
+        args: tuple[str, ...] = (group, "reconcile", "--controller", "ctl", "--apply")
         if fault is not None:
             return self.crash(fault, *args)
         return self.ok(*args)["actions"]
@@ -332,3 +330,46 @@ def test_the_harness_is_inert_without_the_test_variable(cli: Cli) -> None:
     cli.env["CORRAL_FAULT"] = "after:reviewer.close:intent"  # armed, but CORRAL_TEST_FAULTS is not set
     closed = cli.run("reviewer", "close", "rev", "--controller", "ctl", "--expect-seq", "0", "--json")
     assert closed.returncode == 0, closed.stdout + closed.stderr
+
+
+def test_reconcile_through_the_executable_is_a_dry_run_unless_applied(cli: Cli) -> None:
+    """Issue 10: `reviewer reconcile` plans (exit 0, nothing changed); `--apply --lease ID` acts."""
+    cli.start(fault="reviewer.start:effect")
+    before = cli.run("events", "--json").stdout
+    dry = cli.ok("reviewer", "reconcile", "--controller", "ctl")
+    (plan,) = dry["actions"]
+    assert dry["applied"] is False and plan["action"] == "would_reconcile" and plan["to"] == "failed_closed"
+    assert cli.run("events", "--json").stdout == before, "the dry run recorded nothing"
+    assert cli.ok("status")["needs_attention"] != []
+    text = cli.run("reviewer", "reconcile", "--controller", "ctl")
+    assert text.returncode == 0 and "dry run" in text.stdout and "would_reconcile" in text.stdout
+    done = cli.ok("reviewer", "reconcile", "--controller", "ctl", "--apply", "--lease", plan["lease"])
+    assert [a["to"] for a in done["actions"]] == ["failed_closed"]
+    cli.settled()
+
+
+def test_writer_release_through_the_executable_can_require_the_reviewed_content(cli: Cli) -> None:
+    """Issue 10: `corral preflight` prints content_sha256; `writer release --expect-content` refuses
+    (exit 4, git_content_mismatch, expected and actual) a dirty file edited again since."""
+    cli.ok(*writer_start_args(cli))
+    worktree = cli.root / "wt"
+    (worktree / "src" / "app.py").write_text("print('reviewed')\n")
+    _, reviewed = lane(cli)
+    (worktree / "src" / "app.py").write_text("print('edited again')\n")
+    _, now = lane(cli)
+    assert now["status_sha256"] == reviewed["status_sha256"] and now["content_sha256"] != reviewed["content_sha256"]
+    args = (
+        "writer", "release", "alpha", "--controller", "ctl", "--expect-seq", "0", "--expect-head", now["head"],
+        "--expect-status", now["status_sha256"], "--checkpoint-ref", "ck/alpha", "--checkpoint-sha256", SHA,
+    )  # fmt: skip
+    done = cli.run(*args, "--expect-content", reviewed["content_sha256"], "--json")
+    assert done.returncode == 4, done.stdout + done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "git_content_mismatch"
+    assert (error["details"]["expected"], error["details"]["actual"]) == (
+        reviewed["content_sha256"],
+        now["content_sha256"],
+    )
+    released = cli.ok(*args, "--expect-content", now["content_sha256"])
+    assert released["lease"]["state"] == "released"
+    assert (worktree / "src" / "app.py").read_text() == "print('edited again')\n"

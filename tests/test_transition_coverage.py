@@ -128,7 +128,7 @@ class World:
         return self.service.reviewer_close(ReviewerCloseInput("ctl", self.credential, name, seq))
 
     def reconcile(self, machine: str = "reviewer") -> list[dict[str, Any]]:
-        return self.service.reconcile(ControllerInput("ctl", self.credential), machine).actions
+        return self.service.reconcile(ControllerInput("ctl", self.credential, apply=True), machine).actions
 
     def relay(self, text: str, target: str = "rev") -> Any:
         return self.service.relay(RelayInput("ctl", self.credential, target, text))
@@ -395,7 +395,7 @@ def test_a_plan_whose_runner_died_mid_step_pauses_resumes_and_fails(world: World
     assert still.state == "paused"
     credential = plans.executor.credentials.load("ctl-crash")
     assert credential is not None
-    actions = world.service.reconcile(ControllerInput("ctl-crash", credential), "reviewer").actions
+    actions = world.service.reconcile(ControllerInput("ctl-crash", credential, apply=True), "reviewer").actions
     assert [(a["state"], a["to"]) for a in actions] == [("provisioning", "failed_closed")]
     failed = plans.run("crash")
     assert failed.state == "failed" and failed.data["failure"]["step"] == "start"

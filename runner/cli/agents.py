@@ -213,7 +213,7 @@ def reviewer_list(app: App, controller_id: str | None, include_ended: bool, as_j
     )
 
 
-def _show_housekeeping(result: Any, as_json: bool, verb: str) -> None:
+def show_housekeeping(result: Any, as_json: bool, verb: str) -> None:
     if as_json:
         render.emit_json(result.to_dict())
         return
@@ -221,9 +221,25 @@ def _show_housekeeping(result: Any, as_json: bool, verb: str) -> None:
         click.echo(f"nothing to {verb}")
     for action in result.actions:
         why = f": {action['why']}" if action.get("why") else ""
-        click.echo(f"{action['action']:>12} {action['name']} ({action['lease']}){why}")
+        code = f" [{action['code']}]" if action.get("code") else ""
+        to = f" -> {action['to']}" if action.get("to") else ""
+        click.echo(f"{action['action']:>15} {action['name']} ({action['lease']}){to}{code}{why}")
     if not result.applied:
-        click.echo("(dry run: nothing was closed; add --apply to close)")
+        click.echo(f"(dry run: nothing was changed; add --apply to {verb})")
+
+
+def reconcile_options(fn: Any) -> Any:
+    """``--apply`` (default: a dry run) and ``--lease ID`` (repeatable) for the reconcile commands."""
+    fn = click.option(
+        "--lease",
+        "leases",
+        multiple=True,
+        metavar="ID",
+        help="Only this lease (its id as the dry run names it; repeatable).",
+    )(fn)
+    return click.option(
+        "--apply", is_flag=True, help="Really reconcile (default: a dry run that reports the plan per lease)."
+    )(fn)
 
 
 @reviewer.command(name="cleanup")
@@ -237,23 +253,26 @@ def reviewer_cleanup(app: App, controller_id: str, apply: bool, credential_path:
     from runner.service import ControllerInput
 
     credential = load_credential(app, controller_id, credential_path)
-    _show_housekeeping(
+    show_housekeeping(
         app.service.reviewer_cleanup(ControllerInput(controller_id, credential, apply)), as_json, "clean up"
     )
 
 
 @reviewer.command(name="reconcile")
 @controller_option
+@reconcile_options
 @credential_option
 @json_option
 @click.pass_obj
-def reviewer_reconcile(app: App, controller_id: str, credential_path: Path | None, as_json: bool) -> None:
-    """Settle reviewers left in intermediate states whose pane is gone."""
+def reviewer_reconcile(
+    app: App, controller_id: str, apply: bool, leases: tuple[str, ...], credential_path: Path | None, as_json: bool
+) -> None:
+    """Settle reviewers a crash left unsettled (dry run unless --apply): per lease, what and why."""
     from runner.service import ControllerInput
 
     credential = load_credential(app, controller_id, credential_path)
-    _show_housekeeping(
-        app.service.reviewer_reconcile(ControllerInput(controller_id, credential, True)), as_json, "reconcile"
+    show_housekeeping(
+        app.service.reviewer_reconcile(ControllerInput(controller_id, credential, apply, leases)), as_json, "reconcile"
     )
 
 
@@ -322,16 +341,96 @@ def agent_close(
 
 @agent.command(name="reconcile")
 @controller_option
+@reconcile_options
 @credential_option
 @json_option
 @click.pass_obj
-def agent_reconcile(app: App, controller_id: str, credential_path: Path | None, as_json: bool) -> None:
-    """Settle operator closes (`corral agent close`) killed before their outcome was recorded."""
+def agent_reconcile(
+    app: App, controller_id: str, apply: bool, leases: tuple[str, ...], credential_path: Path | None, as_json: bool
+) -> None:
+    """Settle operator closes (`corral agent close`) killed before their outcome was recorded (dry run
+    unless --apply)."""
     from runner.service import ControllerInput
 
     credential = load_credential(app, controller_id, credential_path)
-    _show_housekeeping(
-        app.service.pane_reconcile(ControllerInput(controller_id, credential, True)), as_json, "reconcile"
+    show_housekeeping(
+        app.service.pane_reconcile(ControllerInput(controller_id, credential, apply, leases)), as_json, "reconcile"
+    )
+
+
+@agent.command(name="get")
+@click.argument("target", metavar="PANE")
+@host_option("The agent host the pane is on.")
+@json_option
+@click.pass_obj
+def agent_get(app: App, target: str, host_name: str, as_json: bool) -> None:
+    """Observe one agent (by pane id, leased or not); read-only, no controller needed."""
+    from runner.service import AgentInput
+
+    observed = app.service.agent_get(AgentInput(target, host_name))
+    if as_json:
+        render.emit_json({"observation": observed.to_dict()})
+        return
+    click.echo(_describe_observation(observed))
+
+
+@agent.command(name="read")
+@click.argument("target", metavar="PANE")
+@click.option("--lines", type=int, default=200, show_default=True, help="How many lines of output.")
+@host_option("The agent host the pane is on.")
+@json_option
+@click.pass_obj
+def agent_read(app: App, target: str, lines: int, host_name: str, as_json: bool) -> None:
+    """Print one agent's visible output (by pane id); read-only, no controller needed."""
+    from runner.service import AgentInput
+
+    output, observed = app.service.agent_read(AgentInput(target, host_name, lines))
+    if as_json:
+        render.emit_json({"output": output, "observation": observed.to_dict()})
+        return
+    _show_output(_describe_observation(observed), output)
+
+
+@agent.command(name="wait")
+@click.argument("target", metavar="PANE")
+@click.option(
+    "--until",
+    "until",
+    multiple=True,
+    type=click.Choice(["idle", "working", "done", "blocked"]),
+    help="A status to wait for (repeatable; default: idle, done, blocked).",
+)
+@click.option("--after-seq", type=int, help="Wait for a change past this cursor (default: the cursor now).")
+@timeout_option
+@host_option("The agent host the pane is on.")
+@json_option
+@click.pass_obj
+def agent_wait(
+    app: App,
+    target: str,
+    until: tuple[str, ...],
+    after_seq: int | None,
+    timeout: float,
+    host_name: str,
+    as_json: bool,
+) -> None:
+    """Wait until one agent (by pane id) is in a status past a cursor; read-only, no controller needed."""
+    from runner.service import AgentWaitInput
+
+    inp = AgentWaitInput(target, until or ("idle", "done", "blocked"), after_seq, timeout, host_name)
+    import anyio
+
+    observed = anyio.run(app.service.agent_wait, inp)
+    if as_json:
+        render.emit_json({"observation": observed.to_dict()})
+        return
+    click.echo(_describe_observation(observed))
+
+
+def _describe_observation(observed: Any) -> str:
+    return (
+        f"{observed.pane_id} {observed.name} ({observed.kind}) in {observed.cwd}: "
+        f"{observed.status} at seq {observed.seq}"
     )
 
 
@@ -579,28 +678,42 @@ def _parse_target(raw: str) -> tuple[str, int | None]:
     multiple=True,
     required=True,
     metavar="TARGET[:AFTER_SEQ]",
-    help="A leased agent, and the cursor to wait past (default: its cursor now).",
+    help="A leased agent, and the cursor to wait past (without one: already settled wins at once).",
+)
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="A target without a cursor waits for its next settle after this call, even if it is settled now.",
 )
 @timeout_option
+@click.option("--lines", type=int, default=40, show_default=True, help="Lines of each winner's output.")
 @credential_option
 @json_option
 @click.pass_obj
 def wait_any(
-    app: App, controller_id: str, targets: tuple[str, ...], timeout: float, credential_path: Path | None, as_json: bool
+    app: App,
+    controller_id: str,
+    targets: tuple[str, ...],
+    fresh: bool,
+    timeout: float,
+    lines: int,
+    credential_path: Path | None,
+    as_json: bool,
 ) -> None:
-    """Wait until the first of 1-16 leased agents settles after its cursor."""
+    """Wait until the first of 1-16 leased agents settles; print each winner's state and output."""
     from runner.service import WaitAnyInput
 
     credential = load_credential(app, controller_id, credential_path)
     parsed = tuple(_parse_target(t) for t in targets)
     import anyio
 
-    result = anyio.run(app.service.wait_any, WaitAnyInput(controller_id, credential, parsed, timeout))
+    result = anyio.run(app.service.wait_any, WaitAnyInput(controller_id, credential, parsed, timeout, lines, fresh))
     if as_json:
         render.emit_json(result.to_dict())
         return
-    observed = result.observation
-    click.echo(f"{result.target} settled: {observed.status} at seq {observed.seq}")
+    for winner in result.winners:
+        observed = winner.observation
+        _show_output(f"{winner.target} settled: {observed.status} at seq {observed.seq}", winner.output)
 
 
 @cli.command()
@@ -637,8 +750,25 @@ def status(app: App, as_json: bool) -> None:
         f"corral {report['version']}; store {store.get('adapter')} {store.get('path')} "
         f"(schema {store.get('schema_version')})"
     )
-    host = report.get("agent_host") or {}
-    click.echo(f"agent host: {host.get('name')}; kinds: {', '.join(host.get('kinds', []))}")
+    for host in report.get("agent_hosts") or []:
+        facts = ", ".join(
+            f"{key} {host[key]}" for key in ("version", "socket", "terminal_id", "root") if host.get(key) is not None
+        )
+        problem = f"; unavailable [{host['error']['code']}]" if host.get("error") else ""
+        click.echo(
+            f"agent host: {host.get('name')}"
+            + (f" ({facts})" if facts else "")
+            + f"; kinds: {', '.join(host.get('kinds', []))}{problem}"
+        )
+    locks = report.get("locks") or {}
+    for item in locks.get("controllers", []):
+        click.echo(f"controller {item['controller_id']}: {item['lock']} ({item['why']})")
+    for item in locks.get("leases", []):
+        click.echo(f"{item['machine']} {item.get('name') or item['id']}: {item['lock']} ({item['why']})")
+    for item in locks.get("plan_runners", []):
+        click.echo(f"plan {item['id']} runner: {item['lock']} ({item['why']})")
+    if locks.get("ended"):
+        click.echo("ended (absent): " + ", ".join(f"{n} {m}" for m, n in sorted(locks["ended"].items())))
     for machine, by_state in sorted(report["counts"].items()):
         click.echo(f"{machine}: " + ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())))
     if report["needs_attention"]:

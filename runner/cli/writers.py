@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from runner.cli import render
-from runner.cli.agents import agent_options, lines_option
+from runner.cli.agents import agent_options, lines_option, reconcile_options, show_housekeeping
 from runner.cli.app import (
     App,
     absolute_path,
@@ -136,6 +136,11 @@ def writer_start(
 @click.option("--expect-status", "expected_status", required=True, help="The status digest you expect.")
 @click.option("--checkpoint-ref", required=True, help="Where the work stands (a commit, a document).")
 @click.option("--checkpoint-sha256", required=True, help="SHA-256 of the checkpoint.")
+@click.option(
+    "--expect-content",
+    "expected_content",
+    help="The content digest you reviewed (corral preflight's content_sha256); refused if the files differ.",
+)
 @lines_option
 @blocked_options
 @credential_option
@@ -150,6 +155,7 @@ def writer_release(
     expected_status: str,
     checkpoint_ref: str,
     checkpoint_sha256: str,
+    expected_content: str | None,
     lines: int,
     blocked: bool,
     reason: str | None,
@@ -171,7 +177,8 @@ def writer_release(
             checkpoint_ref,
             checkpoint_sha256.lower(),
             lines,
-            blocked_reason(blocked, reason),
+            blocked_reason=blocked_reason(blocked, reason),
+            expected_content_sha256=expected_content.lower() if expected_content else None,
         )
     )
     if as_json:
@@ -196,6 +203,11 @@ def writer_release(
 @click.option(
     "--expect-seq", "expected_seq", type=int, help="The cursor you saw the writer settle at (refused if it moved)."
 )
+@click.option(
+    "--expect-content",
+    "expected_content",
+    help="The content digest you reviewed (corral preflight's content_sha256); refused if the files differ.",
+)
 @credential_option
 @json_option
 @click.pass_obj
@@ -205,6 +217,7 @@ def writer_verify(
     name: str,
     tails: bool,
     expected_seq: int | None,
+    expected_content: str | None,
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
@@ -217,7 +230,15 @@ def writer_verify(
 
     credential = load_credential(app, controller_id, credential_path)
     result = app.service.writer_verify(
-        WriterVerifyInput(controller_id, credential, name, tails, expected_seq), scratch=app.home.ensure("snapshots")
+        WriterVerifyInput(
+            controller_id,
+            credential,
+            name,
+            tails,
+            expected_state_change_seq=expected_seq,
+            expected_content_sha256=expected_content.lower() if expected_content else None,
+        ),
+        scratch=app.home.ensure("snapshots"),
     )
     if as_json:
         if result.verification["passed"]:
@@ -274,17 +295,19 @@ def writer_list(app: App, controller_id: str | None, include_ended: bool, as_jso
 
 @writer.command(name="reconcile")
 @controller_option
+@reconcile_options
 @credential_option
 @json_option
 @click.pass_obj
-def writer_reconcile(app: App, controller_id: str, credential_path: Path | None, as_json: bool) -> None:
-    """Settle lanes left in intermediate states whose pane is gone."""
-    from runner.cli.agents import _show_housekeeping
+def writer_reconcile(
+    app: App, controller_id: str, apply: bool, leases: tuple[str, ...], credential_path: Path | None, as_json: bool
+) -> None:
+    """Settle lanes a crash left unsettled (dry run unless --apply): per lease, what and why."""
     from runner.service import ControllerInput
 
     credential = load_credential(app, controller_id, credential_path)
-    _show_housekeeping(
-        app.service.reconcile(ControllerInput(controller_id, credential, True), "writer"), as_json, "reconcile"
+    show_housekeeping(
+        app.service.reconcile(ControllerInput(controller_id, credential, apply, leases), "writer"), as_json, "reconcile"
     )
 
 
@@ -293,7 +316,7 @@ def writer_reconcile(app: App, controller_id: str, credential_path: Path | None,
 @json_option
 @click.pass_obj
 def preflight(app: App, worktree: str, as_json: bool) -> None:
-    """What a coordinator needs to fill writer start's --expect-*: branch, HEAD, status digest, linked."""
+    """What a coordinator needs to fill --expect-*: branch, HEAD, status and content digests, linked."""
     import os
 
     facts = app.service.preflight(os.path.abspath(worktree))
@@ -307,6 +330,7 @@ def preflight(app: App, worktree: str, as_json: bool) -> None:
         ("branch", facts["branch"] or "(detached HEAD)"),
         ("HEAD", facts["head"]),
         ("status sha256", facts["status_sha256"]),
+        ("content sha256", facts["content_sha256"]),
         ("default branch", facts["default_branch"] or "(unknown)"),
         ("protected", ", ".join(facts["protected_default"]) or "(none known: name them with --protect)"),
     ]

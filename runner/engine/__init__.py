@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from runner.engine.engine import Engine, Request, Result
+from runner.engine.engine import Engine, Plan, Request, Result
 
-__all__ = ["Engine", "Request", "Result"]
+__all__ = ["Engine", "Plan", "Request", "Result"]

@@ -78,6 +78,18 @@ class Result:
     outcome: str | None = None
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a trigger would do (:meth:`Engine.plan`): from the instance as read, to ``dest``, acting
+    through ``effects`` (empty for a store-only transition), ending in ``then`` if the effects succeed."""
+
+    instance: Instance
+    dest: str
+    effects: list[str]
+    then: str
+    description: str = ""
+
+
 class Engine:
     """Executes triggers against a store, with machines from a library."""
 
@@ -159,6 +171,47 @@ class Engine:
         first = tx.append(after, request.trigger, before.state, request.actor, payload)
         logger.debug("%s %s: %s -> %s (seq %d)", spec.name, request.trigger, before.state, after.state, first.seq)
         return chosen, after, first, reply
+
+    def plan(self, spec: MachineSpec, request: Request) -> Plan:
+        """What :meth:`fire` would do with ``request`` now, without writing or acting: the transition
+        its guards would choose on the same observations, or the refusal :meth:`fire` would raise.
+
+        Why: a dry run (``reconcile`` without ``--apply``) must report the very decision the real run
+        would take, from the machine's own guards, not from a second copy of the rules in the service.
+        The guards run in a read snapshot, so a plan is advice: the world may move before an apply,
+        which then judges afresh. Updates and effects are not run (an update may mint a token).
+
+        Raises the same errors as :meth:`fire` does before its first write (``trigger_unknown``,
+        ``transition_not_allowed``, a guard's :class:`RefusedError`, ``instance_machine_mismatch``).
+        """
+        table = self.library.table(spec)
+        with self.store.read() as view:
+            before = view.get(request.instance_id) or Instance(request.instance_id, spec.name, spec.initial, 0, {})
+            if before.machine != spec.name:
+                raise InvalidError(
+                    f"instance {before.id!r} belongs to machine {before.machine!r}, not {spec.name!r}",
+                    code="instance_machine_mismatch",
+                    instance=before.id,
+                )
+            if not spec.transitions_for(request.trigger, before.state):
+                raise _not_allowed(spec, before, request.trigger)
+            ctx = Context(
+                instance=before,
+                trigger=request.trigger,
+                params=request.params,
+                secrets=request.secrets,
+                observations=request.observations,
+                now=self.store.now(),
+                view=view,
+                actor=request.actor,
+                data=dict(before.data),
+            )
+            firing = table.fire(request.trigger, before.state, ctx)
+        if firing.chosen is None:
+            raise _refused(before, request.trigger, firing.rejections)
+        chosen = firing.chosen
+        then = chosen.outcomes.success if chosen.two_phase and chosen.outcomes is not None else chosen.dest
+        return Plan(before, chosen.dest, [e.name for e in chosen.effects], then, chosen.description)
 
     def _context(self, instance: Instance, request: Request, tx: Transaction) -> Context:
         return Context(

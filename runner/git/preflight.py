@@ -16,6 +16,8 @@ fact                 how
                      (None when neither is known; never the branch some checkout happens to be on)
 ``protected_default`` the branches protected when a lane names none: ``default_branch`` plus
                      ``main`` and ``master`` wherever those branches exist (locally or on origin)
+``content_sha256``   (only from :func:`content_digest`, ``corral preflight``) SHA-256 over the
+                     *contents* of every tracked and untracked, not ignored, file (see there)
 ``scope_links``      (only from :func:`scope_links`) each scope one of whose components is a
                      symlink, on disk in the worktree or tracked as one at HEAD
 ===================  ========================================================================
@@ -45,6 +47,8 @@ class GitFacts:
     status_sha256: str
     default_branch: str | None
     protected_default: tuple[str, ...] = ()
+    content_sha256: str | None = None
+    """Set only when asked for (:func:`read` with ``content=True``): it reads every file."""
 
     @property
     def linked(self) -> bool:
@@ -73,8 +77,9 @@ def _repo(path: str) -> Any:
         raise GitReadError("worktree", f"{path} is not a git worktree ({type(exc).__name__})", path=path) from None
 
 
-def read(worktree: str) -> GitFacts:
-    """Read every fact about ``worktree`` (an absolute path).
+def read(worktree: str, content: bool = False) -> GitFacts:
+    """Read every fact about ``worktree`` (an absolute path); with ``content``, also
+    :func:`content_digest` (it reads every file, so only the operations that compare it pay).
 
     Raises:
         GitReadError: ``git_unreadable`` when git cannot read it at all.
@@ -135,7 +140,65 @@ def read(worktree: str) -> GitFacts:
         status_sha256=hashlib.sha256(status).hexdigest(),
         default_branch=default,
         protected_default=_protected_default(repo, default),
+        content_sha256=content_digest(realpath) if content else None,
     )
+
+
+CHUNK = 1 << 20
+
+
+def content_digest(worktree: str) -> str:
+    """SHA-256 over the contents of the worktree's tracked and untracked (not ignored) files.
+
+    Why: the status digest only sees ``M file``; a dirty file edited again keeps the same status line,
+    so a release or verify bound to the status alone could accept content nobody looked at. This
+    digest changes with any byte. Deterministic: paths in byte order, each entry framed as
+    ``kind, path length, path, payload`` so no two listings collide; kinds: ``F`` a regular file (its
+    size and the SHA-256 of its bytes, read streaming, opened ``O_NOFOLLOW | O_NONBLOCK`` so a FIFO
+    or a swapped-in link cannot hang or redirect it), ``L`` a symlink (its target text, never
+    followed), ``D`` a directory (a submodule: not descended into), ``O`` anything else, ``-`` a
+    tracked file that is missing. Nothing under a ``.git`` component is read.
+
+    Raises:
+        GitReadError: a file git lists cannot be read (``git_unreadable``, naming it).
+    """
+    total = hashlib.sha256()
+    root = os.path.realpath(worktree)
+    for path in sorted(listed_files(root), key=lambda p: p.encode("utf-8", "surrogateescape")):
+        if ".git" in path.split("/"):
+            continue
+        name = path.encode("utf-8", "surrogateescape")
+        kind, payload = _entry(os.path.join(root, path), path)
+        total.update(kind + len(name).to_bytes(8, "big") + name + len(payload).to_bytes(8, "big") + payload)
+    return total.hexdigest()
+
+
+def _entry(full: str, path: str) -> tuple[bytes, bytes]:
+    import stat
+
+    try:
+        info = os.lstat(full)
+    except FileNotFoundError:
+        return b"-", b""
+    except OSError as exc:
+        raise GitReadError("worktree", f"cannot read {path}: {exc.strerror}", path=path) from None
+    if stat.S_ISLNK(info.st_mode):
+        return b"L", os.fsencode(os.readlink(full))
+    if stat.S_ISDIR(info.st_mode):
+        return b"D", b""
+    if not stat.S_ISREG(info.st_mode):
+        return b"O", b""
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise GitReadError("worktree", f"cannot read {path}: {exc.strerror}", path=path) from None
+    with os.fdopen(fd, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return b"F", size.to_bytes(8, "big") + digest.digest()
 
 
 # Branches protected whenever they exist, whatever the remote or the configuration says.

@@ -120,6 +120,24 @@ def git_status(ctx: Context) -> Rejection | None:
     )
 
 
+@GUARDS.register("git_content")
+def git_content(ctx: Context) -> Rejection | None:
+    """When the caller gave ``expected_content_sha256``, the worktree's content digest (every tracked
+    and untracked file's bytes, :func:`runner.git.preflight.content_digest`) is that one. Without an
+    expectation it passes: the status digest alone is then what binds the operation."""
+    expected = ctx.params.get("expected_content_sha256")
+    if expected is None:
+        return None
+    actual = _git(ctx).get("content_sha256")
+    if actual == expected:
+        return None
+    return Rejection(
+        "git_content_mismatch",
+        "the worktree's file contents changed since they were read (or were not read)",
+        {"expected": expected, "actual": actual},
+    )
+
+
 @GUARDS.register("scopes_disjoint")
 def scopes_disjoint(ctx: Context) -> Rejection | None:
     """The lane's owned scopes do not overlap its own locked scopes."""

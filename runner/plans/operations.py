@@ -294,7 +294,8 @@ def _resume_start(machine: str) -> ResumeFn:
             return Resume(
                 "pause",
                 reason=f"{machine} {args.get('name')!r} was being started when the runner stopped "
-                f"({found.state}); check `corral agents`, then `corral {machine} reconcile`",
+                f"({found.state}); check `corral agents`, then "
+                f"`corral {machine} reconcile --apply`",
             )
         return Resume(
             "fail",
@@ -392,7 +393,7 @@ def _resume_close(do: str, machine: str, done_state: str, closing: str) -> Resum
             return Resume(
                 "pause",
                 reason=f"{machine} {args.get('name')!r} was being closed when the runner stopped; "
-                f"run `corral {machine} reconcile` once its pane is gone, then resume the plan",
+                f"run `corral {machine} reconcile --apply` once its pane is gone, then resume the plan",
             )
         return RUN
 

@@ -25,7 +25,9 @@ from runner.service.adopted import (
 )
 from runner.service.agents import (
     AbandonInput,
+    AgentInput,
     AgentLeaseView,
+    AgentWaitInput,
     AskManyInput,
     AskManyResult,
     CloseResult,
@@ -43,6 +45,7 @@ from runner.service.agents import (
     ReviewerStartInput,
     WaitAnyInput,
     WaitAnyResult,
+    Winner,
 )
 from runner.service.checks import TTL_DEFAULT, TTL_MAX, TTL_MIN, default_holder
 from runner.service.controller import (
@@ -100,7 +103,9 @@ __all__ = [
     "AdoptedCloseInput",
     "AdoptedListInput",
     "AdoptedReleaseInput",
+    "AgentInput",
     "AgentLeaseView",
+    "AgentWaitInput",
     "AskManyInput",
     "AskManyResult",
     "CloseResult",
@@ -131,6 +136,7 @@ __all__ = [
     "VerifyResult",
     "WaitAnyInput",
     "WaitAnyResult",
+    "Winner",
     "WriterReleaseInput",
     "WriterStartInput",
     "WriterVerifyInput",

@@ -22,6 +22,7 @@ from runner.agents.abc import (
     GONE,
     NAME_PATTERN,
     PROMPTABLE,
+    AgentError,
     AgentGoneError,
     AgentHost,
     Observation,
@@ -60,8 +61,10 @@ if TYPE_CHECKING:
 HOSTS = ("process", "herdr")
 TOKEN_PREFIX = "corral-receipt-v1."
 TOKEN = re.compile(r"^corral-receipt-v1\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+LEASE_ID = re.compile(r"^[a-z]{1,32}/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 OPTION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 CAPTURE_LINES_DEFAULT, CAPTURE_LINES_MAX = 200, 10000
+WAIT_LINES_DEFAULT = 40
 TIMEOUT_DEFAULT, TIMEOUT_MAX = 600.0, 86400.0
 PROMPT_MAX = 1_000_000
 BATCH_MAX = 8
@@ -160,6 +163,41 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+LOCK_STATES = ("absent", "active", "stale", "indeterminate")
+RUNNER_WHY = {
+    "absent": "no runner recorded",
+    "active": "its runner process is alive on this host",
+    "stale": "its runner is gone (the process exited, or the host rebooted): a new runner may take it",
+    "indeterminate": "its runner is on another host or its liveness cannot be read: never taken by age",
+}
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def _lease_lock(spec: MachineSpec, lease: Instance, judge: Callable[[Any], str]) -> tuple[str, str]:
+    """A reviewer, writer or pane instance as a lock: ``active`` while it holds its agent, ``absent``
+    once ended, ``stale`` where only reconcile can settle it, and for an effect in flight (an
+    intermediate state) what its recorded process says, ``indeterminate`` without one."""
+    state = spec.states.get(lease.state)
+    if lease.state == "active":
+        return "active", "holds its agent"
+    if state is not None and state.terminal:
+        return "absent", f"{lease.state}: ended"
+    if state is not None and state.intermediate:
+        if lease.state == "provisioning" and lease.data.get("starter"):
+            judged = judge(lease.data.get("starter"))
+            if judged == "active":
+                return "active", "its start is still running"
+            if judged == "stale":
+                return "stale", "its start died before recording the outcome: reconcile"
+        return "indeterminate", f"{lease.state}: an effect's outcome is not recorded (reconcile once no process acts)"
+    return "stale", f"{lease.state}: reconcile settles it"
+
+
 # --- inputs -------------------------------------------------------------------------------------------
 
 
@@ -227,15 +265,23 @@ class ReviewerListInput:
 
 @dataclass(frozen=True)
 class ControllerInput:
-    """An operation over everything a controller holds (cleanup, reconcile)."""
+    """An operation over everything a controller holds (cleanup, reconcile).
+
+    ``apply`` False (the default) is a dry run: report what would be done, do nothing. ``leases``
+    (instance ids, as the report names them) limits it to those leases; empty: all of them.
+    """
 
     controller_id: str
     credential: Credential
     apply: bool = False
+    leases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
+        for lease in self.leases:
+            if not isinstance(lease, str) or not LEASE_ID.match(lease):
+                raise InputError("lease", f"{lease!r} is not a lease id (MACHINE/UUID, as reports name them)")
 
 
 @dataclass(frozen=True)
@@ -386,12 +432,20 @@ class ReceiptsInput:
 
 @dataclass(frozen=True)
 class WaitAnyInput:
-    """Wait for the first of 1-16 leased agents to settle after its cursor (default: the current one)."""
+    """Wait for the first of 1-16 leased agents to settle.
+
+    A target with a cursor (``T:SEQ``) waits for a settle strictly after ``SEQ``. A target without
+    one is judged now: already settled, it wins at once (it is done: waiting for its *next* settle
+    would wait for work nobody asked for); ``fresh`` makes it wait instead for the next settle after
+    the cursor observed at the call. ``lines`` bounds each winner's output.
+    """
 
     controller_id: str
     credential: Credential
     targets: tuple[tuple[str, int | None], ...]
     timeout: float = TIMEOUT_DEFAULT
+    lines: int = WAIT_LINES_DEFAULT
+    fresh: bool = False
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
@@ -405,6 +459,54 @@ class WaitAnyInput:
             _check_name("target", name)
             if after is not None:
                 _check_cursor("target", after)
+        _check_timeout(self.timeout)
+        _check_lines(self.lines)
+
+
+PANE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$")
+WAITABLE = ("idle", "working", "done", "blocked")
+
+
+@dataclass(frozen=True)
+class AgentInput:
+    """One agent on a host, by pane id, read-only (``corral agent get`` / ``read``): leased or not,
+    no controller needed. ``lines`` bounds a read."""
+
+    pane_id: str
+    host: str = "process"
+    lines: int = CAPTURE_LINES_DEFAULT
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.pane_id, str) or not PANE_ID.match(self.pane_id):
+            raise InputError("target", f"{self.pane_id!r} is not a pane id")
+        if self.host not in HOSTS:
+            raise InputError("host", f"{self.host!r} is not an agent host ({', '.join(HOSTS)})")
+        _check_lines(self.lines)
+
+
+@dataclass(frozen=True)
+class AgentWaitInput:
+    """Wait, read-only, until the agent is in one of ``until`` at a cursor past ``after_seq``.
+
+    ``until`` defaults to the settled statuses; ``after_seq`` None means the cursor observed when the
+    wait starts (so the wait is for the next change, never satisfied by the state it began in).
+    """
+
+    pane_id: str
+    until: tuple[str, ...] = ("idle", "done", "blocked")
+    after_seq: int | None = None
+    timeout: float = TIMEOUT_DEFAULT
+    host: str = "process"
+
+    def __post_init__(self) -> None:
+        AgentInput(self.pane_id, self.host)
+        if not self.until:
+            raise InputError("until", "give at least one status")
+        for status in self.until:
+            if status not in WAITABLE:
+                raise InputError("until", f"{status!r} is not a status to wait for ({', '.join(WAITABLE)})")
+        if self.after_seq is not None:
+            _check_cursor("after_seq", self.after_seq)
         _check_timeout(self.timeout)
 
 
@@ -477,12 +579,35 @@ class AskManyResult:
 
 
 @dataclass(frozen=True)
-class WaitAnyResult:
+class Winner:
+    """One settled target of a wait: its observation and its visible output (bounded)."""
+
     target: str
     observation: Observation
+    output: str = field(repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "observation": self.observation.to_dict()}
+        return {"target": self.target, "observation": self.observation.to_dict(), "output": self.output}
+
+
+@dataclass(frozen=True)
+class WaitAnyResult:
+    """The winners of a wait: one when a wait ended it, every target already settled when some were.
+
+    ``target``/``observation``/``output`` at the top are the first winner's (the shape before winners)."""
+
+    winners: list[Winner]
+
+    @property
+    def target(self) -> str:
+        return self.winners[0].target
+
+    @property
+    def observation(self) -> Observation:
+        return self.winners[0].observation
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.winners[0].to_dict(), "winners": [w.to_dict() for w in self.winners]}
 
 
 @dataclass(frozen=True)
@@ -866,22 +991,32 @@ class AgentOps(ServiceBase):
         return Housekeeping(inp.apply, actions)
 
     def reconcile(self, inp: ControllerInput, machine: str = "reviewer") -> Housekeeping:
-        """Settle this controller's leases (``reviewer`` or ``writer``) left where ``reconcile`` applies.
+        """Settle this controller's leases (``reviewer``, ``writer`` or ``pane``) left where ``reconcile``
+        applies; without ``inp.apply`` only report, per lease, what would be done and why.
 
         A lease whose pane is gone is settled; the pane of a start that never finished (found by its
         recorded pane, or by the start nonce and identity it recorded before the pane was created) is
         closed, fenced, and the lease ends ``failed_closed``; a recorded close or release whose pane is
         still open with the agent at the bound cursor is finished. A start whose process still runs is
-        left alone; whatever the guards refuse is reported with their code, and nothing is touched."""
+        left alone; whatever the guards refuse is reported with their code, and nothing is touched.
+
+        The dry run observes exactly as the real run does and asks the engine to evaluate the same
+        request through the machine's guards (:meth:`Engine.plan`) without writing or acting, so its
+        plan is the decision the apply would take on those observations (the world may move between).
+        """
         from runner import lockstatus
 
         self._check_fence(inp.credential)
         spec = self.library.builtin(machine)
         unsettled = [state for state in spec.states if spec.transitions_for("reconcile", state)]
         actions: list[dict[str, Any]] = []
+        seen: set[str] = set()
         for lease in self.store.find(machine, unsettled):
             if lease.data.get("controller_id") != inp.controller_id:
                 continue
+            if inp.leases and lease.id not in inp.leases:
+                continue
+            seen.add(lease.id)
             host = self.host(lease.data["host"])
             observed, ambiguous = self._find_pane(host, lease)
             action: dict[str, Any] = {"name": lease.data.get("name"), "lease": lease.id, "state": lease.state}
@@ -889,6 +1024,11 @@ class AgentOps(ServiceBase):
                 action.update(action="skip", why=ambiguous)
             elif lease.state == "active" and observed.get("exists"):
                 if same_identity(observed, lease.data):
+                    if inp.leases:  # asked for by id: say why nothing is done
+                        action.update(
+                            action="skip", why="the lease is active and its pane is live: nothing to reconcile"
+                        )
+                        actions.append(action)
                     continue  # a live lease with its agent: nothing to reconcile, nothing to report
                 # The pane holds another agent (after a Herdr restart: another terminal, no name). No
                 # transition fits (the pane is not gone, and closing it would close an agent corral
@@ -901,25 +1041,42 @@ class AgentOps(ServiceBase):
                 )
             else:
                 starter = lockstatus.status(lease.data.get("starter")) if lease.state == "provisioning" else None
+                observations = {"agent": observed, "starter": starter}
                 try:
-                    result = self._fire_on(
-                        machine,
-                        lease.id,
-                        "reconcile",
-                        inp.credential,
-                        {},
-                        {"agent": observed, "starter": starter},
-                        host=host,
-                    )
+                    if inp.apply:
+                        result = self._fire_on(
+                            machine, lease.id, "reconcile", inp.credential, {}, observations, host=host
+                        )
+                    else:
+                        plan = self.engine.plan(
+                            spec, self._request(lease.id, "reconcile", inp.credential, {}, observations)
+                        )
                 except RefusedError as exc:
                     # The machine's guards judged the evidence insufficient: report why, touch nothing.
                     action.update(action="skip", code=exc.code, why=exc.message)
                 else:
-                    action.update(action="reconciled", to=result.instance.state)
-                    if observed.get("exists"):
-                        action.update(closed_pane=observed.get("pane_id"))
+                    if inp.apply:
+                        action.update(action="reconciled", to=result.instance.state)
+                        if observed.get("exists"):
+                            action.update(closed_pane=observed.get("pane_id"))
+                    else:
+                        action.update(action="would_reconcile", to=plan.then, why=" ".join(plan.description.split()))
+                        if plan.effects:
+                            action.update(via=plan.dest, effects=plan.effects)
+                        if observed.get("exists"):
+                            action.update(would_close_pane=observed.get("pane_id"))
             actions.append(action)
-        return Housekeeping(True, actions)
+        for missing in inp.leases:
+            if missing not in seen:
+                actions.append(
+                    {
+                        "name": None,
+                        "lease": missing,
+                        "action": "skip",
+                        "why": f"not a {machine} lease of controller {inp.controller_id!r} that reconcile applies to",
+                    }
+                )
+        return Housekeeping(inp.apply, actions)
 
     def reviewer_reconcile(self, inp: ControllerInput) -> Housekeeping:
         """:meth:`reconcile` for reviewer leases."""
@@ -1307,22 +1464,95 @@ class AgentOps(ServiceBase):
         return winner[0]
 
     async def wait_any(self, inp: WaitAnyInput) -> WaitAnyResult:
-        """The first target to settle strictly after its cursor (default: the cursor observed now)."""
+        """The first target to settle after its cursor; or, at once, every target given without a
+        cursor that is already settled (unless ``inp.fresh``). Each winner comes with its output."""
         self._check_fence(inp.credential)
         entries = []
+        ready: list[tuple[str, AgentHost, str]] = []
         for name, after in inp.targets:
             lease = self._lease_by_name(inp.controller_id, name)
             host = self.host(lease.data["host"])
             pane_id = str(lease.data["pane_id"])
-            cursor = after if after is not None else host.get(pane_id).seq
+            if after is None:
+                try:
+                    now = host.get(pane_id)
+                except AgentGoneError:
+                    raise AgentGoneError(f"the agent {name!r} is gone", pane_id=pane_id, target=name) from None
+                if now.settled and not inp.fresh:
+                    ready.append((name, host, pane_id))
+                cursor = now.seq
+            else:
+                cursor = after
             entries.append((name, host, pane_id, cursor))
+        if ready:
+            return WaitAnyResult([self._winner(name, host, pane_id, inp.lines) for name, host, pane_id in ready])
         winner = await self._first_settled(entries, inp.timeout)
         _, host, pane_id, _ = next(e for e in entries if e[0] == winner)
+        return WaitAnyResult([self._winner(winner, host, pane_id, inp.lines)])
+
+    @staticmethod
+    def _winner(name: str, host: AgentHost, pane_id: str, lines: int) -> Winner:
+        """A winner's observation and output: the observation is taken after the read, so the output
+        is at most as new as the cursor reported (a later change shows as a higher seq, never hidden)."""
         try:
+            output = host.read(pane_id, lines)
             observation = host.get(pane_id)
         except AgentGoneError:
-            raise AgentGoneError(f"the agent {winner!r} is gone", pane_id=pane_id, target=winner) from None
-        return WaitAnyResult(winner, observation)
+            raise AgentGoneError(f"the agent {name!r} is gone", pane_id=pane_id, target=name) from None
+        return Winner(name, observation, output)
+
+    # --- read-only inventory: any agent on a host, leased or not ------------------------------------
+
+    def agent_get(self, inp: AgentInput) -> Observation:
+        """Observe one agent now. Raises :class:`AgentGoneError` (``agent_gone``, exit 3)."""
+        return self.host(inp.host).get(inp.pane_id)
+
+    def agent_read(self, inp: AgentInput) -> tuple[str, Observation]:
+        """The agent's visible output (at most ``inp.lines`` lines) and an observation taken after
+        the read: the output is never newer than the cursor reported with it."""
+        host = self.host(inp.host)
+        output = host.read(inp.pane_id, inp.lines)
+        return output, host.get(inp.pane_id)
+
+    async def agent_wait(self, inp: AgentWaitInput) -> Observation:
+        """Wait until the agent is in one of ``inp.until`` at a cursor strictly after ``inp.after_seq``.
+
+        Settled statuses only: through the host's own wait (event-driven where the host is); with
+        ``working`` among them, by observing every 50 ms (hosts have no wait for work to start).
+
+        Raises:
+            AgentGoneError: the pane is gone (``agent_gone``, exit 3).
+            WaitTimeoutError: ``wait_timeout`` (exit 5), ``details.observation`` the last one seen.
+        """
+        import anyio
+
+        from runner.agents.abc import SETTLED
+
+        host = self.host(inp.host)
+        last = host.get(inp.pane_id)
+        after = last.seq if inp.after_seq is None else inp.after_seq
+        wanted = frozenset(inp.until)
+        deadline = anyio.current_time() + inp.timeout
+        while not (last.seq > after and last.status in wanted):
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                raise WaitTimeoutError(
+                    f"agent {inp.pane_id!r} was not {' or '.join(inp.until)} past seq {after} within "
+                    f"{inp.timeout:g} s (last: {last.status} at seq {last.seq})",
+                    pane_id=inp.pane_id,
+                    after_seq=after,
+                    until=list(inp.until),
+                    observation=last.to_dict(),
+                )
+            if wanted <= SETTLED:
+                try:
+                    last = await host.wait(inp.pane_id, max(after, last.seq), remaining)
+                except WaitTimeoutError:
+                    last = host.get(inp.pane_id)  # the deadline passed: judge (or report) the latest
+            else:
+                await anyio.sleep(min(0.05, remaining))
+                last = host.get(inp.pane_id)
+        return last
 
     def agents(self, host_name: str = "process") -> list[dict[str, Any]]:
         """Live observations of the host's agents, with the lease holding each (if any)."""
@@ -1347,7 +1577,8 @@ class AgentOps(ServiceBase):
         return out
 
     def status(self) -> dict[str, Any]:
-        """Version, store, hosts, counts by machine and state, and what needs reconcile."""
+        """Version, store, agent hosts, counts by machine and state, what needs reconcile, and every
+        lock and lease judged ``absent``/``active``/``stale``/``indeterminate`` (:meth:`locks`)."""
         from runner._version import __version__
 
         counts: dict[str, dict[str, int]] = {}
@@ -1369,11 +1600,103 @@ class AgentOps(ServiceBase):
                             "token": instance.data.get("token"),
                         }
                     )
+        hosts = self._describe_hosts()
         return {
             "version": __version__,
             "store": self.store.info(),
-            "agent_host": self.host("process").describe() if self._hosts is not None else None,
+            "agent_host": hosts[0] if hosts else None,
+            "agent_hosts": hosts,
             "counts": counts,
             "needs_attention": needs,
+            "locks": self.locks(),
             "cache": {"rebuilt": sum(rebuilt.values()), "by_cache": rebuilt},
         }
+
+    def _describe_hosts(self) -> list[dict[str, Any]]:
+        """The process host, and every other host a lease not yet ended records: each as it describes itself (Herdr:
+        version, socket, ``terminal_id``); a host that cannot be reached says so with its error code."""
+        if self._hosts is None:
+            return []
+        recorded = set()
+        for machine in (*LEASE_MACHINES, "pane"):
+            spec = self.library.builtin(machine)
+            for lease in self.store.find(machine):
+                if not spec.states[lease.state].terminal and lease.data.get("host") in HOSTS:
+                    recorded.add(str(lease.data["host"]))
+        names = ["process", *sorted(recorded - {"process"})]
+        described = []
+        for name in names:
+            try:
+                described.append(self.host(name).describe())
+            except AgentError as exc:
+                # The host itself cannot answer (Herdr's server down): say so. Corrupt configuration
+                # (agents_config_invalid) is not the host's state: it is refused, as everywhere.
+                described.append({"name": name, "error": {"code": exc.code, "message": exc.message}})
+        return described
+
+    def locks(self) -> dict[str, Any]:
+        """Every lock and lease, each judged one of :data:`LOCK_STATES`, without pids, lease ids or
+        credentials: controller leases by expiry (the store's clock), reviewer and writer leases by
+        their state (a start in flight by its recorded starter), plan runner locks by
+        :func:`runner.lockstatus.status`. A runner on another host, or whose liveness cannot be read,
+        is ``indeterminate``: never judged by how old it is. Ended leases are counted, not listed."""
+        from runner import lockstatus
+
+        now = self.store.now()
+        controllers = []
+        for lease in self.store.find("controller"):
+            if lease.state != "active":
+                state, why = "absent", f"{lease.state}: nobody holds it"
+            elif fence.is_expired(lease, now):
+                state, why = "stale", "expired: another coordinator may take it over"
+            else:
+                state, why = "active", "held until it expires"
+            controllers.append(
+                {
+                    "id": lease.id,
+                    "controller_id": lease.data.get("controller_id"),
+                    "lock": state,
+                    "why": why,
+                    "generation": lease.data.get("generation"),
+                    "holder": lease.data.get("holder"),
+                    "expires_at": lease.data.get("expires_at"),
+                }
+            )
+        leases: list[dict[str, Any]] = []
+        ended: dict[str, int] = {}
+        for machine in (*LEASE_MACHINES, "pane"):
+            spec = self.library.builtin(machine)
+            for lease in self.store.find(machine):
+                state, why = _lease_lock(spec, lease, lockstatus.status)
+                if state == "absent":
+                    ended[machine] = ended.get(machine, 0) + 1
+                    continue
+                leases.append(
+                    {
+                        "id": lease.id,
+                        "machine": machine,
+                        "name": lease.data.get("name"),
+                        "controller_id": lease.data.get("controller_id"),
+                        "host": lease.data.get("host"),
+                        "pane_id": lease.data.get("pane_id"),
+                        "state": lease.state,
+                        "lock": state,
+                        "why": why,
+                    }
+                )
+        runners = []
+        for plan in self.store.find("plan"):
+            holder = plan.data.get("runner") if plan.state == "running" else None
+            if holder is None:
+                continue
+            judged = lockstatus.status(holder)
+            runners.append(
+                {
+                    "id": plan.id,
+                    "state": plan.state,
+                    "lock": judged,
+                    "why": RUNNER_WHY[judged],
+                    "same_host": holder.get("host") == _hostname(),
+                }
+            )
+        return {"controllers": controllers, "leases": leases, "plan_runners": runners, "ended": ended}

@@ -135,6 +135,8 @@ class WriterReleaseInput:
     """An operator's decision to release a lane whose agent is *blocked*, and why (recorded)."""
     lease_id: str | None = None
     """The lane instance id (``writer/…``) meant: the lane named ``name`` must be it (``lease_mismatch``)."""
+    expected_content_sha256: str | None = None
+    """The worktree's content digest (``corral preflight``'s ``content_sha256``) you reviewed; optional."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
@@ -143,6 +145,8 @@ class WriterReleaseInput:
         _check_cursor("expected_state_change_seq", self.expected_state_change_seq)
         _check_object_id("expected_head", self.expected_head)
         check_sha256("expected_status_sha256", self.expected_status_sha256)
+        if self.expected_content_sha256 is not None:
+            check_sha256("expected_content_sha256", self.expected_content_sha256)
         check_ref("checkpoint_ref", self.checkpoint_ref)
         check_sha256("checkpoint_sha256", self.checkpoint_sha256)
         _check_lines(self.lines)
@@ -162,6 +166,8 @@ class WriterVerifyInput:
     """The cursor the caller saw the writer settle at; verify refuses if it moved (default: any settled)."""
     lease_id: str | None = None
     """The lane instance id (``writer/…``) meant: the lane named ``name`` must be it (``lease_mismatch``)."""
+    expected_content_sha256: str | None = None
+    """Run only on exactly this worktree content (``corral preflight``'s ``content_sha256``); optional."""
 
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
@@ -170,6 +176,8 @@ class WriterVerifyInput:
         if self.expected_state_change_seq is not None:
             _check_cursor("expected_state_change_seq", self.expected_state_change_seq)
         _check_instance_id("lease_id", self.lease_id)
+        if self.expected_content_sha256 is not None:
+            check_sha256("expected_content_sha256", self.expected_content_sha256)
 
 
 @dataclass(frozen=True)
@@ -231,16 +239,17 @@ class ValidationFailedError(RefusedError):
 class WriterOps(AgentOps):
     """Writer lanes."""
 
-    def _git(self, worktree: str) -> dict[str, Any]:
+    def _git(self, worktree: str, content: bool = False) -> dict[str, Any]:
         from runner.git import preflight
 
-        return preflight.read(worktree).to_dict()
+        return preflight.read(worktree, content).to_dict()
 
     def preflight(self, worktree: str) -> dict[str, Any]:
-        """The facts a coordinator needs to fill ``expected_*``: branch, HEAD, status digest, linked."""
+        """The facts a coordinator needs to fill ``expected_*``: branch, HEAD, status and content
+        digests, linked."""
         if not isinstance(worktree, str) or not worktree.startswith("/"):
             raise InputError("worktree", f"{worktree!r} is not an absolute path")
-        return self._git(worktree)
+        return self._git(worktree, content=True)
 
     def writer_start(self, inp: WriterStartInput) -> AgentLeaseView:
         """Start a lane. Refused with the git fact or scope that is wrong (``git_*``, ``scope_*``…)."""
@@ -315,9 +324,16 @@ class WriterOps(AgentOps):
             "checkpoint_ref": inp.checkpoint_ref,
             "checkpoint_sha256": inp.checkpoint_sha256,
             "blocked_reason": inp.blocked_reason,
+            "expected_content_sha256": inp.expected_content_sha256,
         }
+        content = inp.expected_content_sha256 is not None  # read every file only when it is compared
         return self._close_lease(
-            lease, "release", inp.credential, params, inp.lines, lambda: {"git": self._git(lease.data["cwd"])}
+            lease,
+            "release",
+            inp.credential,
+            params,
+            inp.lines,
+            lambda: {"git": self._git(lease.data["cwd"], content)},
         )
 
     def writer_verify(self, inp: WriterVerifyInput, scratch: Path | None = None) -> VerifyResult:
@@ -342,11 +358,24 @@ class WriterOps(AgentOps):
         worktree = str(lease.data["cwd"])
         commands = load_commands(worktree, str(lease.data["base_commit"]))
         started = time.monotonic()
-        before = self._git(worktree)
+        content = inp.expected_content_sha256 is not None
+        content_params = {"expected_content_sha256": inp.expected_content_sha256}
+        before = self._git(worktree, content)
+        if content:
+            # Refused before anything runs, by the machine's own guard (git_content), judged as the
+            # recording transition will judge it.
+            self.engine.plan(
+                self.library.builtin("writer"),
+                self._request(lease.id, "verify", inp.credential, content_params, {"git": before}),
+            )
         root = scratch or Path(tempfile.gettempdir()) / "corral-snapshots"
         with snapshot(worktree, root, sandbox) as (snap, home):
-            after = self._git(worktree)
-            if (before["head"], before["status_sha256"]) != (after["head"], after["status_sha256"]):
+            after = self._git(worktree, content)
+            if (before["head"], before["status_sha256"], before["content_sha256"]) != (
+                after["head"],
+                after["status_sha256"],
+                after["content_sha256"],
+            ):
                 raise ConflictError(
                     "the worktree changed while it was being copied; verify again",
                     code="git_status_changed",
@@ -359,13 +388,21 @@ class WriterOps(AgentOps):
             "passed": all(r.passed for r in results),
             "head": before["head"],
             "status_sha256": before["status_sha256"],
+            **({"content_sha256": before["content_sha256"]} if content else {}),
             "base_commit": lease.data["base_commit"],
             "fence_generation": inp.credential.generation,
             "duration_seconds": round(time.monotonic() - started, 3),
             "results": [r.to_record() for r in results],
         }
         try:
-            result = self._fire_on("writer", lease.id, "verify", inp.credential, {"verification": verification}, {})
+            result = self._fire_on(
+                "writer",
+                lease.id,
+                "verify",
+                inp.credential,
+                {"verification": verification, **content_params},
+                {"git": before},
+            )
         except RefusedError as exc:
             if exc.code not in ("fence_stale", "lease_expired"):
                 raise

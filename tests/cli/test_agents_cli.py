@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ def test_agent_commands_end_to_end(corral: Any, project: Path) -> None:
 
     waited = ok(corral("wait-any", "--controller", "ctl", "--target", "other:1", "--target", "rev:2", "--json"))
     assert waited["target"] == "other" and waited["observation"]["seq"] == 2
+    assert waited["output"].strip() == "from stdin" and [w["target"] for w in waited["winners"]] == ["other"]
     collected = ok(corral("collect", "--controller", "ctl", "--receipt", token, "--json"))
     assert collected["results"][0]["output"].strip() == "from stdin"
 
@@ -147,5 +149,113 @@ def test_agent_command_errors(corral: Any, project: Path) -> None:
     error(corral("ask-many", "--controller", "ctl", "--request", "no-equals-sign", "--json"), 3, "input_invalid")
     error(corral("wait-any", "--controller", "ctl", "--target", "x:abc", "--json"), 3, "input_invalid")
     start(corral, project, "rev")
-    error(corral("wait-any", "--controller", "ctl", "--target", "rev", "--timeout", "0.2", "--json"), 5, "wait_timeout")
+    error(
+        corral("wait-any", "--controller", "ctl", "--target", "rev", "--fresh", "--timeout", "0.2", "--json"),
+        5,
+        "wait_timeout",
+    )
+    settled = ok(corral("wait-any", "--controller", "ctl", "--target", "rev", "--timeout", "0.2", "--json"))
+    assert settled["target"] == "rev" and settled["observation"]["status"] == "idle", "an idle agent wins at once"
     error(corral("relay", "rev", "--controller", "ctl", "--text", "   ", "--json"), 3, "input_invalid")
+
+
+def test_agent_get_read_wait_are_read_only_and_need_no_controller(corral: Any, project: Path) -> None:
+    """Issue 10: `corral agent get|read|wait PANE` for any agent on the host, without a credential."""
+    ok(corral("controller", "acquire", "--controller", "ctl", "--authority-ref", "T", "--authority-sha256", SHA))
+    pane = start(corral, project, "rev")["pane_id"]
+    ok(corral("controller", "release", "--controller", "ctl", "--checkpoint-ref", "c", "--checkpoint-sha256", SHA))
+    # No credential from here on: every command below is read-only.
+    got = ok(corral("agent", "get", pane, "--json"))
+    assert set(got) == {"observation"}
+    assert (got["observation"]["pane_id"], got["observation"]["status"], got["observation"]["seq"]) == (pane, "idle", 0)
+    timed_out = error(corral("agent", "wait", pane, "--timeout", "0.3", "--json"), 5, "wait_timeout")
+    assert timed_out["details"]["observation"]["status"] == "idle", "the last observation comes with the timeout"
+    read = ok(corral("agent", "read", pane, "--lines", "5", "--json"))
+    assert set(read) == {"output", "observation"} and read["observation"]["seq"] == 0
+    text = corral("agent", "get", pane)
+    assert text.returncode == 0 and f"{pane} rev (script)" in text.stdout and "idle at seq 0" in text.stdout
+    error(corral("agent", "get", "p999", "--json"), 3, "agent_gone")
+    error(corral("agent", "read", "p999", "--json"), 3, "agent_gone")
+    error(corral("agent", "wait", "p999", "--timeout", "0.2", "--json"), 3, "agent_gone")
+    error(corral("agent", "wait", pane, "--until", "gone", "--json"), 2, "usage")
+    error(corral("agent", "get", "../x", "--json"), 3, "input_invalid")
+
+
+def test_agent_wait_sees_work_start_and_end(corral: Any, project: Path) -> None:
+    ok(corral("controller", "acquire", "--controller", "ctl", "--authority-ref", "T", "--authority-sha256", SHA))
+    pane = start(corral, project, "rev")["pane_id"]
+    ok(corral("relay", "rev", "--controller", "ctl", "--text", "wait-file go\necho finished", "--json"))
+    working = ok(corral("agent", "wait", pane, "--after-seq", "0", "--until", "working", "--json"))
+    assert (working["observation"]["status"], working["observation"]["seq"]) == ("working", 1)
+    (project / "go").write_text("")  # let the agent finish only now: the wait saw it working
+    done = ok(corral("agent", "wait", pane, "--after-seq", "1", "--timeout", "30", "--json"))
+    assert (done["observation"]["status"], done["observation"]["seq"]) == ("done", 2)
+    read = ok(corral("agent", "read", pane, "--json"))
+    assert read["output"].strip() == "finished" and read["observation"]["seq"] == 2
+
+
+def test_status_judges_every_lock_and_prints_no_pid_lock_id_or_token(
+    corral: Any, project: Path, cli_env: dict[str, str], home: Path
+) -> None:
+    """Issue 10: hosts, and controller leases, agent leases and plan runner locks as absent / active /
+    stale / indeterminate; a runner elsewhere is indeterminate. No pid, lease id or token in the output."""
+    import os
+    import time
+
+    from runner import lockstatus
+    from runner.context import Instance
+    from runner.store.sqlite import SQLiteStore
+
+    ok(corral("controller", "acquire", "--controller", "ctl", "--authority-ref", "T", "--authority-sha256", SHA))
+    ok(corral("controller", "acquire", "--controller", "old", "--authority-ref", "T", "--authority-sha256", SHA,
+              "--ttl", "5"))  # fmt: skip
+    acquired_at = time.monotonic()
+    credentials = [json.loads((home / "credentials" / f"{c}.json").read_text()) for c in ("ctl", "old")]
+    start(corral, project, "rev")
+    crashed = subprocess.run(
+        [str(Path(sys.executable).parent / "corral"), "reviewer", "start", "--controller", "ctl", "--name", "dead",
+         "--kind", "script", "--cwd", str(project), "--json"],
+        env={**cli_env, "CORRAL_TEST_FAULTS": "1", "CORRAL_FAULT": "after:reviewer.start:intent"},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert crashed.returncode == -9
+    store_path = ok(corral("status", "--json"))["store"]["path"]
+    pids = {os.getpid(), 4242, 2**22 + 7}
+    with SQLiteStore(Path(store_path)) as store, store.write() as tx:
+        me = lockstatus.current()
+        holders = {
+            "plan/here": me,
+            "plan/elsewhere": {**me, "host": "elsewhere.invalid", "pid": 4242},
+            "plan/gone": {**me, "pid": 2**22 + 7},
+        }
+        for plan_id, runner in holders.items():
+            tx.put(Instance(plan_id, "plan", "absent", 0, {}), "running", {"runner": runner, "recipe": "x"})
+        for lease in tx.find("reviewer"):
+            pids.add(int(lease.data["starter"]["pid"]))
+    time.sleep(max(0.0, 5.2 - (time.monotonic() - acquired_at)))
+
+    done = corral("status", "--json")
+    report = ok(done)
+    hosts = report["agent_hosts"]
+    assert [h["name"] for h in hosts] == ["process"] and hosts[0]["root"]
+    locks = report["locks"]
+    assert {c["controller_id"]: c["lock"] for c in locks["controllers"]} == {"ctl": "active", "old": "stale"}
+    assert sorted((lease["name"], lease["state"], lease["lock"]) for lease in locks["leases"]) == [
+        ("dead", "provisioning", "stale"),
+        ("rev", "active", "active"),
+    ]
+    assert {r["id"]: r["lock"] for r in locks["plan_runners"]} == {
+        "plan/here": "active",
+        "plan/elsewhere": "indeterminate",
+        "plan/gone": "stale",
+    }
+    for credential in credentials:
+        assert credential["token"] not in done.stdout and credential["lease_id"] not in done.stdout
+    import re
+
+    printed = done.stdout.replace(str(home.parent), "")  # the test's own paths may hold any digits
+    for pid in pids:
+        assert not re.search(rf"(?<![0-9]){pid}(?![0-9])", printed), f"pid {pid} printed"
+    text = corral("status")
+    assert text.returncode == 0 and "plan plan/elsewhere runner: indeterminate" in text.stdout
+    assert "controller old: stale" in text.stdout

@@ -869,7 +869,9 @@ class AgentsMachine(RuleBasedStateMachine):
                 assert lease is not None and lease.pane is not None
                 agent = self.agent(lease.pane)
                 if after is None:
-                    continue  # the cursor observed now: nothing has settled after it yet
+                    if agent.status in SETTLED:
+                        acceptable.add(("ok", name, agent.observe()))  # already settled: wins at once
+                    continue  # otherwise: the cursor observed now, nothing has settled after it yet
                 if agent.closed:
                     acceptable.add(("err", "agent_gone"))
                 elif agent.seq > after and agent.status in SETTLED:

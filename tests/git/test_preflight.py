@@ -75,6 +75,7 @@ def test_linked_worktree_facts(repo: Path) -> None:
         "status_sha256": facts.status_sha256,
         "default_branch": None,
         "protected_default": ["main"],
+        "content_sha256": None,  # only read when asked for (it reads every file)
         "linked": True,
         "is_toplevel": True,
     }
@@ -274,3 +275,52 @@ def test_listed_files_are_tracked_and_untracked_but_not_ignored(repo: Path) -> N
         "untracked.txt",
     ]
     assert preflight.listed_files(str(repo)) == [".gitignore", "README.md", "src/app.py"], "per worktree"
+
+
+# --- the content digest (issue 10) ------------------------------------------------------------------
+
+
+def test_the_content_digest_sees_a_dirty_file_edited_again_where_the_status_digest_cannot(repo: Path) -> None:
+    wt = add_worktree(repo, "wt-content", "-b", "content")
+    (wt / "README.md").write_text("first edit\n")
+    first = preflight.read(str(wt), content=True)
+    (wt / "README.md").write_text("second edit\n")
+    second = preflight.read(str(wt), content=True)
+    assert first.status_sha256 == second.status_sha256 == status_digest(wt), "git status shows ` M README.md` twice"
+    assert first.content_sha256 != second.content_sha256
+    assert preflight.read(str(wt)).content_sha256 is None, "only computed when asked for"
+    (wt / "README.md").write_text("first edit\n")
+    assert preflight.content_digest(str(wt)) == first.content_sha256, "deterministic: the same bytes, the same digest"
+
+
+def test_the_content_digest_covers_untracked_files_and_symlink_targets_but_not_ignored_files(repo: Path) -> None:
+    wt = add_worktree(repo, "wt-content", "-b", "content")
+    base = preflight.content_digest(str(wt))
+    (wt / "debug.log").write_text("ignored\n")
+    assert preflight.content_digest(str(wt)) == base, "ignored files are not the lane's content"
+    (wt / "notes.txt").write_text("untracked\n")
+    with_untracked = preflight.content_digest(str(wt))
+    assert with_untracked != base
+    (wt / "notes.txt").write_text("untracked, edited\n")
+    assert preflight.content_digest(str(wt)) != with_untracked
+    os.symlink("src/app.py", wt / "link")
+    linked = preflight.content_digest(str(wt))
+    (wt / "link").unlink()
+    os.symlink("README.md", wt / "link")
+    assert preflight.content_digest(str(wt)) != linked, "a link is hashed by its target text"
+    (wt / "src" / "app.py").unlink()
+    assert preflight.content_digest(str(wt)) not in (linked, base), "a missing tracked file counts"
+
+
+def test_the_content_digest_never_opens_a_fifo(repo: Path) -> None:
+    wt = add_worktree(repo, "wt-content", "-b", "content")
+    os.mkfifo(wt / "pipe")
+    assert len(preflight.content_digest(str(wt))) == 64, "an untracked FIFO is listed by kind, never read"
+
+
+def test_the_content_digest_is_framed_so_names_and_bytes_cannot_be_shifted(repo: Path) -> None:
+    a = add_worktree(repo, "wt-a", "-b", "a")
+    b = add_worktree(repo, "wt-b", "-b", "b")
+    (a / "ab").write_text("c")
+    (b / "a").write_text("bc")
+    assert preflight.content_digest(str(a)) != preflight.content_digest(str(b))

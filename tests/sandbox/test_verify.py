@@ -570,3 +570,22 @@ def test_a_failed_validation_is_refused_validation_failed_with_the_recorded_resu
     assert error.status.exit == 4 and error.details["failed"] == ["no-todo"]
     assert error.details["result"]["verification"] == result.verification and error.details["result"]["tails"]
     assert world.lane_data(lane_id)[1]["verification"]["passed"] is False, "recorded all the same"
+
+
+def test_verify_bound_to_a_content_digest_runs_only_on_that_content(world: World) -> None:
+    """Issue 10: --expect-content refuses (git_content_mismatch) before anything runs when the files
+    are not the reviewed ones, and records the digest it ran on when they are."""
+    base = world.commit(BASE_FILES)
+    worktree, lane_id = world.lane(base)
+    (worktree / "app.py").write_text("print('reviewed')\n")
+    reviewed = world.service.preflight(str(worktree))["content_sha256"]
+    (worktree / "app.py").write_text("print('edited after the review')\n")
+    version, _ = world.lane_data(lane_id)
+    inp = WriterVerifyInput("ctl", world.credential, "w1", expected_content_sha256=reviewed)
+    error = refused("git_content_mismatch", lambda: world.service.writer_verify(inp, scratch=world.scratch))
+    assert error.details["expected"] == reviewed
+    assert world.lane_data(lane_id)[0] == version, "nothing recorded"
+    now = world.service.preflight(str(worktree))["content_sha256"]
+    inp = WriterVerifyInput("ctl", world.credential, "w1", expected_content_sha256=now)
+    recorded = world.service.writer_verify(inp, scratch=world.scratch).verification
+    assert recorded["content_sha256"] == now and world.lane_data(lane_id)[1]["verification"]["content_sha256"] == now

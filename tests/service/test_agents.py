@@ -236,6 +236,43 @@ def test_wait_any_returns_the_first_to_settle(world: World) -> None:
     )
 
 
+def test_wait_any_without_a_cursor_is_won_at_once_by_settled_agents_with_their_output(world: World) -> None:
+    """Issue 10: agents already done win a cursor-less wait (it used to time out); --fresh waits."""
+    world.start("a")
+    world.start("b")
+    world.start("c")
+    for name in ("a", "b"):
+        world.relay(f"echo from {name}", target=name)
+    world.relay("sleep 30", target="c")
+    anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, (("a", 1),), 10))
+    anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, (("b", 1),), 10))
+    started = time.monotonic()
+    result = anyio.run(
+        world.service.wait_any, WaitAnyInput("ctl", world.credential, (("c", None), ("a", None), ("b", None)), 10)
+    )
+    assert time.monotonic() - started < 1.0, "nothing was waited for"
+    assert [(w.target, w.observation.status, w.observation.seq) for w in result.winners] == [
+        ("a", "done", 2),
+        ("b", "done", 2),
+    ]
+    assert [w.output.strip() for w in result.winners] == ["from a", "from b"]
+    doc = result.to_dict()
+    assert doc["target"] == "a" and doc["output"].strip() == "from a" and len(doc["winners"]) == 2
+    refused(
+        "wait_timeout",
+        lambda: anyio.run(
+            world.service.wait_any, WaitAnyInput("ctl", world.credential, (("a", None),), 0.2, fresh=True)
+        ),
+    )
+
+
+def test_wait_any_output_is_bounded_by_lines(world: World) -> None:
+    world.start("a")
+    world.relay("echo l1\necho l2\necho l3\necho l4", target="a")
+    result = anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, (("a", 1),), 10, lines=2))
+    assert result.winners[0].output.strip().splitlines() == ["l3", "l4"]
+
+
 class LostReplyHost(ProcessHost):
     """The process host, except that the first prompt's confirmation is lost after it was handed over."""
 
@@ -302,11 +339,11 @@ def test_failed_start_closes_its_pane_or_is_orphaned_until_reconciled(tmp_path: 
     assert error.details["lease"]["state"] == "orphaned"
     pane = error.details["lease"]["pane_id"]
     # Reconcile closes the orphaned start's pane itself (fenced); while closing keeps failing, it stays orphaned.
-    again = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential))
+    again = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential, apply=True))
     assert [(a["action"], a["to"]) for a in again.actions] == [("reconciled", "orphaned")]
     assert [o.pane_id for o in world.host.list()] == [pane]
     world.host.close_fails = False  # type: ignore[attr-defined]
-    done = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential))
+    done = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential, apply=True))
     assert [(a["action"], a["to"], a["closed_pane"]) for a in done.actions] == [("reconciled", "failed_closed", pane)]
     assert world.host.list() == [], "the orphaned pane is closed"
     assert {x.state for x in world.service.reviewers(ReviewerListInput("ctl", include_ended=True))} == {"failed_closed"}
@@ -341,7 +378,7 @@ def test_close_failure_then_reconcile(tmp_path: Path) -> None:
     )
     assert error.details["lease"]["state"] == "close_failed"
     ProcessHost.close(world.host, "p1")
-    done = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential))
+    done = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential, apply=True))
     assert [(a["action"], a["to"]) for a in done.actions] == [("reconciled", "closed")]
 
 

@@ -317,20 +317,75 @@ def test_a_blocked_writer_is_released_only_on_an_operators_decision(world: World
     assert (worktree / "src" / "app.py").read_text() == "print('app')\n"
 
 
-def test_an_orphaned_start_whose_pane_was_closed_elsewhere_is_settled(world: World) -> None:
-    """reviewer reconcile orphaned -> failed_closed (its pane is gone: nothing to close)."""
-    from runner.agents.process import ProcessHost
+def test_reconcile_is_a_dry_run_by_default_that_plans_from_the_guards_and_changes_nothing(world: World) -> None:
+    """Issue 10: without apply, reconcile reports per lease what it would do and why, and fires nothing."""
+    from runner.service import ControllerInput
+
+    world.host.die_after_create = True
+    with pytest.raises(RunnerDied):
+        world.start()
+    world.host.die_after_create = False
+    lease = world.only("reviewer")
+    (pane,) = live_panes(world)
+    events_before = len(world.store.events())
+    dry = world.service.reconcile(ControllerInput("ctl", world.credential), "reviewer")
+    assert dry.applied is False
+    (plan,) = dry.actions
+    assert plan["lease"] == lease.id and plan["state"] == "provisioning"
+    assert plan["action"] == "would_reconcile" and plan["to"] == "failed_closed"
+    assert plan["via"] == "discarding" and plan["effects"] == ["close_agent"]
+    assert plan["would_close_pane"] == pane and "close it" in plan["why"]
+    assert len(world.store.events()) == events_before, "a dry run writes nothing"
+    assert world.only("reviewer").state == "provisioning" and live_panes(world) == [pane], "and acts on nothing"
+
+    other = world.service.reconcile(
+        ControllerInput("ctl", world.credential, apply=True, leases=("reviewer/00000000-0000-0000-0000-000000000000",)),
+        "reviewer",
+    )
+    assert [a["action"] for a in other.actions] == ["skip"], "a lease not asked for is left alone"
+    assert world.only("reviewer").state == "provisioning"
+
+    done = world.service.reconcile(ControllerInput("ctl", world.credential, apply=True, leases=(lease.id,)), "reviewer")
+    assert [(a["action"], a["to"]) for a in done.actions] == [("reconciled", "failed_closed")]
+    assert live_panes(world) == []
+
+
+def test_a_dry_run_reports_the_guard_that_would_refuse(world: World) -> None:
+    from runner.service import ControllerInput
+
+    world.service._start_params = type(world.service)._start_params  # type: ignore[method-assign]
+    world.host.die_after_create = True
+    with pytest.raises(RunnerDied):
+        world.start()  # the recorded starter (this process) still runs
+    world.host.die_after_create = False
+    dry = world.service.reconcile(ControllerInput("ctl", world.credential), "reviewer")
+    (plan,) = dry.actions
+    assert dry.applied is False and (plan["action"], plan["code"]) == ("skip", "start_in_progress")
+
+
+def test_a_lease_filter_that_is_not_a_lease_id_is_invalid(world: World) -> None:
+    from runner.errors import InputError
+    from runner.service import ControllerInput
+
+    with pytest.raises(InputError):
+        ControllerInput("ctl", world.credential, apply=True, leases=("rev",))
+
+
+def test_an_orphaned_start_whose_pane_vanished_is_planned_then_settled_without_an_effect(world: World) -> None:
+    """reviewer reconcile orphaned -> failed_closed (agent_gone): the dry run names no effect."""
+    from runner.service import ControllerInput
 
     world.host.die_after_create = True
     with pytest.raises(RunnerDied):
         world.start()
     world.host.die_after_create = False
     world.host.close_fault = "error"
-    assert actions(world) == [("provisioning", "reconciled", "orphaned")], "closing the pane failed"
-    lease = world.only("reviewer")
-    assert lease.state == "orphaned"
+    assert actions(world) == [("provisioning", "reconciled", "orphaned")]
     world.host.close_fault = None
     (pane,) = live_panes(world)
-    ProcessHost.close(world.host, pane)  # closed by other means
+    world.host.close(pane)  # closed outside corral
+    (plan,) = world.service.reconcile(ControllerInput("ctl", world.credential), "reviewer").actions
+    assert (plan["state"], plan["action"], plan["to"]) == ("orphaned", "would_reconcile", "failed_closed")
+    assert "effects" not in plan and "would_close_pane" not in plan
     assert actions(world) == [("orphaned", "reconciled", "failed_closed")]
     assert world.edges("reviewer")[-1] == ("reconcile", "orphaned", "failed_closed")

@@ -634,14 +634,14 @@ def test_a_release_whose_pane_vanished_is_reconciled_and_frees_the_lane(flaky: t
     assert error.details["lease"]["state"] == "release_failed"
     wt_b = lab.worktree("wt-b")
     refused_start(lab, "scope_overlap", lambda: lab.start("beta", wt_b, owned_scopes=("src",)))
-    skipped = lab.service.reconcile(ControllerInput("ctl", lab.credential), "writer")
+    skipped = lab.service.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
     assert [(a["name"], a["action"]) for a in skipped.actions] == [("alpha", "skip")], "its pane still exists"
     ProcessHost.close(host, lane.data["pane_id"])  # the pane vanishes by other means
-    done = lab.service.reconcile(ControllerInput("ctl", lab.credential), "writer")
+    done = lab.service.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
     assert [(a["name"], a["action"], a["to"]) for a in done.actions] == [("alpha", "reconciled", "released")]
     assert lab.lane("alpha").data["reconciled_at"]
     assert lab.start("beta", wt_b, owned_scopes=("src",)).state == "active"
-    again = lab.service.reconcile(ControllerInput("ctl", lab.credential), "writer")
+    again = lab.service.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
     assert again.actions == [], "a settled lane is not touched again"
 
 
@@ -672,7 +672,7 @@ def test_an_orphaned_start_whose_pane_vanished_is_reconciled(flaky: tuple[Lab, F
     refused_start(lab, "scope_overlap", lambda: lab.start("beta", wt_b, owned_scopes=("src",)))
     refused_start(lab, "worktree_taken", lambda: lab.start("beta", wt, owned_scopes=("docs",)))
     ProcessHost.close(host, error.details["lease"]["pane_id"])
-    done = lab.service.reconcile(ControllerInput("ctl", lab.credential), "writer")
+    done = lab.service.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
     assert [(a["action"], a["to"]) for a in done.actions] == [("reconciled", "failed_closed")]
     assert lab.start("beta", wt_b, owned_scopes=("src",)).state == "active"
 
@@ -692,7 +692,7 @@ def test_an_active_lane_whose_pane_vanished_can_be_settled(lab: Lab) -> None:
     lane = lab.start("alpha", wt, owned_scopes=("src",))
     lab.host.close(lane.data["pane_id"])
     refused("agent_gone", lambda: lab.release("alpha", 0, wt))
-    lab.service.reconcile(ControllerInput("ctl", lab.credential), "writer")
+    lab.service.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
     assert lab.start("beta", lab.worktree("wt-b"), owned_scopes=("src",)).state == "active"
 
 
@@ -734,3 +734,22 @@ def test_scopes_check_reports_conflicts_and_writes_nothing(lab: Lab) -> None:
     }
     assert (lab.footprint(), [(i.id, i.version) for i in lab.store.find("writer")]) == before
     assert (lab.root / "corral.db").read_bytes() == db, "read-only: the database file is unchanged"
+
+
+def test_release_bound_to_the_content_refuses_a_dirty_file_edited_again(lab: Lab) -> None:
+    """Issue 10: the status digest cannot see a second edit of a dirty file; the content digest can."""
+    wt = lab.worktree("wt-a")
+    lab.start("alpha", wt)
+    (wt / "src" / "app.py").write_text("reviewed edit\n")
+    reviewed = lab.service.preflight(str(wt))
+    (wt / "src" / "app.py").write_text("edited again after the review\n")
+    assert lab.service.preflight(str(wt))["status_sha256"] == reviewed["status_sha256"]
+    error = refused(
+        "git_content_mismatch",
+        lambda: lab.release("alpha", 0, wt, expected_content_sha256=reviewed["content_sha256"]),
+    )
+    assert error.details["expected"] == reviewed["content_sha256"]
+    assert error.details["actual"] == lab.service.preflight(str(wt))["content_sha256"]
+    assert lab.lane("alpha").state == "active" and len(lab.host.list()) == 1
+    now = lab.service.preflight(str(wt))["content_sha256"]
+    assert lab.release("alpha", 0, wt, expected_content_sha256=now).lease.state == "released"
