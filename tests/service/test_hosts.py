@@ -164,7 +164,7 @@ class World:
         return anyio.run(self.service.wait_any, WaitAnyInput("ctl", self.credential, targets, timeout))
 
     def reconcile(self, machine: str = "reviewer") -> list[dict[str, Any]]:
-        return self.service.reconcile(ControllerInput("ctl", self.credential), machine).actions
+        return self.service.reconcile(ControllerInput("ctl", self.credential, apply=True), machine).actions
 
     def resume(self, credential: Credential | None = None) -> Credential:
         return self.service.resume(ResumeInput("ctl", credential or self.credential, 900)).credential
