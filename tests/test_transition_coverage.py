@@ -436,3 +436,18 @@ def test_plans_are_cancelled_from_every_live_state(world: World) -> None:
         ("cancel", "paused", "cancelled"),
     ]
     assert plans.run("stuck").state == "cancelled", "nothing more runs"
+
+
+def test_a_plan_paused_on_a_blocked_agent_is_decided_and_goes_on(world: World) -> None:
+    """plan decide paused -> paused: a person's decision on the waiting step, then it continues."""
+    plans = Plans(world)
+    plans.submit("blocked", prompt="block")
+    paused = plans.run("blocked")
+    assert paused.state == "paused" and paused.data["waiting_on"]["kind"] == "agent_blocked"
+    decided = plans.executor.decide("blocked", "collect", True, "an operator read the question")
+    assert decided.state == "paused" and decided.data["steps"]["collect"]["decision"]["approve"] is True
+    assert plans.run("blocked").state == "succeeded"
+    assert ("decide", "paused", "paused") in plan_moves(plans.edges("blocked"))
+    with pytest.raises(CorralError) as caught:
+        plans.executor.decide("blocked", "collect", True, "again")
+    assert caught.value.code == "plan_not_waiting"

@@ -246,7 +246,7 @@ def test_machines_and_draw(corral: Any, tmp_path: Path) -> None:
         ("adopted", True, 6, 6),
         ("controller", True, 3, 5),
         ("pane", True, 4, 3),
-        ("plan", True, 7, 8),  # retry: failed -> running
+        ("plan", True, 7, 9),  # retry: failed -> running
         ("receipt", True, 6, 5),
         ("reviewer", True, 9, 7),
         ("writer", True, 9, 8),

@@ -160,8 +160,8 @@ class World:
     def ask_many(self, requests: tuple[tuple[str, str], ...], mode: str, timeout: float = 30) -> Any:
         return anyio.run(self.service.ask_many, AskManyInput("ctl", self.credential, requests, mode, timeout))
 
-    def wait_any(self, targets: tuple[tuple[str, int | None], ...], timeout: float) -> Any:
-        return anyio.run(self.service.wait_any, WaitAnyInput("ctl", self.credential, targets, timeout))
+    def wait_any(self, targets: tuple[tuple[str, int | None], ...], timeout: float, fresh: bool = False) -> Any:
+        return anyio.run(self.service.wait_any, WaitAnyInput("ctl", self.credential, targets, timeout, fresh=fresh))
 
     def reconcile(self, machine: str = "reviewer") -> list[dict[str, Any]]:
         return self.service.reconcile(ControllerInput("ctl", self.credential, apply=True), machine).actions
@@ -430,7 +430,7 @@ def test_a_pending_receipt_is_abandoned_only_once_its_agent_settled(world: World
 
 
 @pytest.mark.slow
-def test_wait_any_returns_the_first_to_settle_and_a_cursorless_settled_target_waits_for_more(
+def test_wait_any_returns_the_first_to_settle_and_a_cursorless_settled_target_wins_at_once(
     world: World,
 ) -> None:
     world.start("a")
@@ -442,9 +442,11 @@ def test_wait_any_returns_the_first_to_settle_and_a_cursorless_settled_target_wa
     assert (result.target, result.observation.status) == ("b", "done")
     assert_next(fast.data["after_seq"], result.observation)
     assert time.monotonic() - began < 1.4, "the loser's wait was cancelled, not awaited"
-    # No cursor: the one observed now. b is already settled there, which does not count; a wins.
-    refused("wait_timeout", lambda: world.wait_any((("b", None),), 0.3))
-    later = world.wait_any((("b", None), ("a", slow.data["after_seq"])), 20)
+    # No cursor: judged now. b is already settled, so it wins at once; --fresh waits for its next
+    # settle instead (none comes), so there a wins.
+    assert world.wait_any((("b", None),), 0.3).target == "b"
+    refused("wait_timeout", lambda: world.wait_any((("b", None),), 0.3, fresh=True))
+    later = world.wait_any((("b", None), ("a", slow.data["after_seq"])), 20, fresh=True)
     assert (later.target, later.observation.status) == ("a", "done")
     assert world.observe("b").seq == result.observation.seq, "b did not move"
 
