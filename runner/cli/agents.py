@@ -772,9 +772,13 @@ def status(app: App, as_json: bool) -> None:
     for machine, by_state in sorted(report["counts"].items()):
         click.echo(f"{machine}: " + ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())))
     if report["needs_attention"]:
-        click.echo("needs attention (reconcile, collect or abandon):")
+        click.echo("needs attention:")
         for item in report["needs_attention"]:
-            click.echo(f"  {item['machine']} {item.get('name') or item.get('token') or item['id']}: {item['state']}")
+            what = item.get("machine") or item["kind"]
+            label = item.get("name") or item.get("plan") or item.get("controller") or item.get("token") or item["id"]
+            state = item.get("state") or item["kind"].replace("_", " ")
+            click.echo(f"  {what} {label}: {state}")
+            click.echo(f"    next: {item['next']}")
     else:
         click.echo("nothing needs attention")
     cache = report.get("cache") or {}

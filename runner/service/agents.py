@@ -159,6 +159,20 @@ def _needs_attention(spec: MachineSpec) -> frozenset[str]:
     )
 
 
+def _next_for(machine: str, instance: Instance) -> str:
+    """The command that settles an instance left where it needs a person."""
+    controller = instance.data.get("controller_id")
+    if machine == "receipt":
+        return (
+            f"observe the agent (corral agent get {instance.data.get('pane_id')}), then corral abandon --controller "
+            f"{controller} --receipt {instance.data.get('token')} on fresh evidence that it is settled"
+        )
+    group = {"pane": "agent"}.get(machine, machine)
+    if machine == "plan":
+        return f"corral plans resume {instance.data.get('plan_id')}"
+    return f"corral {group} reconcile --controller {controller} (a dry run), then again with --apply"
+
+
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -1598,8 +1612,11 @@ class AgentOps(ServiceBase):
                             "state": instance.state,
                             "name": instance.data.get("name"),
                             "token": instance.data.get("token"),
+                            "kind": "unsettled",
+                            "next": _next_for(spec.name, instance),
                         }
                     )
+        needs.extend(self._attention())
         hosts = self._describe_hosts()
         return {
             "version": __version__,
@@ -1611,6 +1628,87 @@ class AgentOps(ServiceBase):
             "locks": self.locks(),
             "cache": {"rebuilt": sum(rebuilt.values()), "by_cache": rebuilt},
         }
+
+    def _attention(self) -> list[dict[str, Any]]:
+        """What else waits on a person, each with the command to run next: an expired controller that
+        still holds live leases or receipts, a plan whose runner died or that is paused, a blocked agent."""
+        from runner import lockstatus
+
+        items: list[dict[str, Any]] = []
+        now = self.store.now()
+        held: dict[str, int] = {}
+        for machine in (*LEASE_MACHINES, "adopted"):
+            for lease in self.store.find(machine, LIVE_LEASE_STATES):
+                key = str(lease.data.get("controller_id"))
+                held[key] = held.get(key, 0) + 1
+        for receipt in self.store.find("receipt", OPEN_RECEIPT_STATES):
+            key = str(receipt.data.get("controller_id"))
+            held[key] = held.get(key, 0) + 1
+        for lease in self.store.find("controller", ["active"]):
+            controller_id = str(lease.data.get("controller_id") or lease.id.partition("/")[2])
+            if fence.is_expired(lease, now) and held.get(controller_id):
+                items.append(
+                    {
+                        "kind": "controller_expired",
+                        "id": lease.id,
+                        "controller": controller_id,
+                        "holds": held[controller_id],
+                        "expired_at": lease.data.get("expires_at"),
+                        "next": f"corral controller resume --controller {controller_id} (its holder), or "
+                        f"corral controller takeover --controller {controller_id} --expect-lease <the id "
+                        "`corral controller list` shows>",
+                    }
+                )
+        for plan in self.store.find("plan", ["running", "paused"]):
+            plan_id = str(plan.data.get("plan_id"))
+            if plan.state == "paused":
+                waiting = plan.data.get("waiting_on") or {}
+                follow = (
+                    f"corral plans decide {plan_id} --step {waiting.get('step')} --approve|--reject --reason TEXT"
+                    if waiting.get("kind") == "agent_blocked"
+                    else f"corral plans resume {plan_id}"
+                )
+                items.append(
+                    {
+                        "kind": "plan_paused",
+                        "id": plan.id,
+                        "plan": plan_id,
+                        "why": plan.data.get("paused_reason"),
+                        "waiting_on": waiting or None,
+                        "next": follow,
+                    }
+                )
+            elif lockstatus.status(plan.data.get("runner")) == "stale":
+                items.append(
+                    {
+                        "kind": "plan_runner_gone",
+                        "id": plan.id,
+                        "plan": plan_id,
+                        "next": f"corral plans resume {plan_id}",
+                    }
+                )
+        for machine in LEASE_MACHINES:
+            for lease in self.store.find(machine, ["active"]):
+                host_name = str(lease.data.get("host"))
+                try:
+                    observed = self._observe(self.host(host_name), lease.data.get("pane_id"))
+                except AgentError:
+                    continue
+                if observed.get("status") == "blocked" and same_identity(observed, lease.data):
+                    name = lease.data.get("name")
+                    verb = "reviewer close" if machine == "reviewer" else "writer release"
+                    items.append(
+                        {
+                            "kind": "agent_blocked",
+                            "id": lease.id,
+                            "name": name,
+                            "seq": observed.get("seq"),
+                            "next": f"answer it in its pane yourself, or corral {verb} {name} --controller "
+                            f"{lease.data.get('controller_id')} --expect-seq {observed.get('seq')} --blocked "
+                            "--reason TEXT (abandon its open receipt first)",
+                        }
+                    )
+        return items
 
     def _describe_hosts(self) -> list[dict[str, Any]]:
         """The process host, and every other host a lease not yet ended records: each as it describes itself (Herdr:

@@ -58,6 +58,9 @@ def test_a_blocked_agent_pauses_the_plan_until_a_person_decides(
     assert waiting["since"]
     assert shown["steps"]["collect"]["state"] == "waiting"
     assert "I need a person" in json.dumps(shown["collected"]), "plans show hands out the collected text"
+    status = json.loads(corral(cli_env, tmp_path, "status", "--json").stdout)
+    (paused,) = [item for item in status["needs_attention"] if item["kind"] == "plan_paused"]
+    assert paused["plan"] == plan_id and f"corral plans decide {plan_id} --step collect" in paused["next"]
     refused = corral(cli_env, tmp_path, "plans", "decide", plan_id, "--step", "relay", "--approve", "--reason", "x")
     assert refused.returncode == 4 and "plan_not_waiting" in refused.stderr + refused.stdout
 

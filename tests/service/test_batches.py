@@ -128,3 +128,24 @@ def test_a_blocked_reviewer_is_closed_only_on_an_operators_recorded_decision(wor
     assert intent.payload["params"]["blocked_reason"] == "it asks for prod credentials"
     with pytest.raises(InputError):
         ReviewerCloseInput("ctl", world.credential, "rev", 2, blocked_reason=" ")
+
+
+def test_status_lists_what_needs_a_person_with_the_next_command(world: World) -> None:
+    """Issue 11: status said "nothing needs attention" with an expired controller still holding live
+    reviewers and receipts, a blocked agent, or a paused plan. Each is listed with the command to run."""
+    import time
+
+    from runner.service import AcquireInput, ReviewerStartInput
+
+    world.start()
+    world.relay("block")
+    anyio.run(world.host.wait, world.observe().pane_id, 1, 30)
+    kinds = {item["kind"]: item for item in world.service.status()["needs_attention"]}
+    assert "--blocked --reason" in kinds["agent_blocked"]["next"]
+    short = world.service.acquire(AcquireInput("brief", "T-1", "d" * 64, 5, "t@h")).credential
+    world.service.reviewer_start(ReviewerStartInput("brief", short, "other", "script", str(world.worktree)))
+    time.sleep(5.2)
+    kinds = {item["kind"]: item for item in world.service.status()["needs_attention"]}
+    expired = kinds["controller_expired"]
+    assert expired["controller"] == "brief" and expired["holds"] == 1
+    assert "corral controller takeover --controller brief" in expired["next"]
