@@ -32,11 +32,10 @@ from runner.service.agents import (
     CloseResult,
     ControllerInput,
     Housekeeping,
-    _check_agent,
     _check_cursor,
     _check_key,
     _check_lines,
-    _check_name,
+    check_expected_agent,
 )
 from runner.service.checks import check_controller_id, check_credential
 
@@ -99,11 +98,7 @@ class AdoptInput:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
         _check_pane("target", self.pane_id)
-        _check_name("expect_name", self.expected_name)
-        _check_agent(self.expected_kind, self.host, None, None)
-        if not isinstance(self.expected_cwd, str) or not self.expected_cwd.startswith("/"):
-            raise InputError("expect_cwd", f"{self.expected_cwd!r} is not an absolute path")
-        _check_cursor("expect_seq", self.expected_state_change_seq)
+        check_expected_agent(self)
         _check_key("lease_id", self.lease_id)
 
 

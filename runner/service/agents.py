@@ -124,6 +124,16 @@ def _check_text(value: str, field_name: str = "text") -> None:
         raise InputError(field_name, f"the prompt is longer than {PROMPT_MAX} characters")
 
 
+def check_expected_agent(inp: Any) -> None:
+    """The agent a caller says it saw in a pane it names: name, kind, absolute cwd, a cursor (an
+    operator's close of an unleased pane, an adoption)."""
+    _check_name("expect_name", inp.expected_name)
+    _check_agent(inp.expected_kind, inp.host, None, None)
+    if not isinstance(inp.expected_cwd, str) or not inp.expected_cwd.startswith("/"):
+        raise InputError("expect_cwd", f"{inp.expected_cwd!r} is not an absolute path")
+    _check_cursor("expect_seq", inp.expected_state_change_seq)
+
+
 def check_blocked_reason(value: str | None) -> None:
     if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 1000):
         raise InputError("reason", "an operator's reason is 1-1000 characters of text")
@@ -317,11 +327,7 @@ class PaneCloseInput:
         check_credential(self.credential, self.controller_id)
         if not isinstance(self.pane_id, str) or not re.match(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$", self.pane_id):
             raise InputError("pane", f"{self.pane_id!r} is not a pane id")
-        _check_name("expect_name", self.expected_name)
-        _check_agent(self.expected_kind, self.host, None, None)
-        if not isinstance(self.expected_cwd, str) or not self.expected_cwd.startswith("/"):
-            raise InputError("expect_cwd", f"{self.expected_cwd!r} is not an absolute path")
-        _check_cursor("expect_seq", self.expected_state_change_seq)
+        check_expected_agent(self)
         if self.reason is not None and len(self.reason) > 1000:
             raise InputError("reason", "is longer than 1000 characters")
 
