@@ -175,10 +175,10 @@ class TimedHost(ProcessHost):
         self.wait_began = {}
         self.armed = {}
 
-    def prompt(self, pane_id: str, text: str, expect: Any = None) -> Any:
+    def prompt(self, pane_id: str, text: str, expect: Any = None, gate: Any = None) -> Any:
         start = time.perf_counter_ns()
         try:
-            return super().prompt(pane_id, text, expect)
+            return super().prompt(pane_id, text, expect, gate)
         finally:
             self.last_prompt_ns = time.perf_counter_ns() - start
 
