@@ -48,7 +48,7 @@ from runner.service import (
 from runner.spec.library import Library
 from runner.spec.recipes import RecipeLibrary
 from runner.store.sqlite import SQLiteStore
-from tests.support.gitrepo import git
+from tests.support.gitrepo import feature_worktree
 
 SHA = hashlib.sha256(b"coverage authority").hexdigest()
 
@@ -261,16 +261,7 @@ def test_a_pending_receipt_whose_agent_settled_can_be_abandoned(world: World) ->
 @pytest.fixture
 def worktree(world: World, hermetic_git: None) -> Path:
     """A linked worktree on branch ``feat`` of a fresh repository whose default branch is ``main``."""
-    repo = world.root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "src").mkdir()
-    (repo / "src" / "app.py").write_text("print('app')\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base")
-    path = world.root / "wt-feat"
-    git(repo, "worktree", "add", "-q", "-b", "feat", str(path))
-    return path
+    return feature_worktree(world.root)
 
 
 def start_lane(world: World, wt: Path, name: str = "alpha") -> Any:

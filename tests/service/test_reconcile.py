@@ -27,18 +27,9 @@ def world(tmp_path: Path) -> Any:
 
 @pytest.fixture
 def worktree(world: World, hermetic_git: None) -> Path:
-    from tests.support.gitrepo import git
+    from tests.support.gitrepo import feature_worktree
 
-    repo = world.root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "src").mkdir()
-    (repo / "src" / "app.py").write_text("print('app')\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base")
-    path = world.root / "wt-feat"
-    git(repo, "worktree", "add", "-q", "-b", "feat", str(path))
-    return path
+    return feature_worktree(world.root)
 
 
 def live_panes(world: World) -> list[str]:

@@ -54,3 +54,18 @@ def commit(cwd: Path, message: str, files: dict[str, str | bytes]) -> str:
     git(cwd, "add", "-A")
     git(cwd, "commit", "-q", "-m", message)
     return head_of(cwd)
+
+
+def feature_worktree(root: Path) -> Path:
+    """``root/repo`` (default branch ``main``, one commit with ``src/app.py``) and its linked worktree
+    ``root/wt-feat`` on branch ``feat``: the smallest repository a writer lane can start in."""
+    repo = root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "src").mkdir()
+    (repo / "src" / "app.py").write_text("print('app')\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    path = root / "wt-feat"
+    git(repo, "worktree", "add", "-q", "-b", "feat", str(path))
+    return path
