@@ -169,8 +169,8 @@ def reviewer_close(
     """
     from runner.service import ReviewerCloseInput
 
+    why = blocked_reason(blocked, reason)  # a usage error before any file is read
     credential = load_credential(app, controller_id, credential_path)
-    why = blocked_reason(blocked, reason)
     result = app.service.reviewer_close(ReviewerCloseInput(controller_id, credential, name, expected_seq, lines, why))
     if as_json:
         render.emit_json(result.to_dict())

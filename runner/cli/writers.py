@@ -165,6 +165,7 @@ def writer_release(
     """Checkpoint the lane and close its agent; never commits, stashes, resets, cleans or deletes."""
     from runner.service import WriterReleaseInput
 
+    why = blocked_reason(blocked, reason)  # a usage error before any file is read
     credential = load_credential(app, controller_id, credential_path)
     result = app.service.writer_release(
         WriterReleaseInput(
@@ -177,7 +178,7 @@ def writer_release(
             checkpoint_ref,
             checkpoint_sha256.lower(),
             lines,
-            blocked_reason=blocked_reason(blocked, reason),
+            blocked_reason=why,
             expected_content_sha256=expected_content.lower() if expected_content else None,
         )
     )

@@ -85,3 +85,13 @@ def test_draw_into_a_missing_directory_is_a_clear_error(corral: Any, tmp_path: P
     assert proc.returncode == 3, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)["error"]
     assert doc["code"] == "input_invalid" and "does not exist" in doc["message"]
+
+
+def test_blocked_without_a_reason_is_a_usage_error_before_anything_is_read(corral: Any) -> None:
+    proc = corral("reviewer", "close", "rev", "--controller", "nobody", "--expect-seq", "0", "--blocked")
+    assert proc.returncode == 2 and "--reason" in proc.stderr, proc.stdout + proc.stderr
+    proc = corral(
+        "writer", "release", "w", "--controller", "nobody", "--expect-seq", "0", "--expect-head", "a" * 40,
+        "--expect-status", "b" * 64, "--checkpoint-ref", "r", "--checkpoint-sha256", "c" * 64, "--reason", "x",
+    )  # fmt: skip
+    assert proc.returncode == 2 and "--blocked" in proc.stderr, proc.stdout + proc.stderr
