@@ -342,14 +342,12 @@ class _Gate:
         self._chosen = chosen
         self._intent = intent
         self._request = request
-        self.calls = 0
 
     @property
     def store(self) -> Store:
         return self._engine.store
 
     def __call__(self, tx: Any = None) -> None:
-        self.calls += 1
         if tx is None:
             with self._engine.store.write() as own:
                 self._check(own)
