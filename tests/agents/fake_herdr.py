@@ -569,8 +569,20 @@ def agent_prompt(args: list[str]) -> int:
     if prompted["agent_status"] != "working":
         effect_ms = PROMPT_EFFECT_MS if timeout_ms is None else min(timeout_ms, PROMPT_EFFECT_MS)
 
-        def moved(pane: dict[str, Any], _seen: list[list[Any]]) -> dict[str, Any] | None:
-            return agent_info(pane) if pane["agent"]["seq"] > baseline else None
+        def moved(pane: dict[str, Any], seen: list[list[Any]]) -> dict[str, Any] | None:
+            if pane["agent"]["seq"] <= baseline:
+                return None
+            # Herdr probes on each status event, within a millisecond of it. This fake plays changes
+            # lazily, when some command looks, so a slow poll here (a loaded machine) could skip a
+            # whole working spell that Herdr would have seen: answer what the probe at the first
+            # change after the baseline would have read.
+            info = agent_info(pane)
+            first = next((entry for entry in seen if entry[0] > baseline), None)
+            if first is not None:
+                info["state_change_seq"], info["agent_status"] = first[0], first[1]
+                if first[1] not in ("idle", "done"):
+                    info.pop("interactive_ready", None)
+            return info
 
         info = watch(target, terminal_id, moved, started + effect_ms / 1000, typed_at)
         if info is None:
