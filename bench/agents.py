@@ -67,6 +67,7 @@ from runner.agents import process
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.context import parse_time
+from runner.definitions.library import Library
 from runner.fence import Credential
 from runner.service import (
     AcquireInput,
@@ -76,7 +77,6 @@ from runner.service import (
     Service,
     WaitAnyInput,
 )
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 
 CONTROLLER = "bench"

@@ -26,13 +26,13 @@ from typing import Any
 import anyio
 
 from runner import lockstatus
+from runner.definitions.library import Library
+from runner.definitions.recipes import RecipeLibrary
 from runner.engine import Request
 from runner.plans import plan_instance_id
 from runner.plans.executor import Executor
 from runner.plans.keeper import MemoryKeeper
 from runner.service import Service
-from runner.spec.library import Library
-from runner.spec.recipes import RecipeLibrary
 from runner.store.sqlite import SQLiteStore
 
 

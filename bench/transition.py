@@ -40,8 +40,8 @@ from transitions import Machine
 from runner import fence
 from runner._version import __version__
 from runner.context import Context, Instance
+from runner.definitions.library import Library
 from runner.service import AcquireInput, RenewInput, Service
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 
 CONTROLLER = "bench"

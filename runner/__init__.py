@@ -33,8 +33,8 @@ _EXPORTS = {
     "Engine": "runner.engine",
     "Request": "runner.engine",
     "Result": "runner.engine",
-    "Library": "runner.spec",
-    "MachineSpec": "runner.spec",
+    "Library": "runner.definitions",
+    "MachineSpec": "runner.definitions",
     "Service": "runner.service",
     "Store": "runner.store",
     "open_store": "runner.store",
@@ -80,6 +80,7 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from typing import Any
 
+    from runner.definitions import Library, MachineSpec
     from runner.engine import Engine, Request, Result
     from runner.errors import (
         ConflictError,
@@ -100,5 +101,4 @@ if TYPE_CHECKING:
     )
     from runner.fence import Credential
     from runner.service import Service
-    from runner.spec import Library, MachineSpec
     from runner.store import Store, open_store

@@ -126,7 +126,7 @@ class Diagnostic:
 class SpecError(InvalidError):
     """A machine or recipe definition failed to load, validate or lint.
 
-    Raised by ``runner.spec`` with every diagnostic found; the code is that of the first error.
+    Raised by ``runner.definitions`` with every diagnostic found; the code is that of the first error.
     Fix the file at the reported line and run ``corral validate`` again.
     """
 

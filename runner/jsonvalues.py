@@ -5,7 +5,7 @@ first, raises ``RecursionError`` (not ``ValueError``) on deep nesting, and conve
 length until Python's 4,300-digit limit raises. Every file corral reads as JSON goes through
 :func:`loads`, which refuses all of these with :class:`JSONValueError` (a ``ValueError``, so existing
 ``except ValueError`` handlers keep catching it). The same bounds apply to YAML definitions
-(:mod:`runner.spec.yamlsource`). Imports only the standard library: the credential reader on the hot
+(:mod:`runner.documents.yamlsource`). Imports only the standard library: the credential reader on the hot
 path of ``corral controller renew`` uses it.
 """
 

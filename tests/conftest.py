@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from runner.definitions.library import Library
 from runner.service import AcquireInput, Grant, Service
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import GIT_ENV, GIT_REDIRECTS
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from runner.spec.library import Library
+from runner.definitions.library import Library
 from tests.support.gitrepo import git
 
 pytestmark = pytest.mark.slow

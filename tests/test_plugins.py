@@ -66,7 +66,7 @@ from pathlib import Path
 from runner.engine import Engine, Request
 from runner.errors import RefusedError
 from runner.guards import GUARDS
-from runner.spec.library import Library
+from runner.definitions.library import Library
 from runner.store.sqlite import SQLiteStore
 
 library = Library()

@@ -1,7 +1,7 @@
 """Focused tests for the transitions the rest of the suite left unexercised (or exercised only by chance).
 
 ``tests/plugins/transitions.py`` fails a whole-suite run if any transition edge of a built-in machine
-(:func:`runner.spec.paths.list_targets`) was never committed by the engine. The edges here were missing,
+(:func:`runner.modelpaths.paths.list_targets`) was never committed by the engine. The edges here were missing,
 or reached only by Hypothesis' random walks or ``slow`` tests, when that check was added; each test
 drives one through the real :class:`~runner.service.Service` and engine, on a real SQLite store, with
 the real process host and the scripted agent (kind ``script``), and asserts the edge in the event log.
@@ -29,6 +29,8 @@ import pytest
 from runner.agents.abc import AgentBusyError, AgentError, Expect, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
+from runner.definitions.library import Library
+from runner.definitions.recipes import RecipeLibrary
 from runner.errors import CorralError
 from runner.plans import plan_instance_id
 from runner.plans.executor import Executor
@@ -45,8 +47,6 @@ from runner.service import (
     WriterReleaseInput,
     WriterStartInput,
 )
-from runner.spec.library import Library
-from runner.spec.recipes import RecipeLibrary
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import feature_worktree
 

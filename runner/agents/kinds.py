@@ -231,7 +231,7 @@ def _env_allow(name: str, spec: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def _validate(path: Path, raw: bytes) -> Any:
-    from runner.spec import schema, yamlsource
+    from runner.documents import schema, yamlsource
 
     source = yamlsource.parse(yamlsource.decode(raw, str(path)), str(path))
     diagnostics = schema.check(source, "agents")

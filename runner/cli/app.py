@@ -44,7 +44,7 @@ class App:
     @property
     def library(self) -> Any:
         if self._library is None:
-            from runner.spec.library import Library
+            from runner.definitions.library import Library
 
             self._library = Library.default(cache_dir=self.home.cache / "specs")
         return self._library
@@ -357,7 +357,7 @@ def draw(
     guards, updates and effects; a recipe its steps in order, each with the operation it does and the
     machine that operation drives; a plan its recipe with each step coloured by its recorded state.
     """
-    from runner.spec import draw as drawing
+    from runner.presentation import draw as drawing
 
     chosen = [name for name, given in (("MACHINE", machine), ("--recipe", recipe_name), ("--plan", plan_id)) if given]
     if len(chosen) != 1:
@@ -385,7 +385,7 @@ def draw(
             doc |= {"instance": path.instance_id, "state": path.current, "path": path.path}
             what += f", instance {path.instance_id} in {path.current}"
     else:
-        from runner.spec.recipes import RecipeLibrary
+        from runner.definitions.recipes import RecipeLibrary
 
         recipes = RecipeLibrary()
         status = None
@@ -443,8 +443,8 @@ def review_pack(app: App, out: Path, as_json: bool) -> None:
     No network resources at all (the drawings are inline SVG from Graphviz, which must be installed):
     open DIR/index.html anywhere, attach it to a review, archive it with a release.
     """
-    from runner.spec.pack import write
-    from runner.spec.recipes import RecipeLibrary
+    from runner.definitions.recipes import RecipeLibrary
+    from runner.presentation.pack import write
 
     written = write(out, app.library, RecipeLibrary())
     if as_json:

@@ -1,7 +1,7 @@
 """CLI command ``corral paths MACHINE``: the test paths that cover every transition and guard outcome.
 
 Text for people (one numbered path per block, one line per step); ``--json`` for test generators
-(``{"machine", "paths", "targets", "unreachable"}``, see :mod:`runner.spec.paths`).
+(``{"machine", "paths", "targets", "unreachable"}``, see :mod:`runner.modelpaths.paths`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from runner.cli.app import App, cli, json_option
 @click.pass_obj
 def paths(app: App, machine: str, as_json: bool) -> None:
     """The shortest paths through MACHINE that cover every transition and every guard outcome."""
-    from runner.spec.paths import find_paths
+    from runner.modelpaths.paths import find_paths
 
     spec = app.library.get(machine)
     coverage = find_paths(spec)

@@ -16,9 +16,9 @@ from runner.errors import CorralError, InputError, UsageError
 
 
 def _executor(app: App, progress: Any) -> Any:
+    from runner.definitions.recipes import RecipeLibrary
     from runner.plans.executor import Executor
     from runner.plans.keeper import FileKeeper
-    from runner.spec.recipes import RecipeLibrary
 
     service = app.service
     return Executor(
@@ -32,7 +32,7 @@ def _executor(app: App, progress: Any) -> Any:
 
 def _read_plan(path: Path) -> tuple[dict[str, Any], Any]:
     """The plan document in ``path`` and its parsed source (for the line of whatever is wrong)."""
-    from runner.spec import yamlsource
+    from runner.documents import yamlsource
 
     try:
         raw = path.read_bytes()
@@ -54,7 +54,7 @@ def _located(error: CorralError, path: Path, source: Any) -> CorralError:
     details; the message prefixed ``FILE:LINE:``), so that with several plan files it says which."""
     if "file" in error.details:
         return error
-    from runner.spec.yamlsource import escape
+    from runner.documents.yamlsource import escape
 
     field = str(error.details.get("field") or "")
     if field in ("", "plan") and error.code not in ("inputs_invalid",):
@@ -375,7 +375,7 @@ def plans_show(app: App, plan_id: str, as_json: bool) -> None:
         # hands it out (it is kept out of the event log).
         render.emit_json({**_summary(plan), "live": live, "collected": collected})
         return
-    from runner.spec.recipes import RecipeLibrary
+    from runner.definitions.recipes import RecipeLibrary
 
     _print_summary(plan, [s.id for s in RecipeLibrary().get(str(plan.data["recipe"])).steps])
     for entry in live:
@@ -525,7 +525,7 @@ def recipe() -> None:
 @click.pass_obj
 def recipe_list(app: App, as_json: bool) -> None:
     """The recipes on the search path."""
-    from runner.spec.recipes import RecipeLibrary
+    from runner.definitions.recipes import RecipeLibrary
 
     library = RecipeLibrary()
     rows: list[dict[str, Any]] = []
@@ -568,7 +568,7 @@ def recipe_list(app: App, as_json: bool) -> None:
 @click.pass_obj
 def recipe_show(app: App, name: str, resolved: bool, as_json: bool) -> None:
     """A recipe as written, or (--resolved) as it runs."""
-    from runner.spec.recipes import RecipeLibrary
+    from runner.definitions.recipes import RecipeLibrary
 
     library = RecipeLibrary()
     if resolved:

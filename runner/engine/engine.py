@@ -24,6 +24,8 @@ from typing import Any
 
 from runner import faults
 from runner.context import Context, EffectResult, Event, Instance, Rejection
+from runner.definitions.library import Library
+from runner.definitions.model import MachineSpec, Ref, TransitionSpec
 from runner.effects import EFFECTS
 from runner.errors import (
     AuthorityMovedError,
@@ -36,8 +38,6 @@ from runner.errors import (
     TransitionNotAllowedError,
 )
 from runner.guards import GUARDS
-from runner.spec.library import Library
-from runner.spec.model import MachineSpec, Ref, TransitionSpec
 from runner.store.abc import Store, Transaction
 from runner.updates import UPDATES
 

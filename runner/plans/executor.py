@@ -28,14 +28,15 @@ import anyio
 
 from runner import lockstatus
 from runner.context import Instance
+from runner.definitions.model import MachineSpec
+from runner.definitions.plans import check_plan_document
+from runner.definitions.recipes import Recipe, RecipeLibrary, Step, validate_inputs
 from runner.engine import Request
 from runner.errors import ConflictError, CorralError, InputError, RefusedError, TransitionNotAllowedError
 from runner.fence import Credential
 from runner.plans import get_plan, operations, plan_instance_id
 from runner.plans.references import compare, resolve
 from runner.service import Service
-from runner.spec.model import MachineSpec
-from runner.spec.recipes import Recipe, RecipeLibrary, Step, validate_inputs
 
 RETRYABLE_CATEGORIES = ("conflict", "internal")
 # Steps that close or release what an earlier step started: with nothing started, they are skipped.
@@ -66,14 +67,6 @@ class PlanConflictError(ConflictError):
 class Submitted:
     plan: Instance
     created: bool
-
-
-def check_plan_document(doc: Any, where: str = "plan") -> dict[str, Any]:
-    """The plan document checked against ``schemas/plan.schema.json``."""
-    from runner.spec import schema
-
-    schema.refuse_invalid(schema.validator("plan"), doc, "plan_invalid", where)
-    return dict(doc)
 
 
 class Executor:

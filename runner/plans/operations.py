@@ -336,7 +336,7 @@ def _current_seq(ctx: OpContext, lease: Instance) -> int:
 def _close_outputs(do: str, lease: Instance | AgentLeaseView) -> dict[str, Any]:
     """A closed reviewer's or released lane's step outputs (the catalogue's, but the output text), read
     from its lease: the same whether the step just ran or was found done after a crash."""
-    from runner.spec.operations import OPERATIONS as CATALOGUE
+    from runner.definitions.operations import OPERATIONS as CATALOGUE
 
     keys = [k for k in CATALOGUE[do].outputs if k not in ("state", "output")]
     return {"state": lease.state, **{k: lease.data.get(k) for k in keys}}

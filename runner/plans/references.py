@@ -11,8 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from runner.definitions.recipes import REFERENCE
 from runner.errors import InputError
-from runner.spec.recipes import REFERENCE
 
 
 def _lookup(body: str, inputs: Mapping[str, Any], steps: Mapping[str, Mapping[str, Any]]) -> Any:

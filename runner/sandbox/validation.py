@@ -37,7 +37,7 @@ def load_commands(worktree: str, base_commit: str) -> list[Command]:
         InputError: ``validation_missing`` when the base commit has no ``.corral/validate.yaml``.
         SpecError: the file is malformed or fails the schema (with its line numbers).
     """
-    from runner.spec import schema, yamlsource
+    from runner.documents import schema, yamlsource
 
     raw = preflight.file_at(worktree, base_commit, CONFIG_PATH)
     if raw is None:

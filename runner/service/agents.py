@@ -56,7 +56,7 @@ from runner.service.checks import UUID, check_controller_id, check_credential
 if TYPE_CHECKING:
     import anyio.abc  # anyio costs a cold CLI ~35 ms: only the commands that wait import it
 
-    from runner.spec.model import MachineSpec
+    from runner.definitions.model import MachineSpec
 
 HOSTS = ("process", "herdr")
 TOKEN_PREFIX = "corral-receipt-v1."

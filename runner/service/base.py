@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from runner.definitions.library import Library
 from runner.engine import Engine
-from runner.spec.library import Library
 from runner.store.abc import Store
 
 if TYPE_CHECKING:

@@ -8,6 +8,7 @@ from typing import Any
 
 from runner import fence
 from runner.context import Instance
+from runner.definitions.model import MachineSpec
 from runner.engine import Request, Result
 from runner.errors import InputError, NotFoundError, RefusedError, TransitionNotAllowedError
 from runner.fence import Credential
@@ -23,7 +24,6 @@ from runner.service.checks import (
     check_ttl,
     default_holder,
 )
-from runner.spec.model import MachineSpec
 
 
 @dataclass(frozen=True)

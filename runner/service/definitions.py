@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner.definitions.library import Library, Report
 from runner.errors import SpecError
-from runner.spec.library import Library, Report
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +39,8 @@ class MachineSummary:
 
 def validate(library: Library, inp: ValidateInput) -> list[Report]:
     """Validate definition files (default: every built-in and local machine); never raises for them."""
+    from runner.definitions.recipes import RecipeLibrary
     from runner.errors import CorralError, Diagnostic
-    from runner.spec.recipes import RecipeLibrary
 
     recipes = RecipeLibrary()
     paths = list(inp.paths)
@@ -91,7 +91,7 @@ def validate(library: Library, inp: ValidateInput) -> list[Report]:
 
 def _validate_one(path: Path, recipes: Any) -> Report:
     """One file's report, by the kind its top-level key declares."""
-    from runner.spec.library import validate_file
+    from runner.definitions.library import validate_file
 
     report, _ = validate_file(path)
     if report.kind == "recipe":
@@ -103,10 +103,10 @@ def _validate_one(path: Path, recipes: Any) -> Report:
 
 def _check_plan(path: Path, recipes: Any) -> list[Any]:
     """A plan file: its schema, its recipe, and its inputs against the recipe's."""
+    from runner.definitions.plans import check_plan_document
+    from runner.definitions.recipes import validate_inputs
+    from runner.documents import yamlsource
     from runner.errors import CorralError
-    from runner.plans.executor import check_plan_document
-    from runner.spec import yamlsource
-    from runner.spec.recipes import validate_inputs
 
     try:
         source = yamlsource.load(path)

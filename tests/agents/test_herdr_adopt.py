@@ -14,9 +14,9 @@ from fake_herdr import FakeHerdr
 from runner.agents.abc import StartOptions
 from runner.agents.herdr import HerdrHost
 from runner.agents.kinds import Kinds
+from runner.definitions.library import Library
 from runner.errors import CorralError
 from runner.service import AcquireInput, AdoptedCloseInput, AdoptInput, Service
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 
 SHA = hashlib.sha256(b"adopt on herdr").hexdigest()

@@ -359,7 +359,7 @@ def test_a_bug_on_one_file_is_that_files_verdict_and_exit_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from runner.cli.app import main
-    from runner.spec import library
+    from runner.definitions import library
 
     root = Path(__file__).resolve().parents[2] / "machines"
     real = library.validate_file

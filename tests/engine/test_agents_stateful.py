@@ -46,6 +46,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from runner.agents.abc import SETTLED
+from runner.definitions.library import Library
 from runner.errors import CorralError
 from runner.fence import Credential
 from runner.service import (
@@ -64,7 +65,6 @@ from runner.service import (
     TakeoverInput,
     WaitAnyInput,
 )
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 
 

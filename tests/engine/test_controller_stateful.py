@@ -39,6 +39,7 @@ from hypothesis.stateful import (
 
 from runner import fence
 from runner.context import format_time
+from runner.definitions.library import Library
 from runner.errors import CorralError, NotFoundError, RefusedError
 from runner.fence import Credential
 from runner.service import (
@@ -54,7 +55,6 @@ from runner.service import (
     Service,
     TakeoverInput,
 )
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 
 HOLDERS = ("h0@host", "h1@host", "h2@host")

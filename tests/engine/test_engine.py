@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from runner.context import Context, EffectResult, Rejection, Update
+from runner.definitions.library import Library
+from runner.definitions.model import MachineSpec
 from runner.effects import EFFECTS
 from runner.engine import Engine, Request
 from runner.errors import (
@@ -22,8 +24,6 @@ from runner.errors import (
     TransitionNotAllowedError,
 )
 from runner.guards import GUARDS
-from runner.spec.library import Library
-from runner.spec.model import MachineSpec
 from runner.store.sqlite import SQLiteStore
 from runner.updates import UPDATES
 

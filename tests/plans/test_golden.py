@@ -30,11 +30,11 @@ import pytest
 
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
+from runner.definitions.library import Library
+from runner.definitions.recipes import RecipeLibrary
 from runner.plans.executor import Executor
 from runner.plans.keeper import MemoryKeeper
 from runner.service import Service
-from runner.spec.library import Library
-from runner.spec.recipes import RecipeLibrary
 from runner.store.sqlite import SQLiteStore
 
 GOLDEN = Path(__file__).with_name("golden") / "review.json"

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from runner.data import data_dir
+from runner.definitions.recipes import RecipeLibrary
 from runner.errors import Diagnostic, SpecError
-from runner.spec.recipes import RecipeLibrary
 
 BASE = """\
 recipe: base

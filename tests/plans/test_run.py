@@ -30,13 +30,13 @@ from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.cli.plans import _print_summary
 from runner.context import Instance
+from runner.definitions.library import Library
+from runner.definitions.recipes import RecipeLibrary
 from runner.errors import CorralError, RefusedError
 from runner.plans.executor import Executor, PlanConflictError
 from runner.plans.keeper import MemoryKeeper
 from runner.plans.operations import OPERATIONS, OpContext
 from runner.service import AcquireInput, Service, WriterStartInput
-from runner.spec.library import Library
-from runner.spec.recipes import RecipeLibrary
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import git, status_digest
 

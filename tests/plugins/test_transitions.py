@@ -19,7 +19,7 @@ TEST_FILE = """
 from runner.errors import RefusedError
 from runner.fence import Credential
 from runner.service import AcquireInput, RenewInput, Service
-from runner.spec.library import Library
+from runner.definitions.library import Library
 from runner.store.sqlite import SQLiteStore
 
 
@@ -70,8 +70,8 @@ def run(project: Path, *args: str, mode: str | None = None) -> tuple[int, str]:
 
 def builtin_edges() -> int:
     """Every transition edge of every built-in machine (what a whole run must exercise)."""
-    from runner.spec.library import Library
-    from runner.spec.paths import list_targets
+    from runner.definitions.library import Library
+    from runner.modelpaths.paths import list_targets
 
     library = Library()
     return sum(len(list_targets(library.builtin(p.stem)).transitions) for p in library.builtin_paths())

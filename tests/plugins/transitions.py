@@ -14,7 +14,7 @@ Only firings of a built-in machine's exact definition (same SHA-256) count. Firi
 the suite exercises through the engine in-process.
 
 At session end, when the whole suite ran, the recorded transition edges are compared with
-:func:`runner.spec.paths.list_targets` for every built-in machine; any edge never exercised fails the
+:func:`runner.modelpaths.paths.list_targets` for every built-in machine; any edge never exercised fails the
 session (exit status 1) with the list of missing edges. Guard refusals never exercised are reported
 but never fail the session.
 
@@ -49,11 +49,11 @@ from typing import Any
 
 import pytest
 
+from runner.definitions.library import Library
+from runner.definitions.model import MachineSpec, TransitionSpec
+from runner.definitions.table import Firing, TransitionTable
 from runner.engine.engine import Engine, Request, Result
-from runner.spec.library import Library
-from runner.spec.model import MachineSpec, TransitionSpec
-from runner.spec.paths import EdgeTarget, GuardTarget, Verdict, list_targets
-from runner.spec.table import Firing, TransitionTable
+from runner.modelpaths.paths import EdgeTarget, GuardTarget, Verdict, list_targets
 
 ENV = "CORRAL_TRANSITION_COVERAGE"
 MODES = ("enforce", "report", "off")

@@ -29,10 +29,10 @@ import pytest
 from runner import credentials
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
+from runner.definitions.library import Library
 from runner.errors import CorralError, InputError, RefusedError, SpecError
 from runner.fence import Credential
 from runner.service import AcquireInput, Service, VerifyResult, WriterStartInput, WriterVerifyInput
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 
 SHA = "d" * 64
@@ -89,7 +89,7 @@ import sys
 from pathlib import Path
 from runner import credentials
 from runner.service import ResumeInput, Service
-from runner.spec.library import Library
+from runner.definitions.library import Library
 from runner.store.sqlite import SQLiteStore
 
 db, cache, path = sys.argv[1:4]

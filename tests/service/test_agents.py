@@ -19,6 +19,7 @@ import pytest
 from runner.agents.abc import AgentError, AgentHost, Expect, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
+from runner.definitions.library import Library
 from runner.errors import CorralError, InputError, RefusedError
 from runner.fence import Credential
 from runner.service import (
@@ -37,7 +38,6 @@ from runner.service import (
     Service,
     WaitAnyInput,
 )
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 
 SHA = "d" * 64

@@ -21,6 +21,7 @@ import pytest
 from runner.agents.abc import Expect, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
+from runner.definitions.library import Library
 from runner.errors import AuthorityMovedError, CorralError
 from runner.fence import Credential
 from runner.service import (
@@ -33,7 +34,6 @@ from runner.service import (
     ReviewerStartInput,
     Service,
 )
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 
 SHA = "e" * 64

@@ -28,6 +28,7 @@ import pytest
 from runner.agents.abc import AgentError, AgentHost, Expect, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.context import Gate
+from runner.definitions.library import Library
 from runner.errors import AuthorityMovedError, CorralError
 from runner.fence import Credential
 from runner.service import (
@@ -48,7 +49,6 @@ from runner.service import (
     WriterReleaseInput,
     WriterStartInput,
 )
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 from tests.service.conftest import HostRig
 from tests.support.gitrepo import commit, git, head_of, status_digest

@@ -24,6 +24,7 @@ import pytest
 from runner.agents.abc import AgentError, AgentHost, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
+from runner.definitions.library import Library
 from runner.errors import CorralError
 from runner.service import (
     AcquireInput,
@@ -38,7 +39,6 @@ from runner.service import (
     WriterReleaseInput,
     WriterStartInput,
 )
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import commit, git, head_of, status_digest
 

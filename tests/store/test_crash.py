@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from runner import fence
+from runner.definitions.library import Library
 from runner.errors import RefusedError, StoreVersionError
 from runner.fence import Credential
 from runner.service import (
@@ -40,7 +41,6 @@ from runner.service import (
     Service,
     TakeoverInput,
 )
-from runner.spec.library import Library
 from runner.store.sqlite import SCHEMA_VERSION, SQLiteStore
 
 CONTROLLER = "crash"
@@ -54,7 +54,7 @@ import hashlib, json, os, signal, sys, time
 from pathlib import Path
 
 from runner.service import AcquireInput, EventsInput, RenewInput, ResumeInput, Service
-from runner.spec.library import Library
+from runner.definitions.library import Library
 from runner.store.sqlite import SQLiteStore
 
 db, cache, credfile, die_at = sys.argv[1:5]

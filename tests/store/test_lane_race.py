@@ -40,8 +40,8 @@ from typing import Any
 import pytest
 
 from runner import credentials, fence
+from runner.definitions.library import Library
 from runner.service import AcquireInput, Service
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 
 WORKERS = 8
@@ -78,7 +78,7 @@ from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.errors import CorralError
 from runner.service import Service, WriterStartInput
-from runner.spec.library import Library
+from runner.definitions.library import Library
 from runner.store.sqlite import SQLiteStore
 
 root, index, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])

@@ -27,8 +27,8 @@ import pytest
 
 from runner import fence
 from runner.context import parse_time
+from runner.definitions.library import Library
 from runner.service import EventsInput, Service
-from runner.spec.library import Library
 from runner.store.sqlite import SQLiteStore
 
 WORKERS = 8
@@ -55,7 +55,7 @@ from runner.errors import NotFoundError, RefusedError
 from runner.service import (
     AcquireInput, EventsInput, ListLeasesInput, ReleaseInput, RenewInput, ResumeInput, Service, TakeoverInput,
 )
-from runner.spec.library import Library
+from runner.definitions.library import Library
 from runner.store.sqlite import SQLiteStore
 
 db, cache, name, seed = sys.argv[1:5]

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from runner.definitions.library import Library
 from runner.errors import StoreCorruptError
 from runner.service import AcquireInput, Service
-from runner.spec.library import Library
 from runner.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
 from runner.store.sqlite_file import APPLICATION_ID
 

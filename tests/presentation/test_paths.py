@@ -1,6 +1,6 @@
 """Test paths: every built-in machine's paths cover every target, walk validly, and are shortest.
 
-The checks here recompute targets and distances independently of :mod:`runner.spec.paths` (a plain
+The checks here recompute targets and distances independently of :mod:`runner.modelpaths.paths` (a plain
 breadth-first search over states), so a wrong generator fails them instead of agreeing with itself.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from runner.cli import main
-from runner.spec.library import Library
-from runner.spec.model import MachineSpec, TransitionSpec
-from runner.spec.paths import (
+from runner.definitions.library import Library
+from runner.definitions.model import MachineSpec, TransitionSpec
+from runner.modelpaths.paths import (
     CoveragePath,
     EdgeTarget,
     GuardTarget,

@@ -31,11 +31,11 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from runner.documents.yamlsource import SCHEMA_COMMENT, Source
 from runner.effects import EFFECTS
 from runner.errors import Diagnostic
 from runner.guards import GUARDS
 from runner.registry import Registry
-from runner.spec.yamlsource import SCHEMA_COMMENT, Source
 from runner.updates import UPDATES
 
 

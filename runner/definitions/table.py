@@ -14,9 +14,9 @@ from typing import Any
 from transitions import EventData, Machine
 
 from runner.context import Context, Rejection
+from runner.definitions.model import MachineSpec, Ref, TransitionSpec
 from runner.errors import Diagnostic, SpecError
 from runner.guards import GUARDS, GuardFn
-from runner.spec.model import MachineSpec, Ref, TransitionSpec
 
 
 class _Table(Machine):

@@ -22,12 +22,13 @@ import pytest
 
 from runner.cli.app import main
 from runner.context import Instance
+from runner.definitions.operations import OPERATIONS
+from runner.definitions.recipes import RecipeLibrary
 from runner.engine import Request
 from runner.errors import InputError, NotFoundError
 from runner.plans import plan_instance_id
 from runner.plans.executor import Executor
-from runner.service import Grant, ReleaseInput, RenewInput, Service
-from runner.spec.draw import (
+from runner.presentation.draw import (
     STEP_COLOURS,
     PlanStatus,
     dot,
@@ -38,8 +39,7 @@ from runner.spec.draw import (
     render_recipe,
     trail,
 )
-from runner.spec.operations import OPERATIONS
-from runner.spec.recipes import RecipeLibrary
+from runner.service import Grant, ReleaseInput, RenewInput, Service
 from runner.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,10 +18,10 @@ import pytest
 from runner._version import __version__
 from runner.cli.app import main
 from runner.data import data_dir
+from runner.definitions.library import Library
+from runner.definitions.recipes import RecipeLibrary
 from runner.guards import GUARDS
-from runner.spec.library import Library
-from runner.spec.pack import FILENAME, write
-from runner.spec.recipes import RecipeLibrary
+from runner.presentation.pack import FILENAME, write
 from runner.updates import UPDATES
 
 # Without Graphviz only the error test can run; CI must have it (the pack tests then fail instead of skipping).

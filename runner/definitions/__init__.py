@@ -6,8 +6,8 @@ a file: guard, update and effect names resolve through corral's registries only.
 
 from __future__ import annotations
 
-from runner.spec.library import Library, Report, validate_file
-from runner.spec.model import MachineSpec, Ref, StateSpec, TransitionSpec
-from runner.spec.table import TransitionTable
+from runner.definitions.library import Library, Report, validate_file
+from runner.definitions.model import MachineSpec, Ref, StateSpec, TransitionSpec
+from runner.definitions.table import TransitionTable
 
 __all__ = ["Library", "MachineSpec", "Ref", "Report", "StateSpec", "TransitionSpec", "TransitionTable", "validate_file"]

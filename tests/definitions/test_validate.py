@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from runner.definitions.library import Library, validate_file
 from runner.errors import SpecError
-from runner.spec.library import Library, validate_file
 
 HEADER = "# yaml-language-server: $schema=../schemas/machine.schema.json\n"
 
@@ -229,7 +229,7 @@ def test_spec_cache_skips_revalidation_and_follows_content(tmp_path: Path, monke
     first = Library(cache_dir=cache).load(path)
     assert len(list(cache.glob("*.json"))) == 1
 
-    import runner.spec.library as library_module
+    import runner.definitions.library as library_module
 
     def fail(_: Path) -> None:
         raise AssertionError("a cached spec must not be validated again")

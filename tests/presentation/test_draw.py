@@ -12,8 +12,8 @@ from xml.etree import ElementTree
 
 import pytest
 
-from runner.spec.draw import WRAP, dot, label, mermaid, render, wrap
-from runner.spec.library import Library
+from runner.definitions.library import Library
+from runner.presentation.draw import WRAP, dot, label, mermaid, render, wrap
 
 REPO = Path(__file__).resolve().parents[2]
 MERMAID_JS = Path(os.environ.get("CORRAL_MERMAID_JS", REPO / ".cache/mermaid/node_modules/mermaid/dist/mermaid.min.js"))

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from runner.data import data_dir
+from runner.definitions.operations import OPERATIONS
 from runner.errors import Diagnostic, InputError, NotFoundError, SpecError
-from runner.spec.operations import OPERATIONS
 
 REFERENCE = re.compile(r"\$\{([^}]*)\}")
 REFERENCE_BODY = re.compile(
@@ -172,8 +172,8 @@ class RecipeLibrary:
 
     @staticmethod
     def _parse(path: Path) -> _Raw:
-        from runner.spec import schema, yamlsource
-        from runner.spec.library import _display
+        from runner.definitions.library import _display
+        from runner.documents import schema, yamlsource
 
         shown = _display(path)
         source = yamlsource.load(path, shown)
@@ -414,7 +414,7 @@ def validate_inputs(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
     """
     import jsonschema
 
-    from runner.spec import schema
+    from runner.documents import schema
 
     values = dict(given)
     for name, prop in recipe.inputs.get("properties", {}).items():

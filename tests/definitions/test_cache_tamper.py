@@ -15,7 +15,7 @@ from pathlib import Path
 
 from runner.agents.kinds import Kinds
 from runner.cache import ContentCache, rebuilds
-from runner.spec.library import Library
+from runner.definitions.library import Library
 
 SHA = hashlib.sha256(b"authority").hexdigest()
 

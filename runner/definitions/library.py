@@ -24,9 +24,9 @@ from typing import Any
 
 from runner.cache import ContentCache, key_for, rebuilds
 from runner.data import data_dir
+from runner.definitions.model import MachineSpec
+from runner.definitions.table import TransitionTable
 from runner.errors import Diagnostic, NotFoundError, SpecError
-from runner.spec.model import MachineSpec
-from runner.spec.table import TransitionTable
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,8 @@ class Report:
 
 def validate_file(path: Path) -> tuple[Report, MachineSpec | None]:
     """Parse, schema-check and lint one definition file; never raises for a bad definition."""
-    from runner.spec import lint, schema, yamlsource  # jsonschema and PyYAML: only when validating
+    from runner.definitions import lint
+    from runner.documents import schema, yamlsource  # jsonschema and PyYAML: only when validating
 
     shown = _display(path)
     try:
@@ -61,7 +62,7 @@ def validate_file(path: Path) -> tuple[Report, MachineSpec | None]:
     doc = source.data
     kind = _kind_of(doc)
     if kind in ("recipe", "plan"):
-        return Report(shown, kind, None, []), None  # validated by runner.spec.recipes / the plan executor
+        return Report(shown, kind, None, []), None  # validated by runner.definitions.recipes / the plan executor
     if kind != "machine":
         message = "not a corral definition: expected a top-level 'machine', 'recipe' or 'plan' key"
         return Report(shown, kind, None, [source.diagnostic("spec_unknown_kind", message)]), None

@@ -16,11 +16,11 @@ import pytest
 
 from runner import credentials
 from runner.agents.kinds import Kinds
+from runner.definitions.library import Library, validate_file
+from runner.definitions.recipes import RecipeLibrary
+from runner.documents import yamlsource
 from runner.errors import CredentialError, SpecError
 from runner.sandbox.validation import load_commands
-from runner.spec import yamlsource
-from runner.spec.library import Library, validate_file
-from runner.spec.recipes import RecipeLibrary
 from tests.support.gitrepo import commit, git
 
 MACHINE = """\

@@ -15,8 +15,8 @@ import referencing
 from referencing.jsonschema import DRAFT202012
 
 from runner.data import data_dir
+from runner.documents.yamlsource import Source, pointer_of
 from runner.errors import Diagnostic, InputError
-from runner.spec.yamlsource import Source, pointer_of
 
 
 @cache

@@ -24,13 +24,13 @@ from typing import Any
 
 from runner._version import __version__
 from runner.data import data_dir
+from runner.definitions.library import Library
+from runner.definitions.model import MachineSpec, Ref, TransitionSpec
+from runner.definitions.operations import OPERATIONS
+from runner.definitions.recipes import Recipe, RecipeLibrary, Step
 from runner.errors import SpecError
+from runner.presentation.draw import plain_value, render, render_recipe
 from runner.registry import Registry
-from runner.spec.draw import plain_value, render, render_recipe
-from runner.spec.library import Library
-from runner.spec.model import MachineSpec, Ref, TransitionSpec
-from runner.spec.operations import OPERATIONS
-from runner.spec.recipes import Recipe, RecipeLibrary, Step
 
 FILENAME = "index.html"
 

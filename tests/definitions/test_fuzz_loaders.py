@@ -30,15 +30,15 @@ from hypothesis import strategies as st
 from runner import credentials
 from runner.agents.kinds import Kinds
 from runner.data import data_dir
+from runner.definitions.library import Library, validate_file
+from runner.definitions.plans import check_plan_document
+from runner.definitions.recipes import RecipeLibrary, validate_inputs
+from runner.documents import yamlsource
 from runner.errors import CorralError
 from runner.fence import Credential
-from runner.plans.executor import check_plan_document
 from runner.sandbox.validation import load_commands
 from runner.service import ValidateInput
 from runner.service import validate as validate_files
-from runner.spec import yamlsource
-from runner.spec.library import Library, validate_file
-from runner.spec.recipes import RecipeLibrary, validate_inputs
 from tests.support.gitrepo import commit, git
 
 HOSTILE_VALUES = [

@@ -29,10 +29,10 @@ from itertools import pairwise
 from typing import Any
 
 from runner.context import Event, Instance
+from runner.definitions.model import MachineSpec, TransitionSpec
+from runner.definitions.operations import OPERATIONS
+from runner.definitions.recipes import Recipe, Step
 from runner.errors import InputError, InvalidError, NotFoundError
-from runner.spec.model import MachineSpec, TransitionSpec
-from runner.spec.operations import OPERATIONS
-from runner.spec.recipes import Recipe, Step
 
 FORMATS = ("mermaid", "dot", "svg", "png")
 WRAP = 36  # characters per line of an edge label: a long guard list becomes a tall, narrow label

@@ -1,6 +1,6 @@
 """Test paths through a machine: shortest walks from its initial state that cover every transition and guard outcome.
 
-Model-based testing over the graph a :class:`~runner.spec.model.MachineSpec` defines. The
+Model-based testing over the graph a :class:`~runner.definitions.model.MachineSpec` defines. The
 *targets* are what a test suite should exercise:
 
 * every **transition edge**: each ``source -> dest`` of each transition, and each outcome edge of a
@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from runner.spec.model import MachineSpec, TransitionSpec
+from runner.definitions.model import MachineSpec, TransitionSpec
 
 Verdict = Literal["pass", "refuse"]
 

@@ -1,0 +1,1 @@
+"""Model-based test paths: every route through a machine's transition table (:mod:`.paths`)."""
