@@ -12,6 +12,7 @@ Operations are grouped by lifecycle: :mod:`~runner.service.controller` (the leas
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from runner.context import Event
@@ -91,6 +92,10 @@ class Service(ControllerOps, WriterOps, AdoptedOps):
     def events(self, inp: EventsInput) -> list[Event]:
         """The event log after ``inp.since``."""
         return self.store.events(inp.since, inp.limit, inp.instance_id)
+
+    def follow_events(self, since: int) -> Iterator[Event]:
+        """Events after ``since`` as they are recorded, for ever (the caller stops reading)."""
+        return self.store.follow(since)
 
 
 __all__ = [

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from runner.definitions.model import MachineSpec
 
 HOSTS = ("process", "herdr")
+AGENT_MACHINES = frozenset({"reviewer", "writer", "adopted", "pane"})  # machines whose instances are agent leases
 TOKEN_PREFIX = "corral-receipt-v1."
 TOKEN = re.compile(r"^corral-receipt-v1\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 LEASE_ID = re.compile(r"^[a-z]{1,32}/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -918,6 +919,26 @@ class AgentOps(ServiceBase):
         return AgentLeaseView(
             instance.id, instance.machine, instance.state, instance.version, spec.public_data(instance.data)
         )
+
+    def lease(self, instance_id: str) -> AgentLeaseView | None:
+        """The agent lease (reviewer, writer, adopted, pane) with this instance id, or None."""
+        found = self.store.get(instance_id)
+        if found is None or found.machine not in AGENT_MACHINES:
+            return None
+        return self._lease_view(found)
+
+    def receipt(self, token: str) -> ReceiptView:
+        """The receipt with this token.
+
+        Raises:
+            NotFoundError: ``receipt_unknown``.
+        """
+        return self._receipt_view(self._receipt(token))
+
+    def receipt_by_id(self, receipt_id: str) -> ReceiptView | None:
+        """The receipt whose id (the part after ``receipt/``) is ``receipt_id``, or None."""
+        found = self.store.get(f"receipt/{receipt_id}")
+        return None if found is None else self._receipt_view(found)
 
     def _receipt(self, token: str) -> Instance:
         match = TOKEN.match(token)

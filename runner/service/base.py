@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from runner.definitions.library import Library
@@ -37,3 +38,15 @@ class ServiceBase:
         self.actor = actor or default_holder()
         self._hosts = hosts
         self._kinds = kinds
+
+    # --- public reads every surface may use (no surface touches the store itself) ----------------------
+
+    @property
+    def store_url(self) -> str:
+        """The store's URL (credentials are bound to it); never carries a password."""
+        return self.store.url
+
+    def now(self) -> datetime:
+        """The store's clock: expiries and ages are judged by it, never by the caller's."""
+        return self.store.now()
+

@@ -221,6 +221,16 @@ class ControllerOps(ServiceBase):
             instance.data["controller_id"], instance.state, instance.version, expired, spec.public_data(instance.data)
         )
 
+    def controller_lease(self, controller_id: str) -> LeaseView | None:
+        """The lease of ``controller_id`` (any state), or None if it never had one."""
+        found = self.store.get(fence.instance_id(controller_id))
+        return None if found is None else self._view(found)
+
+    def holds(self, credential: Credential, *, allow_expired: bool = False) -> bool:
+        """Whether ``credential`` holds its controller's lease now (read only; nothing is recorded)."""
+        lease = self.store.get(fence.instance_id(credential.controller_id))
+        return fence.check(lease, credential, self.store.now(), allow_expired=allow_expired) is None
+
     def acquire(self, inp: AcquireInput) -> Grant:
         """Take the lease; refused with ``lease_held`` while any lease is active, even an expired one."""
         try:
