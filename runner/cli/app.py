@@ -11,17 +11,15 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from runner import credentials
 from runner._version import __version__
 from runner.cli import render
 from runner.errors import CorralError, CredentialError, InputError, RefusedError, UsageError
-from runner.home import Home
+from runner.runtime import Config, Runtime
 
 if TYPE_CHECKING:
     from runner.fence import Credential
@@ -29,71 +27,9 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@dataclass
-class App:
-    """What every command needs, opened lazily: definitions-only commands never touch the store."""
-
-    home: Home
-    store_url: str
-    _store: Any = None
-    _library: Any = None
-    _service: Any = field(default=None, repr=False)
-    _kinds: Any = None
-    _hosts: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def library(self) -> Any:
-        if self._library is None:
-            from runner.definitions.library import Library
-
-            self._library = Library.default(cache_dir=self.home.cache / "specs")
-        return self._library
-
-    @property
-    def service(self) -> Any:
-        if self._service is None:
-            from runner.service import Service, default_holder
-            from runner.store import open_store
-
-            self.home.ensure()
-            self._store = open_store(self.store_url)
-            self._service = Service(
-                self._store,
-                self.library,
-                actor=f"cli:{default_holder()}:{os.getpid()}",
-                hosts=self.host,
-                kinds=lambda: self.kinds,
-            )
-        return self._service
-
-    @property
-    def kinds(self) -> Any:
-        """Agent kinds: built-ins, then $CORRAL_HOME/agents.yaml, then ./.corral/agents.yaml."""
-        if self._kinds is None:
-            from runner.agents.kinds import Kinds, config_files
-
-            self._kinds = Kinds.load(config_files(self.home.root), cache_dir=self.home.cache / "config")
-        return self._kinds
-
-    def host(self, name: str) -> Any:
-        """The agent host called ``name``, opened once per command."""
-        if name not in self._hosts:
-            if name == "process":
-                from runner.agents.process import ProcessHost
-
-                store = self.service.store
-                self._hosts[name] = ProcessHost(store, self.home.ensure("agents"), self.kinds)
-            elif name == "herdr":
-                from runner.agents.herdr import HerdrHost
-
-                self._hosts[name] = HerdrHost(self.kinds)  # the binary: CORRAL_HERDR, HERDR_BIN_PATH, herdr
-            else:
-                raise InputError("host", f"unknown agent host {name!r} (process, herdr)")
-        return self._hosts[name]
-
-    def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
+# Every command gets corral from the runtime (runner.runtime): the CLI is one surface among others
+# and assembles nothing itself. ``App`` is the name the commands' ``@click.pass_obj`` annotations use.
+App = Runtime
 
 
 def json_option(fn: F) -> F:
@@ -122,9 +58,7 @@ def credential_option(fn: F) -> F:
 
 
 def _credential_path(app: App, controller_id: str, explicit: Path | None) -> Path:
-    if explicit is not None:
-        return explicit
-    return credentials.path_for(app.home.ensure("credentials"), controller_id)  # checked private first
+    return app.credentials.path(controller_id, explicit)  # checked private first
 
 
 def bind_option(fn: F) -> F:
@@ -140,19 +74,11 @@ def bind_option(fn: F) -> F:
 def load_credential(app: App, controller_id: str, explicit: Path | None) -> Credential:
     """The controller's credential from ``--credential`` or the state home, checked against the store.
 
-    The one loading path of every command that acts with a credential: it refuses an unsafe or
-    malformed file, a caller outside a ``--bind-process`` binding (``caller_not_controller``), and
-    settles a grant left pending by a crash (``runner.credentials.settle``).
+    The one loading path of every command that acts with a credential (see
+    :class:`runner.runtime.CredentialFiles`): it refuses an unsafe or malformed file, a caller outside a
+    ``--bind-process`` binding (``caller_not_controller``), and settles a grant left pending by a crash.
     """
-    from runner.fence import instance_id
-
-    store = app.service.store
-    return credentials.load(
-        _credential_path(app, controller_id, explicit),
-        controller_id,
-        store.url,
-        lease=lambda: store.get(instance_id(controller_id)),
-    )
+    return app.credentials.load(controller_id, explicit)
 
 
 def absolute_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -182,11 +108,9 @@ def blocked_reason(blocked: bool, reason: str | None) -> str | None:
 
 def _already_released(app: App, controller_id: str, exc: CredentialError) -> None:
     """A second release finds no credential: say the lease is released, not "acquire first"."""
-    from runner.fence import instance_id
-
     if exc.code != "credential_missing":
         return
-    lease = app.service.store.get(instance_id(controller_id))
+    lease = app.service.controller_lease(controller_id)
     if lease is not None and lease.state == "released":
         raise RefusedError(
             f"the lease of controller {controller_id!r} was already released at {lease.data.get('released_at')} "
@@ -205,11 +129,7 @@ def _binding(bind_process: bool) -> Any:
 
 def _grant(app: App, controller_id: str, path: Path, fire: Callable[[Any], Any], binding: Any, keep: bool) -> Any:
     """Grant with the proposed credential saved first (see ``runner.credentials.grant``)."""
-    from runner.fence import instance_id
-
-    store = app.service.store
-    lease = store.get(instance_id(controller_id))
-    return credentials.grant(path, controller_id, store.url, lease, fire, binding=binding, keep_binding=keep)
+    return app.credentials.grant(controller_id, path, fire, binding=binding, keep_binding=keep)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -241,8 +161,7 @@ def cli(ctx: click.Context, store_url: str | None, home_dir: Path | None, verbos
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
             stream=sys.stderr,
         )
-    home = Home.locate(home_dir)
-    app = App(home=home, store_url=store_url or home.default_store_url)
+    app = Runtime.open(Config.load(store=store_url, home=home_dir, surface="cli"))
     ctx.obj = app
     ctx.call_on_close(app.close)
 
@@ -469,7 +388,7 @@ def _show_lease(app: App, verb: str, lease: Any, credential_path: Path | None, a
         render.emit_json(doc)
         return
     data = lease.data
-    now = app.service.store.now()
+    now = app.service.now()
     click.echo(
         f"{verb} controller {lease.controller_id}: {lease.state}, lease {data.get('lease_id')}, "
         f"generation {data.get('generation')}"
@@ -641,7 +560,7 @@ def release(
 
     faults.point("release_before_discard")
     # Only if it still holds the released grant: an acquire may have written its successor meanwhile.
-    credentials.discard(path, controller_id, app.service.store.url, credential)
+    app.credentials.discard(path, controller_id, credential)
     _show_lease(app, "released", lease, None, as_json)
 
 
@@ -657,7 +576,7 @@ def list_leases(app: App, controller_id: str | None, as_json: bool) -> None:
     if as_json:
         render.emit_json({"leases": [lease.to_dict() for lease in leases]})
         return
-    now = app.service.store.now()
+    now = app.service.now()
     render.table(
         None,
         ["controller", "state", "generation", "lease", "holder", "expires"],
@@ -695,7 +614,7 @@ def events(app: App, since: int, limit: int | None, instance_id: str | None, fol
     if not follow:
         return
     last = found[-1].seq if found else since
-    for event in app.service.store.follow(last):
+    for event in app.service.follow_events(last):
         if instance_id is None or event.instance_id == instance_id:
             _print_events([event], as_json)
 

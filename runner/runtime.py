@@ -1,0 +1,251 @@
+"""The runtime: assembles corral from configuration. Every surface and every test gets corral here.
+
+:meth:`Runtime.open` takes a :class:`Config` (flags, environment, defaults) and opens, each on first
+use, the pieces the service is made of:
+
+- the **store**, through the store registry (``corral.stores``: ``sqlite:`` built in);
+- the **library** of machine definitions (the packaged ones, cached under the state home);
+- the **agent kinds** (built-ins, ``$CORRAL_HOME/agents.yaml``, ``./.corral/agents.yaml``);
+- the **agent hosts**, through the host registry (``corral.agent_hosts``: ``process``, ``herdr``);
+- the **credential files** (:class:`CredentialFiles`), the 0600 files that keep a controller's fence
+  between commands;
+- the **service** (:class:`runner.service.Service`) over all of them.
+
+A command that only reads definitions (``validate``, ``draw``) never opens the store; one that never
+names Herdr never imports its adapter. The CLI builds one runtime per command; a long-running server
+(MCP, HTTP) builds one per process and closes it on exit.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from runner.home import Home
+
+if TYPE_CHECKING:
+    from runner.agents.abc import AgentHost
+    from runner.agents.kinds import Kinds
+    from runner.definitions.library import Library
+    from runner.fence import Credential, Proposal
+    from runner.lineage import Binding
+    from runner.plans.keeper import FileKeeper
+    from runner.service import Service
+    from runner.store.abc import Store
+
+G = TypeVar("G")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Where corral's state lives and who is acting.
+
+    ``store_url``: an explicit URL (``--store``), else ``$CORRAL_STORE``, else the SQLite file in the
+    state home. ``home``: ``--home``, else ``$CORRAL_HOME``, else ``$XDG_STATE_HOME/corral``.
+    ``actor``: recorded on every event (default: ``<surface>:<user>@<host>:<pid>``).
+    """
+
+    home: Home
+    store_url: str
+    actor: str | None = None
+    surface: str = "cli"
+
+    @property
+    def acting_as(self) -> str:
+        """The actor recorded on events: ``actor``, else ``<surface>:<user>@<host>:<pid>``."""
+        if self.actor is not None:
+            return self.actor
+        from runner.service.checks import default_holder
+
+        return f"{self.surface}:{default_holder()}:{os.getpid()}"
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        store: str | None = None,
+        home: str | os.PathLike[str] | None = None,
+        actor: str | None = None,
+        surface: str = "cli",
+        environ: Mapping[str, str] | None = None,
+    ) -> Config:
+        """The configuration from explicit values, then the environment, then the defaults."""
+        env = os.environ if environ is None else environ
+        located = Home.locate(home if home is not None else env.get("CORRAL_HOME") or None)
+        url = store or env.get("CORRAL_STORE") or located.default_store_url
+        return cls(located, url, actor, surface)
+
+
+class Runtime:
+    """corral assembled over one configuration; every piece is opened on first use."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._store: Store | None = None
+        self._library: Library | None = None
+        self._kinds: Kinds | None = None
+        self._service: Service | None = None
+        self._hosts: dict[str, AgentHost] = {}
+        self._credentials: CredentialFiles | None = None
+
+    @classmethod
+    def open(cls, config: Config | None = None) -> Runtime:
+        """A runtime over ``config`` (default: :meth:`Config.load` from the environment)."""
+        return cls(config or Config.load())
+
+    # --- what it is made of -------------------------------------------------------------------------
+
+    @property
+    def home(self) -> Home:
+        return self.config.home
+
+    @property
+    def store_url(self) -> str:
+        return self.config.store_url
+
+    @property
+    def library(self) -> Library:
+        """The machine definitions (built-in machines; the compiled tables cached under the home)."""
+        if self._library is None:
+            from runner.definitions.library import Library
+
+            self._library = Library.default(cache_dir=self.home.cache / "specs")
+        return self._library
+
+    @property
+    def kinds(self) -> Kinds:
+        """Agent kinds: built-ins, then $CORRAL_HOME/agents.yaml, then ./.corral/agents.yaml."""
+        if self._kinds is None:
+            from runner.agents.kinds import Kinds, config_files
+
+            self._kinds = Kinds.load(config_files(self.home.root), cache_dir=self.home.cache / "config")
+        return self._kinds
+
+    @property
+    def store(self) -> Store:
+        """The store, opened through the store registry (the state home is created first)."""
+        if self._store is None:
+            from runner.store import open_store
+
+            self.home.ensure()
+            self._store = open_store(self.store_url)
+        return self._store
+
+    @property
+    def service(self) -> Service:
+        """corral's operations over the store, the library, the hosts and the kinds."""
+        if self._service is None:
+            from runner.service import Service
+
+            self._service = Service(
+                self.store, self.library, actor=self.config.acting_as, hosts=self.host, kinds=lambda: self.kinds
+            )
+        return self._service
+
+    def host(self, name: str) -> AgentHost:
+        """The agent host called ``name``, opened once per runtime through the host registry.
+
+        Raises:
+            InputError: ``host``: no registered host has that name.
+        """
+        if name not in self._hosts:
+            from runner.agents.hosts import HostContext, open_host
+
+            self._hosts[name] = open_host(name, HostContext(self.store, self.home.ensure, self.kinds))
+        return self._hosts[name]
+
+    @property
+    def credentials(self) -> CredentialFiles:
+        """The controllers' credential files under the state home."""
+        if self._credentials is None:
+            self._credentials = CredentialFiles(self)
+        return self._credentials
+
+    # --- lifetime -----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the store (hosts hold nothing that outlives a call)."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+            self._service = None
+            self._hosts.clear()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+
+class CredentialFiles:
+    """A controller's credential between commands: a 0600 file in the state home's 0700 directory.
+
+    Every path that acts with a credential loads it here: an unsafe or malformed file is refused, a
+    caller outside a ``--bind-process`` binding is refused (``caller_not_controller``), and a grant left
+    pending by a crash is settled against the lease as the store has it (:mod:`runner.credentials`).
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    def path(self, controller_id: str, explicit: Path | None = None) -> Path:
+        """``explicit`` (``--credential``), else ``<home>/credentials/<controller>.json``."""
+        from runner import credentials
+
+        if explicit is not None:
+            return explicit
+        return credentials.path_for(self._runtime.home.ensure("credentials"), controller_id)
+
+    def _lease(self, controller_id: str) -> Any:
+        from runner.fence import instance_id
+
+        return self._runtime.store.get(instance_id(controller_id))
+
+    def load(self, controller_id: str, explicit: Path | None = None) -> Credential:
+        """The credential to act with.
+
+        Raises:
+            CredentialError: ``credential_missing``, ``credential_insecure``, ``credential_corrupt``,
+                ``credential_store_mismatch``.
+            RefusedError: ``caller_not_controller``.
+        """
+        from runner import credentials
+
+        store_url = self._runtime.store_url
+        return credentials.load(
+            self.path(controller_id, explicit), controller_id, store_url, lease=lambda: self._lease(controller_id)
+        )
+
+    def grant(
+        self,
+        controller_id: str,
+        path: Path,
+        fire: Callable[[Proposal], G],
+        *,
+        binding: Binding | None = None,
+        keep_binding: bool = False,
+    ) -> G:
+        """Run a grant (acquire, resume, takeover) with its credential saved first, crash-safely."""
+        from runner import credentials
+
+        lease = self._lease(controller_id)
+        return credentials.grant(  # type: ignore[type-var]
+            path, controller_id, self._runtime.store_url, lease, fire, binding=binding, keep_binding=keep_binding
+        )
+
+    def discard(self, path: Path, controller_id: str, credential: Credential) -> bool:
+        """Remove the file only if it still holds ``credential``'s grant (after a release)."""
+        from runner import credentials
+
+        return credentials.discard(path, controller_id, self._runtime.store_url, credential)
+
+    def keeper(self) -> FileKeeper:
+        """The keeper plans use between steps: the same files as ``corral controller``."""
+        from runner.plans.keeper import FileKeeper
+
+        return FileKeeper(self._runtime.home.ensure("credentials"), self._runtime.store_url)
