@@ -23,6 +23,7 @@ test: $(STAMP) lint
 lint: $(STAMP)
 	$(BIN)/ruff check runner tests bench
 	$(BIN)/ruff format --check runner tests bench
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 
 ## bench: transition cost ratios, CLI cold start, agent wake-up and round trips, each measured in one run
