@@ -78,3 +78,31 @@ def test_the_import_contracts_pass() -> None:
     assert done.returncode == 0, done.stdout[-4000:]
     assert " BROKEN" not in done.stdout
     assert done.stdout.count(" KEPT") >= 4  # every contract of pyproject.toml was checked
+
+
+PROBE = """
+import json, sys
+from runner.cli.app import main
+status = main(sys.argv[1:])
+print(json.dumps({"status": status, "loop": sorted(m for m in ("anyio", "asyncio") if m in sys.modules),
+                  "herdr": "runner.agents.herdr" in sys.modules}))
+"""
+
+
+def test_commands_that_do_not_wait_pay_for_no_event_loop(tmp_path: Path) -> None:
+    env = {"CORRAL_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+
+    def probe(*argv: str) -> dict[str, object]:
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+        )
+        import json
+
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    sha = "0" * 64
+    acquire = ["controller", "acquire", "--controller", "c", "--authority-ref", "r", "--authority-sha256", sha]
+    for argv in (acquire, ["controller", "renew", "--controller", "c"], ["controller", "list"], ["events"]):
+        assert probe(*argv) == {"status": 0, "loop": [], "herdr": False}, argv
+    # A command that waits does load one: the probe can tell.
+    assert probe("agent", "wait", "p1", "--timeout", "0.1")["loop"] != []
