@@ -137,7 +137,7 @@ def test_an_adopted_lease_is_never_a_prompt_or_wait_target(world: World) -> None
         "receipt/00000000-0000-4000-8000-000000000000",
         "relay",
         params={
-            **world.service._credential_params(world.credential),
+            **world.service.core.credential_params(world.credential),
             "target": lease.id,
             "token": "corral-receipt-v1.00000000-0000-4000-8000-000000000000",
             "prompt_sha256": "0" * 64,
@@ -157,7 +157,7 @@ def test_reviewer_reconcile_never_takes_an_adopted_pane_for_a_dead_start(world: 
     adopt(world, pane, expected_name="rev")
     world.host.die_on_start = True
     with pytest.raises(RunnerDied):
-        world.service._fire_on(  # a start that recorded its intent and died before the host acted
+        world.service.core.fire_on(  # a start that recorded its intent and died before the host acted
             "reviewer",
             "reviewer/00000000-0000-4000-8000-000000000001",
             "start",
