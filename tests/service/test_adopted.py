@@ -8,6 +8,7 @@ with ``ProcessHost.start`` directly, with no lease.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ def test_adopt_then_close_captures_and_closes_the_pane(world: World) -> None:
     assert [v.id for v in world.service.adopted_list(AdoptedListInput("ctl"))] == [lease.id]
     closed = close(world, pane)  # by pane id as well as by name
     assert closed.lease.state == "closed" and closed.lease.data["closing_seq"] == 0
-    assert closed.lease.data["capture_sha256"] is not None
+    assert closed.lease.data["capture_sha256"] == hashlib.sha256(closed.output.encode()).hexdigest()
     assert panes(world) == []
     assert world.edges("adopted") == [
         ("adopt", "absent", "active"),
