@@ -36,7 +36,14 @@ from runner.definitions.library import Library
 from runner.engine import Engine
 from runner.fence import Credential
 from runner.service.adopted import Adopted
-from runner.service.checks import TTL_DEFAULT, TTL_MAX, TTL_MIN, default_holder
+from runner.service.checks import (
+    CAPTURE_LINES_DEFAULT,
+    TIMEOUT_DEFAULT,
+    TTL_DEFAULT,
+    TTL_MAX,
+    TTL_MIN,
+    default_holder,
+)
 from runner.service.controller import Controller
 from runner.service.core import AgentOperationError, Core
 from runner.service.definitions import Definitions, MachineSummary, machines, validate
@@ -205,7 +212,9 @@ class Service:
     async def collect_first(self, inp: CollectInput) -> AskManyResult:
         return await self.receipts.collect_first(inp)
 
-    async def ask(self, relay: RelayInput, timeout: float = 600.0, lines: int = 200) -> CollectResult:
+    async def ask(
+        self, relay: RelayInput, timeout: float = TIMEOUT_DEFAULT, lines: int = CAPTURE_LINES_DEFAULT
+    ) -> CollectResult:
         return await self.receipts.ask(relay, timeout, lines)
 
     async def ask_many(self, inp: AskManyInput) -> AskManyResult:
