@@ -111,7 +111,7 @@ class World:
         self.cwd.mkdir()
         # A RunnerDied start is a coordinator that died: record its starter as a process that is gone
         # (pid above pid_max), so reconcile may settle it as it would after a real kill -9.
-        self.service._start_params = self._dead_starter  # type: ignore[method-assign]
+        self.service.core.start_params = self._dead_starter  # type: ignore[method-assign]
 
     @staticmethod
     def _dead_starter() -> dict[str, Any]:

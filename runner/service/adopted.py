@@ -15,39 +15,27 @@ comma-separated list of pane ids, on every host.
 from __future__ import annotations
 
 import os
-import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from runner.context import Instance
-from runner.errors import InputError, InvalidError, NotFoundError, RefusedError
-from runner.fence import Credential
+from runner.errors import InvalidError, NotFoundError, RefusedError
 from runner.guards.agents import LIVE_LEASE_STATES
-from runner.service.agents import (
-    CAPTURE_LINES_DEFAULT,
-    AgentLeaseView,
-    AgentOps,
-    CloseResult,
+from runner.service.checks import PANE_ID
+from runner.service.core import Core
+from runner.service.inputs import (
+    AdoptedCloseInput,
+    AdoptedListInput,
+    AdoptedReleaseInput,
+    AdoptInput,
     ControllerInput,
-    Housekeeping,
-    _check_cursor,
-    _check_key,
-    _check_lines,
-    check_expected_agent,
 )
-from runner.service.checks import check_controller_id, check_credential
+from runner.service.views import AgentLeaseView, CloseResult, Housekeeping
 
 PROTECTED_ENV = "CORRAL_PROTECTED_PANES"
-PANE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{0,127}$")
 # An adopted lease in one of these states still holds its pane; close and release act on them.
 HELD_STATES = ("active", "close_failed")
-
-
-def _check_pane(field_name: str, value: str) -> None:
-    if not isinstance(value, str) or not PANE_ID.match(value):
-        raise InputError(field_name, f"{value!r} is not a pane id or agent name")
 
 
 def protected_panes(host: str, environ: Mapping[str, str]) -> list[str]:
@@ -76,87 +64,17 @@ def protected_panes(host: str, environ: Mapping[str, str]) -> list[str]:
     return sorted(panes)
 
 
-# --- inputs -------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AdoptInput:
-    """Adopt the agent in ``pane_id`` if it is exactly the one seen: name, kind, cwd, settled at the cursor."""
-
-    controller_id: str
-    credential: Credential
-    pane_id: str
-    expected_name: str
-    expected_kind: str
-    expected_cwd: str
-    expected_state_change_seq: int
-    host: str = "process"
-    lease_id: str | None = None
-    """An idempotency key: the lease instance is ``adopted/<lease_id>``."""
-
-    def __post_init__(self) -> None:
-        check_controller_id(self.controller_id)
-        check_credential(self.credential, self.controller_id)
-        _check_pane("target", self.pane_id)
-        check_expected_agent(self)
-        _check_key("lease_id", self.lease_id)
-
-
-@dataclass(frozen=True)
-class AdoptedCloseInput:
-    """Close the adopted agent ``target`` (its name or pane id) if it sits settled at the expected cursor."""
-
-    controller_id: str
-    credential: Credential
-    target: str
-    expected_state_change_seq: int
-    lines: int = CAPTURE_LINES_DEFAULT
-
-    def __post_init__(self) -> None:
-        check_controller_id(self.controller_id)
-        check_credential(self.credential, self.controller_id)
-        _check_pane("target", self.target)
-        _check_cursor("expect_seq", self.expected_state_change_seq)
-        _check_lines(self.lines)
-
-
-@dataclass(frozen=True)
-class AdoptedReleaseInput:
-    """End the adoption of ``target`` (its name or pane id); the pane is left running."""
-
-    controller_id: str
-    credential: Credential
-    target: str
-
-    def __post_init__(self) -> None:
-        check_controller_id(self.controller_id)
-        check_credential(self.credential, self.controller_id)
-        _check_pane("target", self.target)
-
-
-@dataclass(frozen=True)
-class AdoptedListInput:
-    """Adopted leases (of one controller, if given); ``include_ended`` adds closed and released ones."""
-
-    controller_id: str | None = None
-    include_ended: bool = False
-
-    def __post_init__(self) -> None:
-        if self.controller_id is not None:
-            check_controller_id(self.controller_id)
-
-
-# --- operations ---------------------------------------------------------------------------------------
-
-
-class AdoptedOps(AgentOps):
+class Adopted:
     """Adopt, close, release, list and reconcile adopted pane leases."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
 
     def _adopted(self, controller_id: str, target: str, states: tuple[str, ...]) -> Instance:
         """This controller's adopted lease in ``states`` named ``target`` or holding pane ``target``."""
         found = [
             lease
-            for lease in self.store.find("adopted", states)
+            for lease in self.core.store.find("adopted", states)
             if lease.data.get("controller_id") == controller_id
             and target in (lease.data.get("name"), lease.data.get("pane_id"))
         ]
@@ -183,8 +101,8 @@ class AdoptedOps(AgentOps):
         ``agent_name_taken``, ``identity_changed``, ``agent_gone``, ``agent_not_settled``,
         ``cursor_mismatch``.
         """
-        host = self.host(inp.host)
-        result = self._fire_on(
+        host = self.core.host(inp.host)
+        result = self.core.fire_on(
             "adopted",
             f"adopted/{inp.lease_id or uuid.uuid4()}",
             "adopt",
@@ -197,11 +115,11 @@ class AdoptedOps(AgentOps):
                 "cwd": inp.expected_cwd,
                 "expected_state_change_seq": inp.expected_state_change_seq,
             },
-            {"agent": self._observe(host, inp.pane_id), "protected_panes": protected_panes(inp.host, os.environ)},
+            {"agent": self.core.observe(host, inp.pane_id), "protected_panes": protected_panes(inp.host, os.environ)},
         )
-        return self._lease_view(result.instance)
+        return self.core.lease_view(result.instance)
 
-    def adopted_close(self, inp: AdoptedCloseInput) -> CloseResult:
+    def close(self, inp: AdoptedCloseInput) -> CloseResult:
         """Capture the adopted agent's output at the expected cursor and close its pane (two-phase).
 
         Raises:
@@ -211,7 +129,7 @@ class AdoptedOps(AgentOps):
         """
         lease = self._adopted(inp.controller_id, inp.target, HELD_STATES)
         host_name = str(lease.data["host"])
-        return self._close_lease(
+        return self.core.close_lease(
             lease,
             "close",
             inp.credential,
@@ -220,30 +138,30 @@ class AdoptedOps(AgentOps):
             observe=lambda: {"protected_panes": protected_panes(host_name, os.environ)},
         )
 
-    def adopted_release(self, inp: AdoptedReleaseInput) -> AgentLeaseView:
+    def release(self, inp: AdoptedReleaseInput) -> AgentLeaseView:
         """End the adoption; the pane is left running and is nobody's again. Refused: ``fence_stale``."""
         lease = self._adopted(inp.controller_id, inp.target, HELD_STATES)
-        result = self._fire_on("adopted", lease.id, "release", inp.credential, {}, {})
-        return self._lease_view(result.instance)
+        result = self.core.fire_on("adopted", lease.id, "release", inp.credential, {}, {})
+        return self.core.lease_view(result.instance)
 
-    def adopted_list(self, inp: AdoptedListInput) -> list[AgentLeaseView]:
-        return self._leases("adopted", None if inp.include_ended else LIVE_LEASE_STATES, inp.controller_id)
+    def leases(self, inp: AdoptedListInput) -> list[AgentLeaseView]:
+        return self.core.leases("adopted", None if inp.include_ended else LIVE_LEASE_STATES, inp.controller_id)
 
-    def adopted_reconcile(self, inp: ControllerInput) -> Housekeeping:
+    def reconcile(self, inp: ControllerInput) -> Housekeeping:
         """Settle this controller's adopted leases: a pane that vanished (``closed``, nothing captured), a
         recorded close whose pane is gone, or whose pane is still open with the agent settled at the
         bound cursor (the close is finished). A dry run unless ``inp.apply``: it only reports what each
         lease's pane looks like; with ``apply`` the machine's guards decide, and whatever they refuse is
         reported with their code, untouched."""
-        self._check_fence(inp.credential)
-        spec = self.library.builtin("adopted")
+        self.core.check_fence(inp.credential)
+        spec = self.core.library.builtin("adopted")
         unsettled = [state for state in spec.states if spec.transitions_for("reconcile", state)]
         actions: list[dict[str, Any]] = []
-        for lease in self.store.find("adopted", unsettled):
+        for lease in self.core.store.find("adopted", unsettled):
             if lease.data.get("controller_id") != inp.controller_id:
                 continue
-            host = self.host(lease.data["host"])
-            observed = self._observe(host, lease.data.get("pane_id"))
+            host = self.core.host(lease.data["host"])
+            observed = self.core.observe(host, lease.data.get("pane_id"))
             exists = bool(observed.get("exists"))
             if lease.state == "active" and exists:
                 continue  # held, with its pane: nothing to reconcile, nothing to report
@@ -259,7 +177,7 @@ class AdoptedOps(AgentOps):
                 action.update(action="would_reconcile")
             else:
                 try:
-                    result = self._fire_on(
+                    result = self.core.fire_on(
                         "adopted", lease.id, "reconcile", inp.credential, {}, {"agent": observed}, host=host
                     )
                 except RefusedError as exc:

@@ -2,171 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from runner import fence
 from runner.context import Instance
 from runner.definitions.model import MachineSpec
 from runner.engine import Request, Result
-from runner.errors import InputError, NotFoundError, RefusedError, TransitionNotAllowedError
+from runner.errors import NotFoundError, RefusedError, TransitionNotAllowedError
 from runner.fence import Credential
-from runner.service.base import ServiceBase
-from runner.service.checks import (
-    TTL_DEFAULT,
-    UUID,
-    check_controller_id,
-    check_credential,
-    check_holder,
-    check_ref,
-    check_sha256,
-    check_ttl,
-    default_holder,
+from runner.service.checks import default_holder
+from runner.service.core import Core
+from runner.service.inputs import (
+    AcquireInput,
+    ListLeasesInput,
+    ReleaseInput,
+    RenewInput,
+    ResumeInput,
+    TakeoverInput,
 )
+from runner.service.views import Grant, LeaseView
 
 
-@dataclass(frozen=True)
-class AcquireInput:
-    """Take the lease of a controller id that nobody holds."""
+class Controller:
+    """The controller lease: acquire, renew, resume, takeover, release, list, and read-only checks."""
 
-    controller_id: str
-    authority_ref: str
-    authority_sha256: str
-    ttl_seconds: int = TTL_DEFAULT
-    holder: str | None = None
-    proposal: fence.Proposal | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        check_controller_id(self.controller_id)
-        check_ref("authority_ref", self.authority_ref)
-        check_sha256("authority_sha256", self.authority_sha256)
-        check_ttl(self.ttl_seconds, required=True)
-        check_holder(self.holder)
-
-
-@dataclass(frozen=True)
-class RenewInput:
-    """Extend the lease the credential holds; ``ttl_seconds`` defaults to the lease's own."""
-
-    controller_id: str
-    credential: Credential
-    ttl_seconds: int | None = None
-
-    def __post_init__(self) -> None:
-        check_controller_id(self.controller_id)
-        check_credential(self.credential, self.controller_id)
-        check_ttl(self.ttl_seconds)
-
-
-@dataclass(frozen=True)
-class ResumeInput:
-    """Continue one's own lease (even expired) with a new token and the next generation."""
-
-    controller_id: str
-    credential: Credential
-    ttl_seconds: int | None = None
-    holder: str | None = None
-    proposal: fence.Proposal | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        check_controller_id(self.controller_id)
-        check_credential(self.credential, self.controller_id)
-        check_ttl(self.ttl_seconds)
-        check_holder(self.holder)
-
-
-@dataclass(frozen=True)
-class TakeoverInput:
-    """Claim another holder's expired lease, naming the lease id seen expire."""
-
-    controller_id: str
-    expected_lease_id: str
-    ttl_seconds: int = TTL_DEFAULT
-    holder: str | None = None
-    authority_ref: str | None = None
-    authority_sha256: str | None = None
-    proposal: fence.Proposal | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        check_controller_id(self.controller_id)
-        if not isinstance(self.expected_lease_id, str) or not UUID.match(self.expected_lease_id):
-            raise InputError("expected_lease_id", f"{self.expected_lease_id!r} is not a lease id (a UUID)")
-        check_ttl(self.ttl_seconds, required=True)
-        check_holder(self.holder)
-        if (self.authority_ref is None) != (self.authority_sha256 is None):
-            raise InputError(
-                "authority_sha256" if self.authority_ref else "authority_ref",
-                "authority_ref and authority_sha256 go together",
-            )
-        if self.authority_ref is not None and self.authority_sha256 is not None:
-            check_ref("authority_ref", self.authority_ref)
-            check_sha256("authority_sha256", self.authority_sha256)
-
-
-@dataclass(frozen=True)
-class ReleaseInput:
-    """Give the lease up, recording where the work stands."""
-
-    controller_id: str
-    credential: Credential
-    checkpoint_ref: str
-    checkpoint_sha256: str
-
-    def __post_init__(self) -> None:
-        check_controller_id(self.controller_id)
-        check_credential(self.credential, self.controller_id)
-        check_ref("checkpoint_ref", self.checkpoint_ref)
-        check_sha256("checkpoint_sha256", self.checkpoint_sha256)
-
-
-@dataclass(frozen=True)
-class ListLeasesInput:
-    """Every controller lease (or one), with expiry judged now; never a secret."""
-
-    controller_id: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.controller_id is not None:
-            check_controller_id(self.controller_id)
-
-
-@dataclass(frozen=True)
-class LeaseView:
-    """A lease as listings show it: every public field, the expiry judged by the store's clock."""
-
-    controller_id: str
-    state: str
-    version: int
-    expired: bool
-    data: Mapping[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "controller_id": self.controller_id,
-            "state": self.state,
-            "expired": self.expired,
-            "version": self.version,
-            **{k: v for k, v in self.data.items() if k != "controller_id"},
-        }
-
-
-@dataclass(frozen=True)
-class Grant:
-    """A newly issued lease. ``credential`` holds the token: hand it over once, never log it."""
-
-    lease: LeaseView
-    credential: Credential = field(repr=False)
-    event_seq: int
-
-
-class ControllerOps(ServiceBase):
-    """The controller lease."""
-
-    # --- controller lease -----------------------------------------------------------------------
+    def __init__(self, core: Core) -> None:
+        self.core = core
 
     def _controller(self) -> MachineSpec:
-        return self.library.builtin("controller")
+        return self.core.library.builtin("controller")
 
     def _fire(
         self,
@@ -186,10 +50,10 @@ class ControllerOps(ServiceBase):
             trigger=trigger,
             params={"controller_id": controller_id, **{k: v for k, v in params.items() if v is not None}},
             secrets=secrets,
-            actor=self.actor,
+            actor=self.core.actor,
         )
         try:
-            return self.engine.fire(spec, request)
+            return self.core.engine.fire(spec, request)
         except TransitionNotAllowedError as exc:
             if token is None:
                 raise
@@ -216,20 +80,20 @@ class ControllerOps(ServiceBase):
 
     def _view(self, instance: Instance) -> LeaseView:
         spec = self._controller()
-        expired = instance.state == "active" and fence.is_expired(instance, self.store.now())
+        expired = instance.state == "active" and fence.is_expired(instance, self.core.store.now())
         return LeaseView(
             instance.data["controller_id"], instance.state, instance.version, expired, spec.public_data(instance.data)
         )
 
     def controller_lease(self, controller_id: str) -> LeaseView | None:
         """The lease of ``controller_id`` (any state), or None if it never had one."""
-        found = self.store.get(fence.instance_id(controller_id))
+        found = self.core.store.get(fence.instance_id(controller_id))
         return None if found is None else self._view(found)
 
     def holds(self, credential: Credential, *, allow_expired: bool = False) -> bool:
         """Whether ``credential`` holds its controller's lease now (read only; nothing is recorded)."""
-        lease = self.store.get(fence.instance_id(credential.controller_id))
-        return fence.check(lease, credential, self.store.now(), allow_expired=allow_expired) is None
+        lease = self.core.store.get(fence.instance_id(credential.controller_id))
+        return fence.check(lease, credential, self.core.store.now(), allow_expired=allow_expired) is None
 
     def acquire(self, inp: AcquireInput) -> Grant:
         """Take the lease; refused with ``lease_held`` while any lease is active, even an expired one."""
@@ -246,7 +110,7 @@ class ControllerOps(ServiceBase):
                 proposal=inp.proposal,
             )
         except TransitionNotAllowedError:
-            current = self.store.get(fence.instance_id(inp.controller_id))
+            current = self.core.store.get(fence.instance_id(inp.controller_id))
             view = self._view(current) if current else None
             how = "take it over (it has expired)" if view and view.expired else "wait for its release or expiry"
             raise RefusedError(
@@ -332,7 +196,7 @@ class ControllerOps(ServiceBase):
     def leases(self, inp: ListLeasesInput) -> list[LeaseView]:
         """Leases by controller id, with ``expired`` judged by the store's clock."""
         if inp.controller_id is not None:
-            found = self.store.get(fence.instance_id(inp.controller_id))
+            found = self.core.store.get(fence.instance_id(inp.controller_id))
             if found is None:
                 raise NotFoundError(
                     f"no lease was ever granted for controller {inp.controller_id!r}",
@@ -340,4 +204,4 @@ class ControllerOps(ServiceBase):
                     controller_id=inp.controller_id,
                 )
             return [self._view(found)]
-        return [self._view(i) for i in self.store.find("controller")]
+        return [self._view(i) for i in self.core.store.find("controller")]

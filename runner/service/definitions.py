@@ -1,23 +1,20 @@
-"""Operations on definitions: validate files, list machines."""
+"""Operations on definitions: validate files, list machines (they read files only, never the store)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.definitions.library import Library, Report
 from runner.errors import SpecError
+from runner.service.inputs import ValidateInput
+
+if TYPE_CHECKING:
+    from runner.service.core import Core
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ValidateInput:
-    """Definition files to validate; empty means the built-in and local machines."""
-
-    paths: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,3 +143,18 @@ def machines(library: Library) -> list[MachineSummary]:
             )
         )
     return out
+
+
+class Definitions:
+    """:func:`validate` and :func:`machines` over the service's library."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def validate(self, inp: ValidateInput) -> list[Report]:
+        """Validate definition files (default: every built-in and local machine); never raises for them."""
+        return validate(self.core.library, inp)
+
+    def machines(self) -> list[MachineSummary]:
+        """Every machine the library can find, built-ins first."""
+        return machines(self.core.library)

@@ -9,11 +9,9 @@ closes the agent's pane; nothing here ever commits, stashes, resets, cleans or d
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,223 +19,24 @@ from runner import scopes
 from runner.agents.abc import SETTLED
 from runner.context import Instance
 from runner.errors import ConflictError, InputError, RefusedError
-from runner.fence import Credential
 from runner.guards.agents import same_identity
 from runner.guards.git import LANE_STATES, inside
-from runner.service.agents import (
-    CAPTURE_LINES_DEFAULT,
-    AgentLeaseView,
-    AgentOps,
-    CloseResult,
-    _check_agent,
-    _check_cursor,
-    _check_instance_id,
-    _check_key,
-    _check_lines,
-    _check_name,
-    check_blocked_reason,
-)
-from runner.service.checks import check_controller_id, check_credential, check_ref, check_sha256
+from runner.service.core import Core
+from runner.service.inputs import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
+from runner.service.views import AgentLeaseView, CloseResult, ValidationFailedError, VerifyResult
 
-OBJECT_ID = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[^\x00-\x20~^:?*\[\\\x7f]{1,255}$")
-SCOPES_MAX = 500
-PROTECTED_MAX = 20
+__all__ = ["ValidationFailedError", "VerifyResult", "Writers"]
 
 
-def _check_object_id(name: str, value: str) -> None:
-    if not isinstance(value, str) or not OBJECT_ID.match(value):
-        raise InputError(name, f"{value!r} is not a full commit id (40 or 64 lowercase hex digits)")
-
-
-def _check_branch(name: str, value: str) -> None:
-    if not isinstance(value, str) or not BRANCH.match(value) or value.endswith((".lock", "/", ".")):
-        raise InputError(name, f"{value!r} is not a branch name")
-
-
-def _scope_list(name: str, raw: tuple[str, ...], minimum: int) -> tuple[str, ...]:
-    normalized = scopes.normalize(raw, name)
-    if not minimum <= len(normalized) <= SCOPES_MAX:
-        raise InputError(name, f"give {minimum}-{SCOPES_MAX} scopes, not {len(normalized)}", code="scope_invalid")
-    return normalized
-
-
-@dataclass(frozen=True)
-class WriterStartInput:
-    """Put an agent into a linked worktree, owning ``owned_scopes`` (and locking ``locked_scopes``)."""
-
-    controller_id: str
-    credential: Credential
-    name: str
-    kind: str
-    worktree: str
-    branch: str
-    base_commit: str
-    expected_head: str
-    expected_status_sha256: str
-    owned_scopes: tuple[str, ...]
-    purpose: str
-    ticket_ref: str
-    authority_ref: str
-    authority_sha256: str
-    locked_scopes: tuple[str, ...] = ()
-    protected_branches: tuple[str, ...] = ()
-    """Added to the repository's default protected set (``protected_default``), or the whole set when
-    ``protect_defaults`` is false."""
-    host: str = "process"
-    model: str | None = None
-    effort: str | None = None
-    lease_id: str | None = None
-    """An idempotency key: the lane instance is ``writer/<lease_id>``."""
-    protect_defaults: bool = True
-    """False: ``protected_branches`` replaces the default set instead of adding to it."""
-
-    def __post_init__(self) -> None:
-        check_controller_id(self.controller_id)
-        check_credential(self.credential, self.controller_id)
-        _check_name("name", self.name)
-        if not self.protect_defaults and not self.protected_branches:
-            raise InputError("protected_branches", "name the protected branches that replace the default set")
-        _check_agent(self.kind, self.host, self.model, self.effort)
-        _check_key("lease_id", self.lease_id)
-        if not isinstance(self.worktree, str) or not self.worktree.startswith("/"):
-            raise InputError("worktree", f"{self.worktree!r} is not an absolute path")
-        _check_branch("branch", self.branch)
-        _check_object_id("base_commit", self.base_commit)
-        _check_object_id("expected_head", self.expected_head)
-        check_sha256("expected_status_sha256", self.expected_status_sha256)
-        object.__setattr__(self, "owned_scopes", _scope_list("owned_scopes", self.owned_scopes, 1))
-        object.__setattr__(self, "locked_scopes", _scope_list("locked_scopes", self.locked_scopes, 0))
-        if len(self.protected_branches) > PROTECTED_MAX:
-            raise InputError("protected_branches", f"give at most {PROTECTED_MAX} protected branches")
-        for branch in self.protected_branches:
-            _check_branch("protected_branches", branch)
-        check_ref("purpose", self.purpose)
-        check_ref("ticket_ref", self.ticket_ref)
-        check_ref("authority_ref", self.authority_ref)
-        check_sha256("authority_sha256", self.authority_sha256)
-
-
-@dataclass(frozen=True)
-class WriterReleaseInput:
-    """Release lane ``name``: the agent settled at the cursor, git at the expected HEAD and status."""
-
-    controller_id: str
-    credential: Credential
-    name: str
-    expected_state_change_seq: int
-    expected_head: str
-    expected_status_sha256: str
-    checkpoint_ref: str
-    checkpoint_sha256: str
-    lines: int = CAPTURE_LINES_DEFAULT
-    blocked_reason: str | None = None
-    """An operator's decision to release a lane whose agent is *blocked*, and why (recorded)."""
-    lease_id: str | None = None
-    """The lane instance id (``writer/…``) meant: the lane named ``name`` must be it (``lease_mismatch``)."""
-    expected_content_sha256: str | None = None
-    """The worktree's content digest (``corral preflight``'s ``content_sha256``) you reviewed; optional."""
-
-    def __post_init__(self) -> None:
-        check_controller_id(self.controller_id)
-        check_credential(self.credential, self.controller_id)
-        _check_name("name", self.name)
-        _check_cursor("expected_state_change_seq", self.expected_state_change_seq)
-        _check_object_id("expected_head", self.expected_head)
-        check_sha256("expected_status_sha256", self.expected_status_sha256)
-        if self.expected_content_sha256 is not None:
-            check_sha256("expected_content_sha256", self.expected_content_sha256)
-        check_ref("checkpoint_ref", self.checkpoint_ref)
-        check_sha256("checkpoint_sha256", self.checkpoint_sha256)
-        _check_lines(self.lines)
-        check_blocked_reason(self.blocked_reason)
-        _check_instance_id("lease_id", self.lease_id)
-
-
-@dataclass(frozen=True)
-class WriterVerifyInput:
-    """Run the repository's validations on a snapshot of lane ``name``'s worktree, in the sandbox."""
-
-    controller_id: str
-    credential: Credential
-    name: str
-    tails: bool = False
-    expected_state_change_seq: int | None = None
-    """The cursor the caller saw the writer settle at; verify refuses if it moved (default: any settled)."""
-    lease_id: str | None = None
-    """The lane instance id (``writer/…``) meant: the lane named ``name`` must be it (``lease_mismatch``)."""
-    expected_content_sha256: str | None = None
-    """Run only on exactly this worktree content (``corral preflight``'s ``content_sha256``); optional."""
-
-    def __post_init__(self) -> None:
-        check_controller_id(self.controller_id)
-        check_credential(self.credential, self.controller_id)
-        _check_name("name", self.name)
-        if self.expected_state_change_seq is not None:
-            _check_cursor("expected_state_change_seq", self.expected_state_change_seq)
-        _check_instance_id("lease_id", self.lease_id)
-        if self.expected_content_sha256 is not None:
-            check_sha256("expected_content_sha256", self.expected_content_sha256)
-
-
-@dataclass(frozen=True)
-class ScopesCheckInput:
-    """Normalize scopes and report conflicts with live lanes (of the worktree's repository, if given)."""
-
-    owned_scopes: tuple[str, ...]
-    locked_scopes: tuple[str, ...] = ()
-    worktree: str | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "owned_scopes", _scope_list("owned_scopes", self.owned_scopes, 1))
-        object.__setattr__(self, "locked_scopes", _scope_list("locked_scopes", self.locked_scopes, 0))
-        if self.worktree is not None and not self.worktree.startswith("/"):
-            raise InputError("worktree", f"{self.worktree!r} is not an absolute path")
-
-
-@dataclass(frozen=True)
-class VerifyResult:
-    """A recorded validation; ``tails`` (output ends, when asked for) are in the reply only."""
-
-    lease: AgentLeaseView
-    verification: dict[str, Any]
-    tails: dict[str, str] = field(default_factory=dict, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"lease": self.lease.to_dict(), "verification": self.verification, "tails": self.tails}
-
-    @property
-    def failed(self) -> list[str]:
-        """The names of the validations that did not pass."""
-        return [str(r["name"]) for r in self.verification["results"] if not r.get("passed")]
-
-    def check(self) -> None:
-        """Raise :class:`ValidationFailedError` (with this result) unless every validation passed: a
-        failed validation must never read as success to a caller that only looks at the exit status."""
-        if self.verification["passed"]:
-            return
-        raise ValidationFailedError(
-            f"lane {self.lease.data.get('name')!r}: validation failed ({', '.join(self.failed)}); "
-            "the result is recorded against the lane",
-            lane=self.lease.id,
-            failed=self.failed,
-            result=self.to_dict(),
-        )
-
-
-class ValidationFailedError(RefusedError):
-    """A lane's validations ran and at least one failed; the result *is* recorded against the lane.
-
-    Raised by ``corral writer verify`` and a plan's ``writer.verify`` step (catchable with ``catch``)
-    from :meth:`VerifyResult.check`; ``details["result"]`` holds the recorded result (and any tails).
-    Fix the lane's work and verify again.
-    """
-
-    default_code = "validation_failed"
-
-
-class WriterOps(AgentOps):
+class Writers:
     """Writer lanes."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def __call__(self, controller_id: str | None = None, include_ended: bool = False) -> list[AgentLeaseView]:
+        """``service.writers(...)``: :meth:`leases` (the listing's spelling before writers were a component)."""
+        return self.leases(controller_id, include_ended)
 
     def _git(self, worktree: str, content: bool = False) -> dict[str, Any]:
         from runner.git import preflight
@@ -251,11 +50,11 @@ class WriterOps(AgentOps):
             raise InputError("worktree", f"{worktree!r} is not an absolute path")
         return self._git(worktree, content=True)
 
-    def writer_start(self, inp: WriterStartInput) -> AgentLeaseView:
+    def start(self, inp: WriterStartInput) -> AgentLeaseView:
         """Start a lane. Refused with the git fact or scope that is wrong (``git_*``, ``scope_*``…)."""
         from runner.git import preflight
 
-        options = self._agent_options(inp.kind, inp.model, inp.effort, inp.host)  # cheap: before git and the host
+        options = self.core.agent_options(inp.kind, inp.model, inp.effort, inp.host)  # cheap: before git and the host
         facts = self._git(inp.worktree)
         try:
             facts["base_is_ancestor"] = preflight.is_ancestor(inp.worktree, inp.base_commit, facts["head"])
@@ -271,9 +70,9 @@ class WriterOps(AgentOps):
             )
         head = str(facts["head"])
         scope_links = preflight.scope_links(str(facts["realpath"]), head, [*inp.owned_scopes, *inp.locked_scopes])
-        host = self.host(inp.host)
+        host = self.core.host(inp.host)
         in_worktree = [o.to_dict() for o in host.list() if o.cwd and inside(os.path.realpath(o.cwd), facts["realpath"])]
-        result = self._fire_on(
+        result = self.core.fire_on(
             "writer",
             f"writer/{inp.lease_id or uuid.uuid4()}",
             "start",
@@ -296,27 +95,27 @@ class WriterOps(AgentOps):
                 "ticket_ref": inp.ticket_ref,
                 "authority_ref": inp.authority_ref,
                 "authority_sha256": inp.authority_sha256,
-                **self._start_params(),
+                **self.core.start_params(),
             },
             {
                 "git": facts,
-                "kinds": self.kinds.names(),
+                "kinds": self.core.kinds.names(),
                 "worktree_agents": in_worktree,
                 "scope_links": scope_links,
                 "cwd": {"given": inp.worktree, "real": facts["realpath"], "is_dir": True},
             },
             host=host,
         )
-        view = self._settled(result, "agent_start_failed", "starting the agent")
+        view = self.core.settled(result, "agent_start_failed", "starting the agent")
         return view
 
-    def writer_release(self, inp: WriterReleaseInput) -> CloseResult:
+    def release(self, inp: WriterReleaseInput) -> CloseResult:
         """Checkpoint the lane and close its agent's pane; the worktree is left exactly as it is."""
         states = ("active", "release_failed")
         if inp.lease_id is not None:
-            lease = self._lease_by_id(inp.controller_id, inp.name, inp.lease_id, states, "writer")
+            lease = self.core.lease_by_id(inp.controller_id, inp.name, inp.lease_id, states, "writer")
         else:
-            lease = self._lease_by_name(inp.controller_id, inp.name, states, ("writer",))
+            lease = self.core.lease_by_name(inp.controller_id, inp.name, states, ("writer",))
         params = {
             "expected_state_change_seq": inp.expected_state_change_seq,
             "expected_head": inp.expected_head,
@@ -327,7 +126,7 @@ class WriterOps(AgentOps):
             "expected_content_sha256": inp.expected_content_sha256,
         }
         content = inp.expected_content_sha256 is not None  # read every file only when it is compared
-        return self._close_lease(
+        return self.core.close_lease(
             lease,
             "release",
             inp.credential,
@@ -336,7 +135,7 @@ class WriterOps(AgentOps):
             lambda: {"git": self._git(lease.data["cwd"], content)},
         )
 
-    def writer_verify(self, inp: WriterVerifyInput, scratch: Path | None = None) -> VerifyResult:
+    def verify(self, inp: WriterVerifyInput, scratch: Path | None = None) -> VerifyResult:
         """Run the validations in the sandbox and record the result against the lane and its digest.
 
         Raises:
@@ -348,10 +147,10 @@ class WriterOps(AgentOps):
         from runner.sandbox.validation import load_commands, snapshot
 
         if inp.lease_id is not None:
-            lease = self._lease_by_id(inp.controller_id, inp.name, inp.lease_id, ("active",), "writer")
+            lease = self.core.lease_by_id(inp.controller_id, inp.name, inp.lease_id, ("active",), "writer")
         else:
-            lease = self._lease_by_name(inp.controller_id, inp.name, ("active",), ("writer",))
-        self._check_fence(inp.credential)
+            lease = self.core.lease_by_name(inp.controller_id, inp.name, ("active",), ("writer",))
+        self.core.check_fence(inp.credential)
         self._check_quiet(lease, inp.expected_state_change_seq)
         sandbox = Sandbox()
         sandbox.check()
@@ -364,9 +163,9 @@ class WriterOps(AgentOps):
         if content:
             # Refused before anything runs, by the machine's own guard (git_content), judged as the
             # recording transition will judge it.
-            self.engine.plan(
-                self.library.builtin("writer"),
-                self._request(lease.id, "verify", inp.credential, content_params, {"git": before}),
+            self.core.engine.plan(
+                self.core.library.builtin("writer"),
+                self.core.request(lease.id, "verify", inp.credential, content_params, {"git": before}),
             )
         root = scratch or Path(tempfile.gettempdir()) / "corral-snapshots"
         with snapshot(worktree, root, sandbox) as (snap, home):
@@ -382,7 +181,7 @@ class WriterOps(AgentOps):
                     lane=lease.id,
                 )
             # The copy can take a while: the fence is judged again immediately before anything runs.
-            self._check_fence(inp.credential)
+            self.core.check_fence(inp.credential)
             results = sandbox.run_all(snap, home, commands, tail=inp.tails)
         verification = {
             "passed": all(r.passed for r in results),
@@ -395,7 +194,7 @@ class WriterOps(AgentOps):
             "results": [r.to_record() for r in results],
         }
         try:
-            result = self._fire_on(
+            result = self.core.fire_on(
                 "writer",
                 lease.id,
                 "verify",
@@ -413,11 +212,11 @@ class WriterOps(AgentOps):
                 cause=exc.code,
             ) from None
         tails = {r.name: r.tail for r in results if r.tail is not None}
-        return VerifyResult(self._lease_view(result.instance), verification, tails)
+        return VerifyResult(self.core.lease_view(result.instance), verification, tails)
 
     def _check_quiet(self, lease: Instance, expected_seq: int | None) -> None:
         """A lane is verified only while its agent is settled (not mid-edit), at the cursor the caller saw."""
-        observed = self._observe(self.host(lease.data["host"]), lease.data.get("pane_id"))
+        observed = self.core.observe(self.core.host(lease.data["host"]), lease.data.get("pane_id"))
         if not same_identity(observed, lease.data):
             raise RefusedError(
                 f"the agent of lane {lease.data.get('name')!r} is gone or is not the leased one; reconcile it",
@@ -442,8 +241,8 @@ class WriterOps(AgentOps):
                 observed_seq=observed.get("seq"),
             )
 
-    def writers(self, controller_id: str | None = None, include_ended: bool = False) -> list[AgentLeaseView]:
-        return self._leases("writer", None if include_ended else LANE_STATES, controller_id)
+    def leases(self, controller_id: str | None = None, include_ended: bool = False) -> list[AgentLeaseView]:
+        return self.core.leases("writer", None if include_ended else LANE_STATES, controller_id)
 
     def scopes_check(self, inp: ScopesCheckInput) -> dict[str, Any]:
         """Read-only: the normalized scopes, their own overlaps, and conflicts with live lanes."""
@@ -455,7 +254,7 @@ class WriterOps(AgentOps):
 
             links = preflight.scope_links(inp.worktree, str(facts["head"]), [*inp.owned_scopes, *inp.locked_scopes])
         conflicts = []
-        for lane in self.store.find("writer", LANE_STATES):
+        for lane in self.core.store.find("writer", LANE_STATES):
             if common_dir is not None and lane.data.get("common_dir") != common_dir:
                 continue
             for kind, mine, theirs in (

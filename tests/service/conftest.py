@@ -23,6 +23,7 @@ from runner.agents.herdr import HerdrHost
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.store.sqlite import SQLiteStore
+from tests.service.agents_world import World
 
 BACKGROUND_AGENTS = 4  # on Herdr: busy agents corral did not start, moving the shared counter
 # The fake's default work time (0.05 s) can end before its own ``agent prompt --wait --until
@@ -63,3 +64,12 @@ def host(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Mon
     background = frozenset(fake.add_background_agents(BACKGROUND_AGENTS))
     yield HostRig("herdr", tmp_path, fake, background)
     assert background <= set(fake.state()["panes"]), "the background agents ran throughout"
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    """The reviewer world (:class:`tests.service.agents_world.World`); suites with a world of their own
+    (hosts, writers, adopted panes) define their own ``world`` fixture, which overrides this one."""
+    w = World(tmp_path)
+    yield w
+    w.store.close()

@@ -8,6 +8,7 @@ with ``ProcessHost.start`` directly, with no lease.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ def test_adopt_then_close_captures_and_closes_the_pane(world: World) -> None:
     assert [v.id for v in world.service.adopted_list(AdoptedListInput("ctl"))] == [lease.id]
     closed = close(world, pane)  # by pane id as well as by name
     assert closed.lease.state == "closed" and closed.lease.data["closing_seq"] == 0
-    assert closed.lease.data["capture_sha256"] is not None
+    assert closed.lease.data["capture_sha256"] == hashlib.sha256(closed.output.encode()).hexdigest()
     assert panes(world) == []
     assert world.edges("adopted") == [
         ("adopt", "absent", "active"),
@@ -137,7 +138,7 @@ def test_an_adopted_lease_is_never_a_prompt_or_wait_target(world: World) -> None
         "receipt/00000000-0000-4000-8000-000000000000",
         "relay",
         params={
-            **world.service._credential_params(world.credential),
+            **world.service.core.credential_params(world.credential),
             "target": lease.id,
             "token": "corral-receipt-v1.00000000-0000-4000-8000-000000000000",
             "prompt_sha256": "0" * 64,
@@ -157,7 +158,7 @@ def test_reviewer_reconcile_never_takes_an_adopted_pane_for_a_dead_start(world: 
     adopt(world, pane, expected_name="rev")
     world.host.die_on_start = True
     with pytest.raises(RunnerDied):
-        world.service._fire_on(  # a start that recorded its intent and died before the host acted
+        world.service.core.fire_on(  # a start that recorded its intent and died before the host acted
             "reviewer",
             "reviewer/00000000-0000-4000-8000-000000000001",
             "start",

@@ -37,6 +37,7 @@ from runner.service import (
     AskManyInput,
     CollectInput,
     ControllerInput,
+    Core,
     PaneCloseInput,
     ReceiptsInput,
     RelayInput,
@@ -493,7 +494,7 @@ def test_a_start_killed_after_its_pane_exists_is_found_and_closed_by_reconcile(w
     def die() -> None:
         raise RunnerDied("killed after the pane was created")
 
-    world.service._start_params = dead_starter  # type: ignore[method-assign]
+    world.service.core.start_params = dead_starter  # type: ignore[method-assign]
     world.host.after["start"] = die
     with pytest.raises(RunnerDied):
         world.start()
@@ -515,7 +516,7 @@ def test_a_start_killed_after_its_pane_exists_is_found_and_closed_by_reconcile(w
         ("reconcile", "provisioning", "discarding"),
         ("reconcile:success", "discarding", "failed_closed"),
     ]
-    world.service._start_params = type(world.service)._start_params  # type: ignore[method-assign]
+    world.service.core.start_params = Core.start_params  # type: ignore[method-assign]
     assert world.start().state == "active", "the name and directory are free again"
 
 
@@ -527,7 +528,7 @@ def test_an_operator_closes_the_pane_of_a_killed_start_fenced_and_bound_to_its_c
     def die() -> None:
         raise RunnerDied("killed after the pane was created")
 
-    world.service._start_params = dead_starter  # type: ignore[method-assign]
+    world.service.core.start_params = dead_starter  # type: ignore[method-assign]
     world.host.after["start"] = die
     with pytest.raises(RunnerDied):
         world.start()

@@ -11,7 +11,7 @@ import pytest
 
 from runner.errors import InputError
 from runner.service import AskManyInput, CollectInput, ReceiptsInput
-from tests.service.test_agents import World, refused
+from tests.service.agents_world import World, refused
 
 
 @pytest.fixture

@@ -1,0 +1,425 @@
+"""What every component of the service shares: the store, the definitions, the engine, the agent
+hosts and kinds, the caller; and the plumbing they all use to act on an agent lease.
+
+Components (:mod:`~runner.service.controller`, :mod:`~runner.service.reviewers`, ...) each take one
+:class:`Core` and never inherit from one another. Every method here is synchronous: it reads the
+store, fires the engine or calls a host, all of which may block (the SQLite busy retry sleeps, Herdr
+runs a subprocess). An async component calls them through ``anyio.to_thread.run_sync``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, TypeVar, TypeVarTuple
+
+from runner import fence
+from runner.agents.abc import GONE, AgentGoneError, AgentHost, StartOptions
+from runner.agents.kinds import Kinds
+from runner.context import Instance
+from runner.definitions.library import Library
+from runner.engine import Engine, Request, Result
+from runner.errors import CorralError, InputError, NotFoundError, RefusedError
+from runner.fence import Credential
+from runner.guards.agents import LEASE_MACHINES, LIVE_LEASE_STATES, PANE_LEASE_MACHINES
+from runner.service.checks import TOKEN, default_holder
+from runner.service.views import AgentLeaseView, CloseResult, ReceiptView
+from runner.store.abc import Store
+
+AGENT_MACHINES = frozenset({"reviewer", "writer", "adopted", "pane"})  # machines whose instances are agent leases
+
+
+class AgentOperationError(CorralError):
+    """Starting or closing an agent failed; ``details`` says where the lease was left. Inspect the
+    host (``corral agents``), then ``reconcile`` or close again."""
+
+    default_code = "agent_operation_failed"
+
+
+def sha256(text: str) -> str:
+    """The SHA-256 of ``text`` (UTF-8), as receipts and closes record a prompt or a capture."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Core:
+    """The state shared by every component of :class:`runner.service.Service`.
+
+    ``hosts`` maps an agent host name (``process``, ``herdr``) to the host, opened on first use;
+    ``kinds`` are the agent kinds configured on this machine (or a function loading them on first use).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        library: Library,
+        actor: str | None = None,
+        hosts: Callable[[str], AgentHost] | None = None,
+        kinds: Kinds | Callable[[], Kinds] | None = None,
+    ) -> None:
+        self.store = store
+        self.library = library
+        self.engine = Engine(store, library)
+        self.actor = actor or default_holder()
+        self._hosts = hosts
+        self._kinds = kinds
+
+    # --- what the service runs on ------------------------------------------------------------------------
+
+    def host(self, name: str) -> AgentHost:
+        """The agent host called ``name``; ``internal`` if this service was built without hosts."""
+        if self._hosts is None:
+            raise CorralError("no agent host is configured for this service", code="internal")
+        return self._hosts(name)
+
+    @property
+    def has_hosts(self) -> bool:
+        """Whether this service was given agent hosts at all (status describes them only then)."""
+        return self._hosts is not None
+
+    @property
+    def kinds(self) -> Kinds:
+        """The agent kinds, loaded on first use."""
+        if self._kinds is None:
+            self._kinds = Kinds.load([])
+        elif not isinstance(self._kinds, Kinds):
+            self._kinds = self._kinds()
+        return self._kinds
+
+    @property
+    def store_url(self) -> str:
+        """The store's URL (credentials are bound to it); never carries a password."""
+        return self.store.url
+
+    def now(self) -> datetime:
+        """The store's clock: expiries and ages are judged by it, never by the caller's."""
+        return self.store.now()
+
+    # --- requests to the engine ----------------------------------------------------------------------------
+
+    @staticmethod
+    def credential_params(credential: Credential) -> dict[str, Any]:
+        """The public parts of a credential, as a request's params carry them (and the event log)."""
+        return {
+            "controller_id": credential.controller_id,
+            "lease_id": credential.lease_id,
+            "generation": credential.generation,
+        }
+
+    def request(
+        self,
+        instance_id: str,
+        trigger: str,
+        credential: Credential,
+        params: Mapping[str, Any],
+        observations: Mapping[str, Any],
+        *,
+        secrets: Mapping[str, str] | None = None,
+        host: AgentHost | None = None,
+    ) -> Request:
+        """A fenced request: the credential's public parts in params (None values dropped), its token in
+        secrets, the agent host as the effects' ``agents`` resource."""
+        return Request(
+            instance_id=instance_id,
+            trigger=trigger,
+            params={**self.credential_params(credential), **{k: v for k, v in params.items() if v is not None}},
+            secrets={"token": credential.token, **(secrets or {})},
+            observations=observations,
+            actor=self.actor,
+            resources={"agents": host} if host is not None else {},
+        )
+
+    def fire_on(
+        self,
+        machine: str,
+        instance_id: str,
+        trigger: str,
+        credential: Credential,
+        params: Mapping[str, Any],
+        observations: Mapping[str, Any],
+        *,
+        secrets: Mapping[str, str] | None = None,
+        host: AgentHost | None = None,
+    ) -> Result:
+        """Fire ``trigger`` on the built-in ``machine``'s instance with a fenced :meth:`request`."""
+        request = self.request(instance_id, trigger, credential, params, observations, secrets=secrets, host=host)
+        return self.engine.fire(self.library.builtin(machine), request)
+
+    def check_fence(self, credential: Credential) -> None:
+        """A read-only fence check for operations that change nothing (waits, dry runs)."""
+        lease = self.store.get(fence.instance_id(credential.controller_id))
+        rejection = fence.check(lease, credential, self.store.now())
+        if rejection is not None:
+            raise RefusedError(rejection.message, code=rejection.code, **dict(rejection.details))
+
+    # --- observing agents ------------------------------------------------------------------------------
+
+    @staticmethod
+    def observe(host: AgentHost, pane_id: str | None) -> dict[str, Any]:
+        """The agent in ``pane_id`` now, as guards read it; ``GONE`` if there is none."""
+        if pane_id is None:
+            return dict(GONE)
+        try:
+            return host.get(pane_id).to_dict()
+        except AgentGoneError:
+            return dict(GONE)
+
+    def capture(
+        self, host: AgentHost, pane_id: str, lines: int, first: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], str, dict[str, Any]]:
+        """Observe, read the output, observe again: the guards compare the two observations."""
+        before = first if first is not None else self.observe(host, pane_id)
+        output = ""
+        if before.get("exists"):
+            try:
+                output = host.read(pane_id, lines)
+            except AgentGoneError:
+                output = ""
+        return before, output, self.observe(host, pane_id)
+
+    # --- agent leases ------------------------------------------------------------------------------------
+
+    def lease_by_name(
+        self,
+        controller_id: str,
+        name: str,
+        states: tuple[str, ...] = ("active",),
+        machines: tuple[str, ...] = LEASE_MACHINES,
+    ) -> Instance:
+        """This controller's one lease named ``name`` in ``states``.
+
+        Raises:
+            NotFoundError: ``target_unknown``.
+            RefusedError: ``target_ambiguous``; ``lease_adopted`` for a name only an adoption holds.
+        """
+        found = [
+            lease
+            for machine in machines
+            for lease in self.store.find(machine, states)
+            if lease.data.get("name") == name and lease.data.get("controller_id") == controller_id
+        ]
+        if not found:
+            self.refuse_adopted(controller_id, name)
+            raise NotFoundError(
+                f"controller {controller_id!r} holds no {' or '.join(states)} lease named {name!r}",
+                code="target_unknown",
+                target=name,
+                states=list(states),
+            )
+        if len(found) > 1:
+            raise RefusedError(
+                f"{name!r} names {len(found)} leases", code="target_ambiguous", leases=[lease.id for lease in found]
+            )
+        return found[0]
+
+    def lease_by_id(
+        self, controller_id: str, name: str, lease_id: str, states: tuple[str, ...], machine: str
+    ) -> Instance:
+        """The lease ``lease_id`` if it is this controller's ``machine`` lease named ``name`` in one of
+        ``states``: a caller that recorded which lease it created acts on that one, never on another
+        lease that happens to carry the same name."""
+        lease = self.store.get(lease_id)
+        if lease is None or lease.machine != machine:
+            raise NotFoundError(f"no {machine} lease {lease_id!r}", code="target_unknown", target=name, lease=lease_id)
+        if lease.data.get("name") != name or lease.data.get("controller_id") != controller_id:
+            raise RefusedError(
+                f"lease {lease_id!r} is {lease.data.get('name')!r} of controller "
+                f"{lease.data.get('controller_id')!r}, not {name!r} of {controller_id!r}",
+                code="lease_mismatch",
+                lease=lease_id,
+                target=name,
+            )
+        if lease.state not in states:
+            raise NotFoundError(
+                f"lease {lease_id!r} ({name!r}) is {lease.state}, not {' or '.join(states)}",
+                code="target_unknown",
+                target=name,
+                lease=lease_id,
+                state=lease.state,
+            )
+        return lease
+
+    def lease_named(
+        self, controller_id: str, name: str, lease_id: str | None, states: tuple[str, ...], machine: str
+    ) -> Instance:
+        """:meth:`lease_by_id` when the caller names the instance, else :meth:`lease_by_name`."""
+        if lease_id is not None:
+            return self.lease_by_id(controller_id, name, lease_id, states, machine)
+        return self.lease_by_name(controller_id, name, states, (machine,))
+
+    def refuse_adopted(self, controller_id: str, name: str) -> None:
+        """A name that only an adopted lease holds is refused as such: an adoption is for cleanup only
+        (``corral adopted close|release``), never a target of prompts, waits or reviewer/writer verbs."""
+        for lease in self.store.find("adopted", LIVE_LEASE_STATES):
+            if lease.data.get("name") == name and lease.data.get("controller_id") == controller_id:
+                raise RefusedError(
+                    f"{name!r} is an adopted pane ({lease.id}): adoption allows only `corral adopted close` and "
+                    "`corral adopted release`, never prompts",
+                    code="lease_adopted",
+                    target=name,
+                    lease=lease.id,
+                )
+
+    def lease_view(self, instance: Instance) -> AgentLeaseView:
+        """An agent lease instance as listings show it (its machine's public data only)."""
+        spec = self.library.builtin(instance.machine)
+        return AgentLeaseView(
+            instance.id, instance.machine, instance.state, instance.version, spec.public_data(instance.data)
+        )
+
+    def lease(self, instance_id: str) -> AgentLeaseView | None:
+        """The agent lease (reviewer, writer, adopted, pane) with this instance id, or None."""
+        found = self.store.get(instance_id)
+        if found is None or found.machine not in AGENT_MACHINES:
+            return None
+        return self.lease_view(found)
+
+    def leases(self, machine: str, states: tuple[str, ...] | None, controller_id: str | None) -> list[AgentLeaseView]:
+        """Leases of ``machine`` in ``states`` (None: every state), of one controller if given."""
+        return [
+            self.lease_view(i)
+            for i in self.store.find(machine, states)
+            if controller_id is None or i.data.get("controller_id") == controller_id
+        ]
+
+    def settled(self, result: Result, code: str, doing: str) -> AgentLeaseView:
+        """The lease after a two-phase start or close; :class:`AgentOperationError` unless it succeeded."""
+        view = self.lease_view(result.instance)
+        if result.outcome != "success":
+            raise AgentOperationError(
+                f"{doing} failed; the lease is {result.instance.state}: {result.instance.data.get('failure')}",
+                code=code,
+                lease=view.to_dict(),
+            )
+        return view
+
+    def agent_options(self, kind: str, model: str | None, effort: str | None, host: str = "process") -> dict[str, str]:
+        """The start options to record; --model/--effort are refused for a kind that does not take them
+        (unknown kinds: the guard says so). On the process host the kind's executable must exist: a
+        missing one would only show as a run that exits 127, which looks like a finished review."""
+        if kind in self.kinds.names():
+            spec = self.kinds.get(kind)
+            options = StartOptions(model=model, effort=effort)
+            spec.check_options(options)
+            if host == "process":
+                import shutil
+
+                command = spec.command(options)[0]
+                searched = os.environ.get("PATH", os.defpath)
+                if shutil.which(command, path=searched) is None:
+                    raise InputError(
+                        "kind",
+                        f"the {kind!r} agent's command {command!r} is not an executable on PATH ({searched}); "
+                        "install it, or configure the kind's argv in agents.yaml",
+                        code="agent_command_missing",
+                        command=command,
+                        path=searched.split(os.pathsep),
+                    )
+        return {k: v for k, v in (("model", model), ("effort", effort)) if v is not None}
+
+    @staticmethod
+    def start_params() -> dict[str, Any]:
+        """What a start records in its intent, before the host creates anything: a nonce the host keeps
+        with the pane, and this process (so reconcile never races a start that is still running)."""
+        from runner import lockstatus
+
+        return {"start_nonce": uuid.uuid4().hex, "starter": lockstatus.current()}
+
+    def close_lease(
+        self,
+        lease: Instance,
+        trigger: str,
+        credential: Credential,
+        params: dict[str, Any],
+        lines: int,
+        observe: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> CloseResult:
+        """Capture the agent's output (identity and cursor read before and after), then fire ``trigger``
+        (a reviewer's ``close``, a writer's ``release``), whose effect closes the pane. ``observe`` adds
+        facts read after the capture (a writer's git state)."""
+        host = self.host(lease.data["host"])
+        before, output, after = self.capture(host, lease.data["pane_id"], lines)
+        result = self.fire_on(
+            lease.machine,
+            lease.id,
+            trigger,
+            credential,
+            params,
+            {
+                "agent": before,
+                "agent_after": after,
+                "capture_sha256": sha256(output),
+                **(observe() if observe else {}),
+            },
+            host=host,
+        )
+        return CloseResult(self.settled(result, "agent_close_failed", "closing the pane"), output)
+
+    def find_pane(self, host: AgentHost, lease: Instance) -> tuple[dict[str, Any], str | None]:
+        """The pane a lease stands for: the one it recorded, or, for a start killed before it recorded
+        one, the single live pane no other lease holds with its name, kind, cwd and start nonce.
+        Returns the observation (``GONE`` if none) and, when several panes match, why none was chosen."""
+        pane_id = lease.data.get("pane_id")
+        if pane_id is not None:
+            return self.observe(host, pane_id), None
+        held = {
+            other.data.get("pane_id")
+            for machine in PANE_LEASE_MACHINES
+            for other in self.store.find(machine, LIVE_LEASE_STATES)
+            if other.data.get("host") == lease.data.get("host")
+        }
+        nonce = lease.data.get("start_nonce")
+        found = [
+            o
+            for o in host.find(
+                str(lease.data.get("name")), str(lease.data.get("kind")), str(lease.data.get("cwd")), nonce
+            )
+            if o.pane_id not in held
+        ]
+        exact = [o for o in found if nonce is not None and o.nonce == nonce]
+        if exact:
+            found = exact
+        if not found:
+            return dict(GONE), None
+        if len(found) > 1:
+            panes = ", ".join(o.pane_id for o in found)
+            return (
+                dict(GONE),
+                f"{len(found)} unleased panes ({panes}) match this start: close the right one (`corral agent close`)",
+            )
+        return {**found[0].to_dict(), "nonce": found[0].nonce}, None
+
+    # --- receipts ----------------------------------------------------------------------------------------
+
+    def receipt_instance(self, token: str) -> Instance:
+        """The receipt instance with this token.
+
+        Raises:
+            NotFoundError: ``receipt_unknown``.
+        """
+        match = TOKEN.match(token)
+        found = self.store.get(f"receipt/{match.group(1)}") if match else None
+        if found is None:
+            raise NotFoundError(f"no receipt {token}", code="receipt_unknown", receipt=token)
+        return found
+
+    @staticmethod
+    def receipt_view(instance: Instance) -> ReceiptView:
+        """A receipt instance as a view (its data carries no prompt and no output)."""
+        return ReceiptView(instance.state, instance.version, dict(instance.data))
+
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+
+async def in_thread(func: Callable[[*Ts], T], *args: *Ts) -> T:
+    """``func(*args)`` on a worker thread (``anyio.to_thread.run_sync``): how an async operation calls
+    anything that may block (a store read or transaction, the engine, a synchronous host call), so an
+    event loop is never blocked by the SQLite busy retry or a subprocess. Not abandoned on
+    cancellation: a transition that started is always let finish (and recorded)."""
+    import anyio.to_thread  # anyio costs a cold CLI ~35 ms: only the commands that wait import it
+
+    return await anyio.to_thread.run_sync(func, *args)
