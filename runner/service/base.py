@@ -49,3 +49,4 @@ class ServiceBase:
     def now(self) -> datetime:
         """The store's clock: expiries and ages are judged by it, never by the caller's."""
         return self.store.now()
+
