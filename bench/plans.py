@@ -30,9 +30,10 @@ from runner.definitions.library import Library
 from runner.definitions.recipes import RecipeLibrary
 from runner.engine import Request
 from runner.plans import plan_instance_id
-from runner.plans.executor import Executor
 from runner.plans.keeper import MemoryKeeper
+from runner.plans.ops import OPERATIONS
 from runner.service import Service
+from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
 from runner.store.sqlite import SQLiteStore
 
 
@@ -55,10 +56,10 @@ def write_recipe(directory: Path, steps: int) -> None:
 def run_plan(root: Path, steps: int, label: str) -> float:
     store = SQLiteStore(root / f"{label}.db")
     service = Service(store, Library(cache_dir=root / "cache"), actor="bench")
-    executor = Executor(service, RecipeLibrary([root / "recipes"]), MemoryKeeper())
-    executor.submit({"plan": label, "recipe": "instant", "controller": "bench"})
+    plans = Plans(service, RecipeLibrary([root / "recipes"]), MemoryKeeper(), OPERATIONS)
+    plans.submit(PlanSubmitInput({"plan": label, "recipe": "instant", "controller": "bench"}))
     started = time.perf_counter()
-    final = anyio.run(executor.run, label)
+    final = anyio.run(plans.run, PlanRunInput(label))
     elapsed = time.perf_counter() - started
     assert final.state == "succeeded", final.state
     assert len(final.data["steps"]) == steps
@@ -71,8 +72,8 @@ def run_bare(root: Path, steps: int, label: str) -> float:
     store = SQLiteStore(root / f"{label}.db")
     library = Library(cache_dir=root / "cache")
     service = Service(store, library, actor="bench")
-    executor = Executor(service, RecipeLibrary([root / "recipes"]), MemoryKeeper())
-    executor.submit({"plan": label, "recipe": "instant", "controller": "bench"})
+    plans = Plans(service, RecipeLibrary([root / "recipes"]), MemoryKeeper(), OPERATIONS)
+    plans.submit(PlanSubmitInput({"plan": label, "recipe": "instant", "controller": "bench"}))
     spec = library.builtin("plan")
     me = lockstatus.current()
     engine = service.engine

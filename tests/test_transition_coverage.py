@@ -33,8 +33,8 @@ from runner.definitions.library import Library
 from runner.definitions.recipes import RecipeLibrary
 from runner.errors import CorralError
 from runner.plans import plan_instance_id
-from runner.plans.executor import Executor
 from runner.plans.keeper import MemoryKeeper
+from runner.plans.ops import OPERATIONS
 from runner.service import (
     AbandonInput,
     AcquireInput,
@@ -47,6 +47,8 @@ from runner.service import (
     WriterReleaseInput,
     WriterStartInput,
 )
+from runner.service.plans import PlanCancelInput, PlanDecideInput, PlanRunInput, PlanSubmitInput
+from runner.service.plans import Plans as PlansComponent
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import feature_worktree
 
@@ -325,11 +327,13 @@ def test_writer_release_ambiguous_stays_releasing_until_the_pane_is_gone(world: 
 
 
 class Plans:
-    """The executor over the world's service, with credentials kept in memory and the built-in recipes."""
+    """The plans component over the world's service, with credentials kept in memory and the built-in recipes."""
 
     def __init__(self, world: World) -> None:
         self.world = world
-        self.executor = Executor(world.service, RecipeLibrary([]), MemoryKeeper(), scratch=world.root / "snapshots")
+        self.plans = PlansComponent(
+            world.service, RecipeLibrary([]), MemoryKeeper(), OPERATIONS, scratch=world.root / "snapshots"
+        )
 
     def submit(self, plan_id: str, prompt: str = "echo reviewed", controller: str | None = None) -> None:
         inputs = {
@@ -342,10 +346,10 @@ class Plans:
             "authority_sha256": SHA,
         }
         doc = {"plan": plan_id, "recipe": "review", "controller": controller or f"ctl-{plan_id}", "inputs": inputs}
-        assert self.executor.submit(doc).created
+        assert self.plans.submit(PlanSubmitInput(doc)).created
 
     def run(self, plan_id: str) -> Any:
-        return anyio.run(self.executor.run, plan_id)
+        return anyio.run(self.plans.run, PlanRunInput(plan_id))
 
     def edges(self, plan_id: str) -> list[tuple[str, str, str]]:
         instance_id = plan_instance_id(plan_id)
@@ -384,7 +388,7 @@ def test_a_plan_whose_runner_died_mid_step_pauses_resumes_and_fails(world: World
     assert paused.state == "paused" and "reconcile" in paused.data["paused_reason"]
     still = plans.run("crash")  # resumed without a decision: the step is still undecided
     assert still.state == "paused"
-    credential = plans.executor.credentials.load("ctl-crash")
+    credential = plans.plans.credentials.load("ctl-crash")
     assert credential is not None
     actions = world.service.reconcile(ControllerInput("ctl-crash", credential, apply=True), "reviewer").actions
     assert [(a["state"], a["to"]) for a in actions] == [("provisioning", "failed_closed")]
@@ -406,20 +410,20 @@ def test_plans_are_cancelled_from_every_live_state(world: World) -> None:
     """plan cancel submitted -> cancelled, running -> cancelled, paused -> cancelled."""
     plans = Plans(world)
     plans.submit("waiting")
-    assert plans.executor.cancel("waiting").state == "cancelled"
+    assert plans.plans.cancel(PlanCancelInput("waiting")).state == "cancelled"
 
     plans.submit("died")
     world.host.die_on_start = True
     with pytest.raises(RunnerDied):
         plans.run("died")
-    assert plans.executor.cancel("died").state == "cancelled"
+    assert plans.plans.cancel(PlanCancelInput("died")).state == "cancelled"
 
     plans.submit("stuck")
     with pytest.raises(RunnerDied):
         plans.run("stuck")
     world.host.die_on_start = False
     assert plans.run("stuck").state == "paused"
-    assert plans.executor.cancel("stuck").state == "cancelled"
+    assert plans.plans.cancel(PlanCancelInput("stuck")).state == "cancelled"
 
     assert [plan_moves(plans.edges(p))[-1] for p in ("waiting", "died", "stuck")] == [
         ("cancel", "submitted", "cancelled"),
@@ -435,10 +439,10 @@ def test_a_plan_paused_on_a_blocked_agent_is_decided_and_goes_on(world: World) -
     plans.submit("blocked", prompt="block")
     paused = plans.run("blocked")
     assert paused.state == "paused" and paused.data["waiting_on"]["kind"] == "agent_blocked"
-    decided = plans.executor.decide("blocked", "collect", True, "an operator read the question")
+    decided = plans.plans.decide(PlanDecideInput("blocked", "collect", True, "an operator read the question"))
     assert decided.state == "paused" and decided.data["steps"]["collect"]["decision"]["approve"] is True
     assert plans.run("blocked").state == "succeeded"
     assert ("decide", "paused", "paused") in plan_moves(plans.edges("blocked"))
     with pytest.raises(CorralError) as caught:
-        plans.executor.decide("blocked", "collect", True, "again")
+        plans.plans.decide(PlanDecideInput("blocked", "collect", True, "again"))
     assert caught.value.code == "plan_not_waiting"

@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import click
 
@@ -14,20 +14,25 @@ from runner.cli import render
 from runner.cli.app import App, cli, json_option
 from runner.errors import CorralError, InputError, UsageError
 
+if TYPE_CHECKING:
+    from runner.service.plans import Plans
 
-def _executor(app: App, progress: Any) -> Any:
+
+def _plans(app: App, runs: bool = True) -> Plans:
+    """The plans component over the app's service (the composition root will hand it over instead).
+
+    ``runs``: the command may run steps, so the credential and snapshot directories are made now;
+    reads (``plans show``, ``plans list``) create nothing in the state home."""
     from runner.definitions.recipes import RecipeLibrary
-    from runner.plans.executor import Executor
     from runner.plans.keeper import FileKeeper
+    from runner.plans.ops import OPERATIONS
+    from runner.service.plans import Plans
 
     service = app.service
-    return Executor(
-        service,
-        RecipeLibrary(),
-        FileKeeper(app.home.ensure("credentials"), service.store.url),
-        scratch=app.home.ensure("snapshots"),
-        progress=progress,
-    )
+    home = app.home
+    credentials = home.ensure("credentials") if runs else home.credentials
+    scratch = home.ensure("snapshots") if runs else home.root / "snapshots"
+    return Plans(service, RecipeLibrary(), FileKeeper(credentials, service.store_url), OPERATIONS, scratch=scratch)
 
 
 def _read_plan(path: Path) -> tuple[dict[str, Any], Any]:
@@ -233,9 +238,9 @@ def _print_summary(plan: Any, recipe_steps: list[str]) -> None:
         click.echo(f"then: fix the cause and `corral plans retry {summary['plan']}` (redrives from that step)")
 
 
-def _finish(executor: Any, finals: list[Any], as_json: bool) -> None:
+def _finish(plans: Plans, finals: list[Any], as_json: bool) -> None:
     """Print each plan's summary; exit 1 if any failed, 5 if any paused (and none failed), else 0."""
-    library = executor.recipes  # already loaded the plans' recipes
+    library = plans.recipes  # already loaded the plans' recipes
     for plan in finals:
         if as_json:
             render.emit_json({"event": "summary", **_summary(plan)})
@@ -260,6 +265,8 @@ def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
     """
     import anyio
 
+    from runner.service.plans import PlanRunInput, PlanSubmitInput
+
     read = [(path, *_read_plan(path)) for path in plan_files]
     docs = [doc for _, doc, _ in read]
     ids = [str(doc.get("plan")) for doc in docs]
@@ -270,17 +277,17 @@ def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
             "plan", f"plan id {twice!r} is given twice ({', '.join(files)})", code="plan_invalid", files=files
         )
     progress = Progress(as_json)
-    executor = _executor(app, progress)
+    component = _plans(app)
     finals: dict[str, Any] = {}
     try:
         for path, doc, source in read:  # every plan checked before any runs: nothing starts for a bad one
             try:
-                executor.check(doc)
+                component.check(PlanSubmitInput(doc))
             except CorralError as exc:
                 raise _located(exc, path, source) from None
         for path, doc, source in read:
             try:
-                submitted = executor.submit(doc)
+                submitted = component.submit(PlanSubmitInput(doc))
             except CorralError as exc:
                 raise _located(exc, path, source) from None
             if not as_json and not submitted.created:
@@ -302,7 +309,7 @@ def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
         async def run_all() -> None:
             async def one(plan_id: str) -> None:
                 try:
-                    finals[plan_id] = await executor.run(plan_id)
+                    finals[plan_id] = await component.run(PlanRunInput(plan_id), progress)
                 except CorralError as exc:  # reported per plan below, not as an ExceptionGroup
                     errors[plan_id] = exc
 
@@ -319,7 +326,7 @@ def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
         if len(ids) > 1 and isinstance(error, CorralError):
             error.details.setdefault("plan", first)
         raise error
-    _finish(executor, [finals[plan_id] for plan_id in ids], as_json)
+    _finish(component, [finals[plan_id] for plan_id in ids], as_json)
 
 
 @cli.group()
@@ -332,7 +339,9 @@ def plans() -> None:
 @click.pass_obj
 def plans_list(app: App, as_json: bool) -> None:
     """Every plan with its state."""
-    found = app.service.store.find("plan")
+    from runner.service.plans import PlanListInput
+
+    found = _plans(app, runs=False).list(PlanListInput())
     if as_json:
         render.emit_json({"plans": [_summary(p) | {"steps": len(p.data.get("steps") or {})} for p in found]})
         return
@@ -363,13 +372,10 @@ def plans_list(app: App, as_json: bool) -> None:
 @click.pass_obj
 def plans_show(app: App, plan_id: str, as_json: bool) -> None:
     """One plan: its steps, their outcomes and outputs (agent output text excluded)."""
-    from runner.plans import get_plan
+    from runner.service.plans import PlanShowInput
 
-    plan = get_plan(app.service.store, plan_id)
-    live = _live(app, plan)
-    collected = {
-        step: dict(private) for step, private in (plan.data.get("private") or {}).items() if isinstance(private, dict)
-    }
+    detail = _plans(app, runs=False).show(PlanShowInput(plan_id))
+    plan, live, collected = detail.plan, detail.live, detail.collected
     if as_json:
         # Never the inputs (they may hold prompt text); the collected agent output is the one reply that
         # hands it out (it is kept out of the event log).
@@ -392,58 +398,15 @@ def plans_show(app: App, plan_id: str, as_json: bool) -> None:
                 click.echo(str(body).rstrip("\n"))
 
 
-def _live(app: App, plan: Any) -> list[dict[str, Any]]:
-    """What a running or paused plan's steps wait on: each open receipt, its agent, the time left."""
-    from runner.context import parse_time
-
-    out: list[dict[str, Any]] = []
-    steps = plan.data.get("steps") or {}
-    now = app.service.store.now()
-    for step_id, record in steps.items():
-        if record.get("state") not in ("running", "waiting"):
-            continue
-        for receipt in app.service.store.find("receipt", ("reserved", "pending")):
-            key = receipt.id.partition("/")[2]
-            if not _belongs(plan, step_id, record, key):
-                continue
-            entry: dict[str, Any] = {
-                "step": step_id,
-                "receipt": receipt.data.get("token"),
-                "receipt_state": receipt.state,
-                "target": receipt.data.get("name"),
-            }
-            try:
-                entry["agent_status"] = (
-                    app.service.host(str(receipt.data["host"])).get(str(receipt.data["pane_id"])).status
-                )
-            except CorralError:
-                entry["agent_status"] = "gone"
-            started = record.get("at")
-            timeout = record.get("timeout")
-            if started and isinstance(timeout, (int, float)):
-                entry["seconds_left"] = max(0.0, timeout - (now - parse_time(started)).total_seconds())
-            out.append(entry)
-    return out
-
-
-def _belongs(plan: Any, step_id: str, record: Any, key: str) -> bool:
-    """Whether a receipt key is one the plan's step derives (its own idempotency keys)."""
-    import uuid
-
-    attempt = record.get("attempt") or 1
-    base = f"corral-plan:{plan.data.get('plan_id')}/{step_id}/{attempt}"
-    candidates = {str(uuid.uuid5(uuid.NAMESPACE_URL, base))}
-    candidates |= {str(uuid.uuid5(uuid.NAMESPACE_URL, f"{base}/{i}")) for i in range(8)}
-    return key in candidates
-
-
 @plans.command(name="cancel")
 @click.argument("plan_id")
 @json_option
 @click.pass_obj
 def plans_cancel(app: App, plan_id: str, as_json: bool) -> None:
     """Cancel a plan: no further step runs (a step in flight finishes; its runner then stops)."""
-    plan = _executor(app, lambda event: None).cancel(plan_id)
+    from runner.service.plans import PlanCancelInput
+
+    plan = _plans(app).cancel(PlanCancelInput(plan_id))
     if as_json:
         render.emit_json(_summary(plan))
         return
@@ -461,14 +424,16 @@ def plans_retry(app: App, plan_id: str, as_json: bool) -> None:
     """
     import anyio
 
+    from runner.service.plans import PlanResumeInput, PlanRetryInput
+
     progress = Progress(as_json)
-    executor = _executor(app, progress)
+    component = _plans(app)
     try:
-        executor.retry(plan_id)
-        final = anyio.run(executor.run, plan_id)
+        component.retry(PlanRetryInput(plan_id))
+        final = anyio.run(component.resume, PlanResumeInput(plan_id), progress)
     finally:
         progress.close()
-    _finish(executor, [final], as_json)
+    _finish(component, [final], as_json)
 
 
 @plans.command(name="resume")
@@ -479,13 +444,15 @@ def plans_resume(app: App, plan_id: str, as_json: bool) -> None:
     """Continue a paused or interrupted plan from its last recorded step."""
     import anyio
 
+    from runner.service.plans import PlanResumeInput
+
     progress = Progress(as_json)
-    executor = _executor(app, progress)
+    component = _plans(app)
     try:
-        final = anyio.run(executor.run, plan_id)
+        final = anyio.run(component.resume, PlanResumeInput(plan_id), progress)
     finally:
         progress.close()
-    _finish(executor, [final], as_json)
+    _finish(component, [final], as_json)
 
 
 @plans.command(name="decide")
@@ -503,16 +470,18 @@ def plans_decide(app: App, plan_id: str, step_id: str, approve: bool | None, rea
     """
     import anyio
 
+    from runner.service.plans import PlanDecideInput, PlanResumeInput
+
     if approve is None:
         raise UsageError("say --approve or --reject", code="usage")
     progress = Progress(as_json)
-    executor = _executor(app, progress)
+    component = _plans(app)
     try:
-        executor.decide(plan_id, step_id, approve, reason)
-        final = anyio.run(executor.run, plan_id)
+        component.decide(PlanDecideInput(plan_id, step_id, approve, reason))
+        final = anyio.run(component.resume, PlanResumeInput(plan_id), progress)
     finally:
         progress.close()
-    _finish(executor, [final], as_json)
+    _finish(component, [final], as_json)
 
 
 @cli.group()

@@ -1,14 +1,29 @@
 """The operations a recipe step can ``do``: their parameters, outputs, and whether a retry is safe.
 
-This is the catalogue definitions are checked against (no I/O); the implementations live in
-``runner.plans.operations``. An operation is *safe to retry* when running it twice has the effect
-of running it once (reads, waits, collects, verifications); anything that hands a prompt over or
-starts or closes something is not, and a recipe may not put ``retry`` on it.
+This is the catalogue recipes are checked against: what each operation takes and gives, never what
+it does. The built-in implementations live in :mod:`runner.plans.ops` (one registered object per
+entry here, each carrying its entry as ``spec``; a test ties the two). An operation is *safe to retry*
+when running it twice has the effect of running it once (reads, waits, collects, verifications);
+anything that hands a prompt over or starts or closes something is not, and a recipe may not put
+``retry`` on it.
+
+Other distributions add step operations through the entry point group ``corral.operations``
+(``name = "package.module:object"``): the object carries its own catalogue entry as ``spec`` (an
+:class:`OperationSpec` of the same name) beside ``run`` and ``resume``. :func:`find` and :func:`names`
+see them; a plugin may not take a built-in name. They are loaded the first time a name is not found
+among the built-ins, as guards are (:mod:`runner.registry`).
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+GROUP = "corral.operations"
 
 
 @dataclass(frozen=True)
@@ -202,3 +217,48 @@ OPERATIONS: dict[str, OperationSpec] = {
         ),
     )
 }
+
+
+_plugins: dict[str, Any] = {}
+_plugins_loaded = False
+
+
+def plugins() -> Mapping[str, Any]:
+    """The step operations other distributions register (``corral.operations``), loaded once: name to
+    the loaded object, whose ``spec`` is its catalogue entry. A plugin that takes a built-in name, or
+    whose ``spec`` is not an :class:`OperationSpec` of its own name, is left out (logged)."""
+    global _plugins_loaded  # noqa: PLW0603 - loaded once per process, as the guard registry's plugins are
+    if _plugins_loaded:
+        return _plugins
+    _plugins_loaded = True
+    from importlib.metadata import entry_points  # costs ~10 ms: only on a miss
+
+    for point in entry_points(group=GROUP):
+        if point.name in OPERATIONS:
+            logger.warning("operation %r from %s ignored: a built-in has that name", point.name, point.value)
+            continue
+        try:
+            loaded = point.load()
+        except Exception:  # a broken plugin must not take the built-ins down with it
+            logger.exception("could not load operation %r from %s", point.name, point.value)
+            continue
+        spec = getattr(loaded, "spec", None)
+        if not isinstance(spec, OperationSpec) or spec.name != point.name:
+            logger.error("operation %r from %s ignored: its spec is no OperationSpec named so", point.name, point.value)
+            continue
+        _plugins[point.name] = loaded
+    return _plugins
+
+
+def find(name: str) -> OperationSpec | None:
+    """The catalogue entry of operation ``name``: a built-in's, else a plugin's; None if nobody has it."""
+    spec = OPERATIONS.get(name)
+    if spec is None:
+        loaded = plugins().get(name)
+        spec = None if loaded is None else loaded.spec
+    return spec
+
+
+def names() -> list[str]:
+    """Every operation a recipe may ``do``: the built-ins and the plugins'."""
+    return sorted({*OPERATIONS, *plugins()})

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.data import data_dir
-from runner.definitions.operations import OPERATIONS
+from runner.definitions import operations as catalogue
 from runner.errors import Diagnostic, InputError, NotFoundError, SpecError
 
 REFERENCE = re.compile(r"\$\{([^}]*)\}")
@@ -336,12 +336,12 @@ def _lint(recipe: Recipe, library: RecipeLibrary) -> None:
         if step.id in seen:
             bad(step, "recipe_duplicate_step", "this id is used by an earlier step too")
         seen.add(step.id)
-        operation = OPERATIONS.get(step.do)
+        operation = catalogue.find(step.do)
         if operation is None:
             bad(
                 step,
                 "recipe_unknown_operation",
-                f"no operation {step.do!r} (known: {', '.join(sorted(OPERATIONS))})",
+                f"no operation {step.do!r} (known: {', '.join(catalogue.names())})",
                 "/do",
             )
             continue

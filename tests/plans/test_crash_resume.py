@@ -37,7 +37,7 @@ from runner.agents.abc import AgentError, Expect, Observation
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.definitions.library import Library
-from runner.plans.operations import OpContext
+from runner.plans.ops import OpContext
 from runner.service import AcquireInput, DeliveryError, RelayInput, Service
 from runner.store.sqlite import SQLiteStore
 

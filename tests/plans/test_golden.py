@@ -32,9 +32,10 @@ from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.definitions.library import Library
 from runner.definitions.recipes import RecipeLibrary
-from runner.plans.executor import Executor
 from runner.plans.keeper import MemoryKeeper
+from runner.plans.ops import OPERATIONS
 from runner.service import Service
+from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
 from runner.store.sqlite import SQLiteStore
 
 GOLDEN = Path(__file__).with_name("golden") / "review.json"
@@ -47,7 +48,7 @@ def record(root: Path) -> dict[str, Any]:
         kinds = Kinds.load([])
         host = ProcessHost(store, root / "agents", kinds)
         service = Service(store, Library(cache_dir=root / "cache"), actor="golden", hosts=lambda n: host, kinds=kinds)
-        executor = Executor(service, RecipeLibrary([]), MemoryKeeper(), scratch=root)
+        plans = Plans(service, RecipeLibrary([]), MemoryKeeper(), OPERATIONS, scratch=root)
         project = root / "project"
         project.mkdir()
         (project / "main.py").write_text("print('hi')\n")
@@ -64,8 +65,8 @@ def record(root: Path) -> dict[str, Any]:
                 "authority_sha256": AUTHORITY,
             },
         }
-        executor.submit(doc)
-        final = anyio.run(executor.run, "golden-review")
+        plans.submit(PlanSubmitInput(doc))
+        final = anyio.run(plans.run, PlanRunInput("golden-review"))
         assert final.state == "succeeded", final.data.get("failure")
         events = store.events()
         names: dict[str, str] = {}

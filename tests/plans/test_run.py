@@ -1,5 +1,5 @@
 """Plans end to end: every built-in recipe with the scripted agent, in real directories and real linked
-git worktrees, through the in-process :class:`Executor` (credentials in a ``MemoryKeeper``) and through
+git worktrees, through the in-process plans component (credentials in a ``MemoryKeeper``) and through
 the real ``corral run``; idempotency by plan id; ``when``, ``retry``, ``catch``, ``finally``; cancel.
 
 Expected git facts are computed here with git in a subprocess, never through the code under test.
@@ -33,10 +33,10 @@ from runner.context import Instance
 from runner.definitions.library import Library
 from runner.definitions.recipes import RecipeLibrary
 from runner.errors import CorralError, RefusedError
-from runner.plans.executor import Executor, PlanConflictError
 from runner.plans.keeper import MemoryKeeper
-from runner.plans.operations import OPERATIONS, OpContext
+from runner.plans.ops import OPERATIONS, OpContext
 from runner.service import AcquireInput, Service, WriterStartInput
+from runner.service.plans import PlanCancelInput, PlanConflictError, PlanRunInput, Plans, PlanSubmitInput
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import git, status_digest
 
@@ -90,9 +90,7 @@ class Rig:
         self.progress: list[dict[str, Any]] = []
         self.recipes = RecipeLibrary(recipe_dirs or [])
         (root / "scratch").mkdir()
-        self.executor = Executor(
-            self.service, self.recipes, self.keeper, scratch=root / "scratch", progress=self.progress.append
-        )
+        self.plans = Plans(self.service, self.recipes, self.keeper, OPERATIONS, scratch=root / "scratch")
         self.project = root / "project"
         self.project.mkdir()
         (self.project / "main.py").write_text("print('hi')\n")
@@ -113,8 +111,8 @@ class Rig:
         return self.plan(plan_id, "review", **fields)
 
     def run(self, doc: dict[str, Any]) -> Instance:
-        self.executor.submit(doc)
-        return anyio.run(self.executor.run, str(doc["plan"]))
+        self.plans.submit(PlanSubmitInput(doc))
+        return anyio.run(self.plans.run, PlanRunInput(str(doc["plan"])), self.progress.append)
 
     def events(self) -> list[Any]:
         return self.store.events()
@@ -192,10 +190,10 @@ def test_review_plan_runs_every_step_once_and_keeps_output_out_of_the_log(rig: R
 def resumed_outputs(rig: Rig, plan_id: str, step: str, do: str, name: str) -> dict[str, Any]:
     """What the plan would record for ``step`` had the runner died after the operation acted: the
     operation's resolution of a step found in flight."""
-    ctx = OpContext(rig.executor, plan_id, step, 1, "ctl", None)
-    resume = OPERATIONS[do].resume
-    assert resume is not None
-    found = resume(ctx, {"name": name})
+    ctx = OpContext(rig.plans, plan_id, step, 1, "ctl", None)
+    operation = OPERATIONS.get(do)
+    assert operation is not None
+    found = operation.resume(ctx, {"name": name})
     assert found.kind == "done" and found.outputs is not None, found
     return found.outputs.public
 
@@ -323,16 +321,18 @@ def test_plans_show_does_not_print_the_prompt(tmp_path: Path, cli: dict[str, Any
 
 def test_same_plan_id_same_content_is_the_same_plan_other_content_conflicts(rig: Rig) -> None:
     doc = rig.review("same-1")
-    first = rig.executor.submit(doc)
+    first = rig.plans.submit(PlanSubmitInput(doc))
     assert first.created and first.plan.state == "submitted"
     explicit = rig.review("same-1", reviewer="reviewer", ttl_seconds=900)  # the defaults, spelled out
-    assert not rig.executor.submit(explicit).created, "defaults are filled in before the content is compared"
-    final = anyio.run(rig.executor.run, "same-1")
+    assert not rig.plans.submit(PlanSubmitInput(explicit)).created, (
+        "defaults are filled in before the content is compared"
+    )
+    final = anyio.run(rig.plans.run, PlanRunInput("same-1"), rig.progress.append)
     assert final.state == "succeeded"
     count = len(rig.events())
-    again = rig.executor.submit(doc)
+    again = rig.plans.submit(PlanSubmitInput(doc))
     assert not again.created and again.plan.state == "succeeded"
-    assert anyio.run(rig.executor.run, "same-1").state == "succeeded"
+    assert anyio.run(rig.plans.run, PlanRunInput("same-1"), rig.progress.append).state == "succeeded"
     assert len(rig.events()) == count, "no step re-ran"
     assert rig.run_logs() == ["p1/run-1.log"]
 
@@ -342,7 +342,7 @@ def test_same_plan_id_same_content_is_the_same_plan_other_content_conflicts(rig:
         {**doc, "controller": "other"},
     ):
         with pytest.raises(PlanConflictError) as caught:
-            rig.executor.submit(other)
+            rig.plans.submit(PlanSubmitInput(other))
         assert caught.value.code == "plan_conflict" and caught.value.status.exit == 5
     assert len(rig.events()) == count
 
@@ -354,7 +354,7 @@ def test_an_invalid_plan_is_refused_before_anything_is_written(rig: Rig) -> None
         ({**rig.review("bad-2"), "recipe": "nope"}, "recipe_unknown"),
     ):
         with pytest.raises(CorralError) as caught:
-            rig.executor.submit(doc)
+            rig.plans.submit(PlanSubmitInput(doc))
         assert caught.value.code == code
     assert rig.events() == []
 
@@ -764,13 +764,13 @@ def test_finally_steps_run_after_a_failure_and_other_steps_are_skipped(flows: Ri
 
 
 def test_a_cancelled_plan_runs_no_step(rig: Rig) -> None:
-    rig.executor.submit(rig.review("cancel-1"))
-    assert rig.executor.cancel("cancel-1").state == "cancelled"
+    rig.plans.submit(PlanSubmitInput(rig.review("cancel-1")))
+    assert rig.plans.cancel(PlanCancelInput("cancel-1")).state == "cancelled"
     count = len(rig.events())
-    assert anyio.run(rig.executor.run, "cancel-1").state == "cancelled"
+    assert anyio.run(rig.plans.run, PlanRunInput("cancel-1"), rig.progress.append).state == "cancelled"
     assert len(rig.events()) == count and rig.store.find("reviewer") == []
     with pytest.raises(RefusedError):
-        rig.executor.cancel("cancel-1")
+        rig.plans.cancel(PlanCancelInput("cancel-1"))
 
 
 def wait_for(predicate: Any, timeout: float = 30, what: str = "condition") -> Any:

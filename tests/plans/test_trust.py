@@ -17,6 +17,7 @@ import pytest
 
 from runner.errors import CorralError
 from runner.service import AcquireInput, ReviewerStartInput, WriterStartInput
+from runner.service.plans import PlanRetryInput, PlanRunInput, PlanSubmitInput
 from tests.plans.test_run import AUTHORITY, GOOD_CHANGE, Rig, corral, json_lines, make_lane, recipe_dir, writer_plan
 from tests.support.gitrepo import git, status_digest
 
@@ -56,7 +57,7 @@ def test_a_close_by_name_acts_only_on_a_lease_this_plan_started(rig: Rig, tmp_pa
     credential = granted(rig)
     theirs = rig.service.reviewer_start(ReviewerStartInput("ctl", credential, "other", "script", str(rig.project)))
     rig.recipes = type(rig.recipes)([recipe_dir(tmp_path, closer=CLOSER)])
-    rig.executor.recipes = rig.recipes
+    rig.plans.recipes = rig.recipes
     plan = rig.run(rig.plan("closer-1", "closer", name="other"))
     assert plan.state == "succeeded", plan.data.get("failure")
     assert plan.data["steps"]["close"]["skipped"] == "not created by this plan"
@@ -96,7 +97,7 @@ def test_a_failed_validation_is_catchable(rig: Rig, tmp_path: Path) -> None:
     _, worktree, _ = make_lane(rig.root)
     base_recipes = recipe_dir(tmp_path, **{"lenient-lane": LENIENT})
     rig.recipes = type(rig.recipes)([base_recipes])
-    rig.executor.recipes = rig.recipes
+    rig.plans.recipes = rig.recipes
     doc = writer_plan(rig, "lenient-1", worktree, "write src/feature.py def feature(:")
     doc["recipe"] = "lenient-lane"
     plan = rig.run(doc)
@@ -133,22 +134,31 @@ steps:
 
 def test_an_error_inside_a_step_ends_the_plan_failed_naming_the_step(rig: Rig, tmp_path: Path) -> None:
     rig.recipes = type(rig.recipes)([recipe_dir(tmp_path, **{"broken-ref": BROKEN_REFERENCE})])
-    rig.executor.recipes = rig.recipes
+    rig.plans.recipes = rig.recipes
     plan = rig.run(rig.plan("broken-1", "broken-ref"))
     assert plan.state == "failed"
     assert (plan.data["failure"]["step"], plan.data["failure"]["code"]) == ("b", "reference_unresolved")
     assert plan.data["steps"]["c"]["state"] == "succeeded", "finally steps still run"
-    again = anyio.run(rig.executor.run, "broken-1")
+    again = anyio.run(rig.plans.run, PlanRunInput("broken-1"), rig.progress.append)
     assert again.state == "failed", "resuming does not repeat the error: the plan ended"
 
 
-def test_an_unexpected_exception_in_a_step_fails_the_plan(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    from runner.plans import operations
+def test_an_unexpected_exception_in_a_step_fails_the_plan(rig: Rig) -> None:
+    from runner.definitions.operations import OPERATIONS as CATALOGUE
+    from runner.plans.ops import OPERATIONS, Operation, StepOperation
 
     async def explode(ctx: Any, args: Any) -> Any:
         raise KeyError("boom")
 
-    monkeypatch.setitem(operations.OPERATIONS, "receipt.relay", operations.Operation(explode))
+    exploding = Operation(CATALOGUE["receipt.relay"], explode)
+
+    class Exploding:
+        """The built-ins, but receipt.relay raises what no operation should."""
+
+        def get(self, name: str) -> StepOperation | None:
+            return exploding if name == "receipt.relay" else OPERATIONS.get(name)
+
+    rig.plans.operations = Exploding()
     plan = rig.run(rig.review("boom-1"))
     assert plan.state == "failed" and plan.data["failure"]["step"] == "relay"
     assert plan.data["failure"]["code"] == "internal"
@@ -157,21 +167,23 @@ def test_an_unexpected_exception_in_a_step_fails_the_plan(rig: Rig, monkeypatch:
 
 def test_retry_redrives_a_failed_plan_from_its_failed_step(rig: Rig, tmp_path: Path) -> None:
     rig.recipes = type(rig.recipes)([recipe_dir(tmp_path, redrive=REDRIVE)])
-    rig.executor.recipes = rig.recipes
+    rig.plans.recipes = rig.recipes
     where = tmp_path / "later"
     plan = rig.run(rig.plan("redrive-1", "redrive", worktree=str(where)))
     assert plan.state == "failed" and plan.data["failure"]["step"] == "look"
     assert plan.data["steps"]["after"]["state"] == "skipped"
-    assert anyio.run(rig.executor.run, "redrive-1").state == "failed", "running it again only replays"
+    assert anyio.run(rig.plans.run, PlanRunInput("redrive-1"), rig.progress.append).state == "failed", (
+        "running it again only replays"
+    )
     with pytest.raises(CorralError) as caught:
-        rig.executor.retry("nope")
+        rig.plans.retry(PlanRetryInput("nope"))
     assert caught.value.code == "plan_unknown"
 
     where.mkdir()
     git(where, "init", "-q", "-b", "main")
     git(where, "commit", "-q", "--allow-empty", "-m", "first")
-    rig.executor.retry("redrive-1")
-    final = anyio.run(rig.executor.run, "redrive-1")
+    rig.plans.retry(PlanRetryInput("redrive-1"))
+    final = anyio.run(rig.plans.run, PlanRunInput("redrive-1"), rig.progress.append)
     assert final.state == "succeeded", final.data.get("failure")
     log = rig.step_log("redrive-1")
     assert log.count(("first", "running", 1)) == 1, "a completed step is kept, not run again"
@@ -180,7 +192,7 @@ def test_retry_redrives_a_failed_plan_from_its_failed_step(rig: Rig, tmp_path: P
     assert final.data["retries"][0]["from_step"] == "look"
     assert any(e.trigger == "retry" and e.instance_id == "plan/redrive-1" for e in rig.events())
     with pytest.raises(CorralError) as refused:
-        rig.executor.retry("redrive-1")
+        rig.plans.retry(PlanRetryInput("redrive-1"))
     assert refused.value.code == "plan_not_failed"
 
 
@@ -198,7 +210,7 @@ steps:
 
 def test_an_unknown_plan_input_is_refused(rig: Rig) -> None:
     with pytest.raises(CorralError) as caught:
-        rig.executor.submit(rig.review("typo-1", timout=5))
+        rig.plans.submit(PlanSubmitInput(rig.review("typo-1", timout=5)))
     assert caught.value.code == "inputs_invalid" and caught.value.details["field"] == "inputs.timout"
     assert rig.events() == [], "nothing written"
 

@@ -27,7 +27,7 @@ from runner.definitions.recipes import RecipeLibrary
 from runner.engine import Request
 from runner.errors import InputError, NotFoundError
 from runner.plans import plan_instance_id
-from runner.plans.executor import Executor
+from runner.plans.ops import OPERATIONS as STEP_OPERATIONS
 from runner.presentation.draw import (
     STEP_COLOURS,
     PlanStatus,
@@ -40,6 +40,7 @@ from runner.presentation.draw import (
     trail,
 )
 from runner.service import Grant, ReleaseInput, RenewInput, Service
+from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
 from runner.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parents[2]
@@ -186,9 +187,11 @@ def recipes(tmp_path: Path) -> RecipeLibrary:
 
 
 def _run_probe(service: Service, recipes: RecipeLibrary, plan_id: str = "p1", mode: str = "first") -> Instance:
-    executor = Executor(service, recipes, _NoKeeper())
-    executor.submit({"plan": plan_id, "recipe": "drawprobe", "controller": "ctl", "inputs": {"mode": mode}})
-    return anyio.run(executor.run, plan_id)
+    plans = Plans(service, recipes, _NoKeeper(), STEP_OPERATIONS)
+    plans.submit(
+        PlanSubmitInput({"plan": plan_id, "recipe": "drawprobe", "controller": "ctl", "inputs": {"mode": mode}})
+    )
+    return anyio.run(plans.run, PlanRunInput(plan_id))
 
 
 def _crash_in_step(service: Service, recipes: RecipeLibrary, plan_id: str, step: str) -> Instance:
@@ -201,10 +204,10 @@ def _crash_in_step(service: Service, recipes: RecipeLibrary, plan_id: str, step:
         if event["event"] == "step_started" and event["step"] == step:
             raise Crash
 
-    executor = Executor(service, recipes, _NoKeeper(), progress=progress)
-    executor.submit({"plan": plan_id, "recipe": "drawprobe", "controller": "ctl"})
+    plans = Plans(service, recipes, _NoKeeper(), STEP_OPERATIONS)
+    plans.submit(PlanSubmitInput({"plan": plan_id, "recipe": "drawprobe", "controller": "ctl"}))
     with pytest.raises(Crash):
-        anyio.run(executor.run, plan_id)
+        anyio.run(plans.run, PlanRunInput(plan_id), progress)
     found = service.store.get(plan_instance_id(plan_id))
     assert found is not None
     return found

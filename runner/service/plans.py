@@ -1,48 +1,77 @@
-"""Run plans: submit once (idempotent by plan id), execute step by step, resume after any crash.
+"""Plans as a service component: submit once (idempotent by plan id), run step by step, resume after
+any crash; retry (redrive), cancel, decide, show and list. One typed ``Plan*Input`` per operation.
 
 The plan is an instance of ``machines/plan.yaml``; every step's start and outcome is a ``step``
 transition, so the store always knows which step was in flight. A runner that finds a step
 ``running`` (its predecessor died) asks the step's operation to resolve it from the instances the
-step creates under its deterministic key (see :mod:`runner.plans.operations`): done, not started, or
+step creates under its deterministic key (see :mod:`runner.service.steps`): done, not started, or
 a decision for a person (the plan pauses). One runner at a time: the plan records its runner (pid,
 host, boot id, start time) and another may take over only when that one is gone.
 
 Step semantics: ``when`` (skip unless the comparison holds), ``retry`` (safe operations only; full
 jitter: a random wait below ``interval * backoff_rate ** (attempt - 1)``), ``catch`` (error codes,
 or ``*``, to a later step), ``finally`` (runs even after a failure; other steps are then skipped).
+
+The component is handed the step operations (a registry: :data:`runner.plans.ops.OPERATIONS` holds
+the built-ins and finds the plugins), which reach the agents only through the service's public
+methods; the store and the engine are used here for the plan instance alone.
 """
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
-
-import anyio
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runner import lockstatus
-from runner.context import Instance
+from runner.context import Instance, parse_time
 from runner.definitions.model import MachineSpec
 from runner.definitions.plans import check_plan_document
 from runner.definitions.recipes import Recipe, RecipeLibrary, Step, validate_inputs
+from runner.definitions.references import compare, resolve
 from runner.engine import Request
-from runner.errors import ConflictError, CorralError, InputError, RefusedError, TransitionNotAllowedError
+from runner.errors import (
+    ConflictError,
+    CorralError,
+    InputError,
+    NotFoundError,
+    RefusedError,
+    TransitionNotAllowedError,
+)
 from runner.fence import Credential
-from runner.plans import get_plan, operations, plan_instance_id
-from runner.plans.references import compare, resolve
-from runner.service import Service
+from runner.service.steps import (
+    NOT_CREATED,
+    AgentBlocked,
+    NotCreatedByPlan,
+    OpContext,
+    Outputs,
+    Resume,
+    StepOperation,
+    attempt_keys,
+)
+
+if TYPE_CHECKING:
+    from runner.service import Service
 
 RETRYABLE_CATEGORIES = ("conflict", "internal")
 # Steps that close or release what an earlier step started: with nothing started, they are skipped.
 CLEANUP_OPERATIONS = frozenset({"reviewer.close", "writer.release"})
 
+Progress = Callable[[dict[str, Any]], None]
+
 logger = logging.getLogger(__name__)
+
+
+def plan_instance_id(plan_id: str) -> str:
+    return f"plan/{plan_id}"
 
 
 class CredentialKeeper(Protocol):
@@ -57,10 +86,93 @@ class CredentialKeeper(Protocol):
         ...
 
 
+class OperationLookup(Protocol):
+    """The step operations a component runs (e.g. :class:`runner.service.steps.OperationRegistry`)."""
+
+    def get(self, name: str) -> StepOperation | None: ...
+
+
 class PlanConflictError(ConflictError):
     """A plan id was submitted again with different content. Use a new plan id for a new plan."""
 
     default_code = "plan_conflict"
+
+
+# --- inputs -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanSubmitInput:
+    """A plan document (``plan``, ``recipe``, ``controller``, ``inputs``) to record, or find if recorded.
+
+    ``parent`` names the plan and step that call this one (``recipe.call``)."""
+
+    document: Mapping[str, Any]
+    parent: str | None = None
+
+
+@dataclass(frozen=True)
+class PlanRunInput:
+    """Run (or continue) a submitted plan until it ends or pauses."""
+
+    plan_id: str
+
+
+@dataclass(frozen=True)
+class PlanResumeInput:
+    """Continue a paused or interrupted plan from its last recorded step (as run does)."""
+
+    plan_id: str
+
+
+@dataclass(frozen=True)
+class PlanRetryInput:
+    """Redrive a failed plan from its failed step."""
+
+    plan_id: str
+
+
+@dataclass(frozen=True)
+class PlanCancelInput:
+    """Cancel a plan: no further step runs."""
+
+    plan_id: str
+
+
+@dataclass(frozen=True)
+class PlanDecideInput:
+    """A person's decision on a step that waits on one: ``approve`` or reject, and why (1-1000 characters).
+
+    The reason is checked after the plan is found waiting (``plan_not_waiting`` comes first)."""
+
+    plan_id: str
+    step_id: str
+    approve: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class PlanShowInput:
+    """One plan, with what its running steps wait on and the agent output its steps collected."""
+
+    plan_id: str
+
+
+@dataclass(frozen=True)
+class PlanListInput:
+    """Every plan."""
+
+
+# --- results ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckedPlan:
+    """A plan document checked: the document, its recipe, its inputs with defaults filled in."""
+
+    document: dict[str, Any]
+    recipe: Recipe
+    inputs: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -69,41 +181,119 @@ class Submitted:
     created: bool
 
 
-class Executor:
-    """Submits and runs plans over one service."""
+@dataclass(frozen=True)
+class PlanDetail:
+    """A plan as ``plans show`` gives it: ``live`` (each open receipt of a running or waiting step: its
+    agent's status, the time left) and ``collected`` (the agent output text its steps kept)."""
+
+    plan: Instance
+    live: list[dict[str, Any]]
+    collected: dict[str, dict[str, Any]] = field(repr=False)
+
+
+class Plans:
+    """Plans over one service: built with the service, the recipes, the credential keeper, the step
+    operations and (for sandboxed validation) a scratch directory."""
 
     def __init__(
         self,
         service: Service,
         recipes: RecipeLibrary,
         credentials: CredentialKeeper,
+        operations: OperationLookup,
         scratch: Path | None = None,
-        progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.service = service
         self.recipes = recipes
         self.credentials = credentials
+        self.operations = operations
         self.scratch = scratch
-        self.progress = progress or (lambda event: None)
-        self.me = lockstatus.current()
-        self._private: dict[str, dict[str, dict[str, Any]]] = {}
+
+    @cached_property
+    def me(self) -> dict[str, Any]:
+        """This process, as a plan records its runner (read on first use)."""
+        return lockstatus.current()
+
+    @property
+    def spec(self) -> MachineSpec:
+        """``machines/plan.yaml`` (the library caches it)."""
+        return self.service.library.builtin("plan")
+
+    # --- reads --------------------------------------------------------------------------------------
+
+    def plan(self, plan_id: str) -> Instance:
+        """The plan instance.
+
+        Raises:
+            NotFoundError: ``plan_unknown``.
+        """
+        found = self.service.store.get(plan_instance_id(plan_id))
+        if found is None:
+            raise NotFoundError(f"no plan {plan_id!r}", code="plan_unknown", plan=plan_id)
+        return found
+
+    def show(self, inp: PlanShowInput) -> PlanDetail:
+        """The plan, what its running or waiting steps wait on, and the agent output its steps collected
+        (kept out of the event log: this is the one reply that hands it out)."""
+        plan = self.plan(inp.plan_id)
+        collected = {
+            step: dict(private)
+            for step, private in (plan.data.get("private") or {}).items()
+            if isinstance(private, dict)
+        }
+        return PlanDetail(plan, self._live(plan), collected)
+
+    def _live(self, plan: Instance) -> list[dict[str, Any]]:
+        """What a running or paused plan's steps wait on: each open receipt, its agent, the time left."""
+        out: list[dict[str, Any]] = []
+        now = self.service.now()
+        plan_id = str(plan.data.get("plan_id"))
+        for step_id, record in (plan.data.get("steps") or {}).items():
+            if record.get("state") not in ("running", "waiting"):
+                continue
+            keys = attempt_keys(plan_id, step_id, int(record.get("attempt") or 1))
+            for receipt in self.service.store.find("receipt", ("reserved", "pending")):
+                if receipt.id.partition("/")[2] not in keys:
+                    continue
+                entry: dict[str, Any] = {
+                    "step": step_id,
+                    "receipt": receipt.data.get("token"),
+                    "receipt_state": receipt.state,
+                    "target": receipt.data.get("name"),
+                }
+                try:
+                    host = self.service.host(str(receipt.data["host"]))
+                    entry["agent_status"] = host.get(str(receipt.data["pane_id"])).status
+                except CorralError:
+                    entry["agent_status"] = "gone"
+                started = record.get("at")
+                timeout = record.get("timeout")
+                if started and isinstance(timeout, (int, float)):
+                    entry["seconds_left"] = max(0.0, timeout - (now - parse_time(started)).total_seconds())
+                out.append(entry)
+        return out
 
     # --- submission ---------------------------------------------------------------------------------
 
-    def check(self, doc: Mapping[str, Any]) -> tuple[dict[str, Any], Recipe, dict[str, Any]]:
+    def check(self, inp: PlanSubmitInput) -> CheckedPlan:
         """The plan document, its recipe and its inputs (defaults filled in), all checked; writes nothing.
 
         Raises:
             InputError: ``plan_invalid`` (the document), ``inputs_invalid`` (an input, or an unknown one).
             NotFoundError: ``recipe_unknown``.
         """
-        checked = check_plan_document(dict(doc))
+        checked = check_plan_document(dict(inp.document))
         recipe = self.recipes.get(checked["recipe"])
-        return checked, recipe, validate_inputs(recipe, dict(checked.get("inputs") or {}))
+        return CheckedPlan(checked, recipe, validate_inputs(recipe, dict(checked.get("inputs") or {})))
 
-    def submit(self, doc: Mapping[str, Any], parent: str | None = None) -> Submitted:
-        """Record the plan (or find it): the same id with the same content is the same plan."""
-        doc, recipe, inputs = self.check(doc)
+    def submit(self, inp: PlanSubmitInput) -> Submitted:
+        """Record the plan (or find it): the same id with the same content is the same plan.
+
+        Raises:
+            PlanConflictError: ``plan_conflict``, the id is taken by other content.
+        """
+        checked = self.check(inp)
+        doc, recipe, inputs = checked.document, checked.recipe, checked.inputs
         content = {
             "plan": doc["plan"],
             "recipe": recipe.name,
@@ -123,7 +313,7 @@ class Executor:
                 )
             return Submitted(existing, False)
         result = self.service.engine.fire(
-            self._plan_spec,
+            self.spec,
             Request(
                 plan_instance_id(doc["plan"]),
                 "submit",
@@ -134,20 +324,13 @@ class Executor:
                     "recipe_sha256": recipe.sha256,
                     "content_sha256": content_sha256,
                     "controller_id": doc["controller"],
-                    "parent": parent,
+                    "parent": inp.parent,
                 },
                 secrets={"inputs": json.dumps(inputs)},
                 actor=self.service.actor,
             ),
         )
         return Submitted(result.instance, True)
-
-    # --- transitions ----------------------------------------------------------------------------------
-
-    @property
-    def _plan_spec(self) -> MachineSpec:
-        """``machines/plan.yaml`` (the library caches it)."""
-        return self.service.library.builtin("plan")
 
     def _fire(
         self,
@@ -158,7 +341,7 @@ class Executor:
         observations: Mapping[str, Any] | None = None,
     ) -> Instance:
         result = self.service.engine.fire(
-            self._plan_spec,
+            self.spec,
             Request(
                 plan_instance_id(plan_id),
                 trigger,
@@ -170,8 +353,111 @@ class Executor:
         )
         return result.instance
 
+    # --- running ------------------------------------------------------------------------------------
+
+    async def run(self, inp: PlanRunInput, progress: Progress | None = None) -> Instance:
+        """Run (or continue) the plan until it ends or pauses; returns the plan as it then stands.
+
+        ``progress`` hears each plan and step event as it lands (``plan_started``, ``step_succeeded`` …)."""
+        return await _Run(self, progress).run(inp.plan_id)
+
+    async def resume(self, inp: PlanResumeInput, progress: Progress | None = None) -> Instance:
+        """Continue a paused or interrupted plan from its last recorded step (a step found in flight is
+        resolved by its operation first): the same as :meth:`run`."""
+        return await _Run(self, progress).run(inp.plan_id)
+
+    def retry(self, inp: PlanRetryInput) -> Instance:
+        """Redrive a failed plan from its failed step (as Step Functions' redrive does): the steps
+        before it keep their records and outputs and do not run again; the failed step and every later
+        one run afresh at their next attempt. Call :meth:`resume` next. Refused (``plan_not_failed``) for
+        a plan in any other state; ``recipe_changed`` if its recipe changed since submission."""
+        plan_id = inp.plan_id
+        plan = self.plan(plan_id)
+        if plan.state != "failed":
+            raise RefusedError(
+                f"plan {plan_id!r} is {plan.state}, not failed: only a failed plan is retried"
+                + (" (continue it with `corral plans resume`)" if plan.state in ("paused", "running") else ""),
+                code="plan_not_failed",
+                plan=plan_id,
+                state=plan.state,
+            )
+        recipe = self.recipe_of(plan)
+        ids = [s.id for s in recipe.steps]
+        failed_step = str((plan.data.get("failure") or {}).get("step") or "")
+        records = dict(plan.data.get("steps") or {})
+        if failed_step not in ids:  # no recorded failed step: from the first step that did not succeed
+            failed_step = next((i for i in ids if (records.get(i) or {}).get("state") != "succeeded"), ids[-1])
+        reset = ids[ids.index(failed_step) :]
+        return self._fire(
+            plan_id,
+            "retry",
+            {"reset": reset, "from_step": failed_step},
+            observations={"runner_status": lockstatus.status(plan.data.get("runner"))},
+        )
+
+    def cancel(self, inp: PlanCancelInput) -> Instance:
+        """Cancel the plan: no further step runs (a step in flight finishes; its runner then stops)."""
+        self.plan(inp.plan_id)
+        return self._fire(inp.plan_id, "cancel")
+
+    def decide(self, inp: PlanDecideInput) -> Instance:
+        """A person's decision on a step that waits on one (a blocked agent): recorded on the plan as an
+        event with the deciding actor; call :meth:`resume` next to continue. Refused (``plan_not_waiting``)
+        unless the plan is paused with that step waiting."""
+        plan_id, step_id, reason = inp.plan_id, inp.step_id, inp.reason
+        plan = self.plan(plan_id)
+        record = (plan.data.get("steps") or {}).get(step_id)
+        if plan.state != "paused" or not isinstance(record, Mapping) or record.get("state") != "waiting":
+            raise RefusedError(
+                f"plan {plan_id!r} has no step {step_id!r} waiting on a decision (it is {plan.state})",
+                code="plan_not_waiting",
+                plan=plan_id,
+                step=step_id,
+                state=plan.state,
+            )
+        if not reason or not reason.strip() or len(reason) > 1000:
+            raise InputError("reason", "a decision's reason is 1-1000 characters of text")
+        return self._fire(plan_id, "decide", {"step_id": step_id, "approve": bool(inp.approve), "reason": reason})
+
+    def recipe_of(self, plan: Instance) -> Recipe:
+        """The plan's recipe, refused (``recipe_changed``) if it is not the one the plan was submitted with."""
+        recipe = self.recipes.get(str(plan.data["recipe"]))
+        if recipe.sha256 != plan.data.get("recipe_sha256"):
+            raise ConflictError(
+                f"recipe {recipe.name!r} changed since plan {plan.data.get('plan_id')!r} was submitted; finish it "
+                "with the old recipe or submit a new plan",
+                code="recipe_changed",
+                plan=plan.data.get("plan_id"),
+            )
+        return recipe
+
+    def list(self, inp: PlanListInput) -> builtins.list[Instance]:
+        """Every plan (defined last: in the class body the name hides the builtin)."""
+        return self.service.store.find("plan")
+
+
+class _Run:
+    """One runner of one plan: the step loop. A nested plan (``recipe.call``) gets its own."""
+
+    def __init__(self, plans: Plans, progress: Progress | None) -> None:
+        self.plans = plans
+        self.progress = progress
+        self._private: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def _fire(
+        self,
+        plan_id: str,
+        trigger: str,
+        params: Mapping[str, Any] | None = None,
+        secrets: Mapping[str, str] | None = None,
+        observations: Mapping[str, Any] | None = None,
+    ) -> Instance:
+        # The component's own transition helper: _Run is the component's loop, in its module.
+        return self.plans._fire(plan_id, trigger, params, secrets, observations)
+
     def _emit(self, plan: str, event: str, **fields: Any) -> None:
-        self.progress({"plan": plan, "event": event, **fields})
+        if self.progress is not None:
+            self.progress({"plan": plan, "event": event, **fields})
 
     def _record(
         self, plan_id: str, step: Step, record: dict[str, Any], private: Mapping[str, Any] | None = None
@@ -182,21 +468,19 @@ class Executor:
             self._private[plan_id][step.id] = dict(private)
         return instance
 
-    # --- running ----------------------------------------------------------------------------------------
-
     async def run(self, plan_id: str) -> Instance:
-        """Run (or continue) the plan until it ends or pauses; returns the plan as it then stands."""
-        plan = get_plan(self.service.store, plan_id)
-        if self._plan_spec.states[plan.state].terminal or plan.state == "failed":
+        plans = self.plans
+        plan = plans.plan(plan_id)
+        if plans.spec.states[plan.state].terminal or plan.state == "failed":
             return plan  # a failed plan runs again only through retry (a redrive)
-        recipe = self._recipe_of(plan)
+        recipe = plans.recipe_of(plan)
         plan = self._fire(plan_id, "start", observations={"runner_status": lockstatus.status(plan.data.get("runner"))})
         self._emit(plan_id, "plan_started", recipe=recipe.name, steps=[s.id for s in recipe.steps])
         self._private[plan_id] = dict(plan.data.get("private") or {})
         try:
             return await self._steps(plan_id, plan, recipe)
         except TransitionNotAllowedError:
-            current = self.service.store.get(plan_instance_id(plan_id))
+            current = plans.service.store.get(plan_instance_id(plan_id))
             if current is not None and current.state == "cancelled":
                 self._emit(plan_id, "plan_cancelled")
                 return current
@@ -285,12 +569,17 @@ class Executor:
         inputs: Mapping[str, Any],
         outputs: Mapping[str, Any],
     ) -> _Outcome:
-        implementation = operations.OPERATIONS[step.do]
+        import anyio  # here, not at the top: plans show and list never pay for it
+
+        implementation = self.plans.operations.get(step.do)
         max_attempts = step.retry.max_attempts if step.retry else 1
         attempt = int(record.get("attempt", 1)) if record else 1
         resuming = record is not None and record.get("state") == "running"
         plan_id = str(plan.data["plan_id"])
         controller_id = str(plan.data["controller_id"])
+        if implementation is None:  # a plugin's operation, uninstalled since the plan was submitted
+            unknown = NotFoundError(f"no operation {step.do!r} is installed", code="operation_unknown", do=step.do)
+            return self._failed(plan, step, {"attempt": attempt}, unknown, 0.0)
         try:
             args = resolve(step.args, inputs, outputs)
         except CorralError as exc:
@@ -305,16 +594,16 @@ class Executor:
                 return self._skipped(plan, step, attempt, f"step {referenced!r} created nothing")
             return self._failed(plan, step, {"attempt": attempt}, exc, 0.0)
         while True:
-            ctx = operations.OpContext(self, plan_id, step.id, attempt, controller_id, step.timeout)
+            ctx = OpContext(self.plans, plan_id, step.id, attempt, controller_id, step.timeout, self.progress)
             started = time.monotonic()
-            result: operations.Outputs | None = None
+            result: Outputs | None = None
             error: CorralError | None = None
             if resuming:
                 resuming = False
                 try:
-                    resolution = implementation.resume(ctx, args) if implementation.resume else operations.RUN
+                    resolution = implementation.resume(ctx, args)
                 except Exception as exc:  # noqa: BLE001 - any error in a step fails the step, never strands the plan
-                    resolution = operations.Resume("fail", error=_as_corral_error(exc, step))
+                    resolution = Resume("fail", error=_as_corral_error(exc, step))
                 self._emit(plan_id, "step_resumed", step=step.id, attempt=attempt, resolution=resolution.kind)
                 if resolution.kind == "pause":
                     return _Outcome("paused", plan, reason=f"step {step.id}: {resolution.reason}")
@@ -337,9 +626,9 @@ class Executor:
                         result = await implementation.run(ctx, dict(args))
                 except TimeoutError:
                     error = CorralError(f"step {step.id} took longer than {step.timeout:g} s", code="step_timeout")
-                except operations.NotCreatedByPlan as exc:
+                except NotCreatedByPlan as exc:
                     return self._skipped(plan, step, attempt, exc.message)
-                except operations.AgentBlocked as exc:
+                except AgentBlocked as exc:
                     return self._waiting(plan, step, attempt, exc)
                 except CorralError as exc:
                     error = exc
@@ -415,7 +704,7 @@ class Executor:
         self._emit(plan_id, "step_failed", step=step.id, attempt=attempt, error=summary, seconds=elapsed)
         return _Outcome("failed", plan, error=summary)
 
-    def _waiting(self, plan: Instance, step: Step, attempt: int, blocked: operations.AgentBlocked) -> _Outcome:
+    def _waiting(self, plan: Instance, step: Step, attempt: int, blocked: AgentBlocked) -> _Outcome:
         """Record the step waiting on a person (what was collected kept) and pause the plan."""
         plan_id = str(plan.data["plan_id"])
         waiting_on = {"kind": "agent_blocked", "step": step.id, **blocked.details}
@@ -456,24 +745,6 @@ class Executor:
                 return _Outcome("caught", plan, next=catch.next)
         return self._failed(plan, step, {"attempt": attempt, "decision": dict(decision)}, error, 0.0)
 
-    def decide(self, plan_id: str, step_id: str, approve: bool, reason: str) -> Instance:
-        """A person's decision on a step that waits on one (a blocked agent): recorded on the plan as an
-        event with the deciding actor; call :meth:`run` next to continue. Refused (``plan_not_waiting``)
-        unless the plan is paused with that step waiting."""
-        plan = get_plan(self.service.store, plan_id)
-        record = (plan.data.get("steps") or {}).get(step_id)
-        if plan.state != "paused" or not isinstance(record, Mapping) or record.get("state") != "waiting":
-            raise RefusedError(
-                f"plan {plan_id!r} has no step {step_id!r} waiting on a decision (it is {plan.state})",
-                code="plan_not_waiting",
-                plan=plan_id,
-                step=step_id,
-                state=plan.state,
-            )
-        if not reason or not reason.strip() or len(reason) > 1000:
-            raise InputError("reason", "a decision's reason is 1-1000 characters of text")
-        return self._fire(plan_id, "decide", {"step_id": step_id, "approve": bool(approve), "reason": reason})
-
     def _skipped(self, plan: Instance, step: Step, attempt: int, why: str) -> _Outcome:
         """Record a clean-up step skipped because its target was not created by this plan."""
         plan_id = str(plan.data["plan_id"])
@@ -481,64 +752,12 @@ class Executor:
             "state": "skipped",
             "attempt": attempt,
             "do": step.do,
-            "skipped": operations.NOT_CREATED,
-            "reason": f"{operations.NOT_CREATED}: {why}",
+            "skipped": NOT_CREATED,
+            "reason": f"{NOT_CREATED}: {why}",
         }
         plan = self._record(plan_id, step, entry)
-        self._emit(plan_id, "step_skipped", step=step.id, reason=entry["reason"], skipped=operations.NOT_CREATED)
+        self._emit(plan_id, "step_skipped", step=step.id, reason=entry["reason"], skipped=NOT_CREATED)
         return _Outcome("skipped", plan)
-
-    async def run_child(
-        self, child_id: str, recipe: str, inputs: dict[str, Any], controller_id: str, parent: str
-    ) -> Instance:
-        """Submit (or find) and run a nested plan for ``recipe.call``."""
-        self.submit({"plan": child_id, "recipe": recipe, "controller": controller_id, "inputs": inputs}, parent=parent)
-        child = Executor(self.service, self.recipes, self.credentials, self.scratch, self.progress)
-        return await child.run(child_id)
-
-    def retry(self, plan_id: str) -> Instance:
-        """Redrive a failed plan from its failed step (as Step Functions' redrive does): the steps
-        before it keep their records and outputs and do not run again; the failed step and every later
-        one run afresh at their next attempt. Call :meth:`run` next. Refused (``plan_not_failed``) for
-        a plan in any other state; ``recipe_changed`` if its recipe changed since submission."""
-        plan = get_plan(self.service.store, plan_id)
-        if plan.state != "failed":
-            raise RefusedError(
-                f"plan {plan_id!r} is {plan.state}, not failed: only a failed plan is retried"
-                + (" (continue it with `corral plans resume`)" if plan.state in ("paused", "running") else ""),
-                code="plan_not_failed",
-                plan=plan_id,
-                state=plan.state,
-            )
-        recipe = self._recipe_of(plan)
-        ids = [s.id for s in recipe.steps]
-        failed_step = str((plan.data.get("failure") or {}).get("step") or "")
-        records = dict(plan.data.get("steps") or {})
-        if failed_step not in ids:  # no recorded failed step: from the first step that did not succeed
-            failed_step = next((i for i in ids if (records.get(i) or {}).get("state") != "succeeded"), ids[-1])
-        reset = ids[ids.index(failed_step) :]
-        return self._fire(
-            plan_id,
-            "retry",
-            {"reset": reset, "from_step": failed_step},
-            observations={"runner_status": lockstatus.status(plan.data.get("runner"))},
-        )
-
-    def _recipe_of(self, plan: Instance) -> Recipe:
-        """The plan's recipe, refused (``recipe_changed``) if it is not the one the plan was submitted with."""
-        recipe = self.recipes.get(str(plan.data["recipe"]))
-        if recipe.sha256 != plan.data.get("recipe_sha256"):
-            raise ConflictError(
-                f"recipe {recipe.name!r} changed since plan {plan.data.get('plan_id')!r} was submitted; finish it "
-                "with the old recipe or submit a new plan",
-                code="recipe_changed",
-                plan=plan.data.get("plan_id"),
-            )
-        return recipe
-
-    def cancel(self, plan_id: str) -> Instance:
-        get_plan(self.service.store, plan_id)
-        return self._fire(plan_id, "cancel")
 
 
 def _as_corral_error(exc: Exception, step: Step) -> CorralError:
