@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from runner.lineage import Binding
     from runner.plans.keeper import FileKeeper
     from runner.service import Service
+    from runner.service.plans import Plans
     from runner.store.abc import Store
 
 G = TypeVar("G")
@@ -142,9 +143,25 @@ class Runtime:
             from runner.service import Service
 
             self._service = Service(
-                self.store, self.library, actor=self.config.acting_as, hosts=self.host, kinds=lambda: self.kinds
+                self.store,
+                self.library,
+                actor=self.config.acting_as,
+                hosts=self.host,
+                kinds=lambda: self.kinds,
+                plans=self._plans,
             )
         return self._service
+
+    def _plans(self, service: Service) -> Plans:
+        """The plans component: the packaged and local recipes, the credential files as the keeper,
+        the registered step operations, snapshots for sandboxed validation under the home (created
+        when a step needs them: reading plans creates nothing)."""
+        from runner.definitions.recipes import RecipeLibrary
+        from runner.plans.ops import OPERATIONS
+        from runner.service.plans import Plans
+
+        scratch = self.home.root / "snapshots"
+        return Plans(service, RecipeLibrary(), self.credentials.keeper(), OPERATIONS, scratch=scratch)
 
     def host(self, name: str) -> AgentHost:
         """The agent host called ``name``, opened once per runtime through the host registry.
@@ -245,7 +262,8 @@ class CredentialFiles:
         return credentials.discard(path, controller_id, self._runtime.store_url, credential)
 
     def keeper(self) -> FileKeeper:
-        """The keeper plans use between steps: the same files as ``corral controller``."""
+        """The keeper plans use between steps: the same files as ``corral controller`` (the directory
+        is created, private, when a credential is first saved)."""
         from runner.plans.keeper import FileKeeper
 
-        return FileKeeper(self._runtime.home.ensure("credentials"), self._runtime.store_url)
+        return FileKeeper(self._runtime.home.credentials, self._runtime.store_url)

@@ -295,8 +295,8 @@ def draw(
         spec = app.library.get(machine)
         path = None
         if instance_id is not None:
-            store = app.service.store
-            path = drawing.trail(spec, instance_id, store.get(instance_id), store.events(instance_id=instance_id))
+            instance, history = app.service.history(instance_id)
+            path = drawing.trail(spec, instance_id, instance, history)
         picture = drawing.render(spec, fmt, path)
         doc = {"machine": spec.name}
         what = f"machine {spec.name} v{spec.version}"
@@ -309,9 +309,7 @@ def draw(
         recipes = RecipeLibrary()
         status = None
         if plan_id is not None:
-            from runner.plans import get_plan
-
-            plan = get_plan(app.service.store, plan_id)
+            plan = app.service.plans.plan(plan_id)
             recipe = recipes.get(str(plan.data["recipe"]))
             changed = recipe.sha256 != plan.data.get("recipe_sha256")
             status = drawing.PlanStatus.of(plan, "the recipe changed since the plan was submitted" if changed else "")

@@ -19,20 +19,14 @@ if TYPE_CHECKING:
 
 
 def _plans(app: App, runs: bool = True) -> Plans:
-    """The plans component over the app's service (the composition root will hand it over instead).
+    """The service's plans component (assembled by the runtime).
 
     ``runs``: the command may run steps, so the credential and snapshot directories are made now;
     reads (``plans show``, ``plans list``) create nothing in the state home."""
-    from runner.definitions.recipes import RecipeLibrary
-    from runner.plans.keeper import FileKeeper
-    from runner.plans.ops import OPERATIONS
-    from runner.service.plans import Plans
-
-    service = app.service
-    home = app.home
-    credentials = home.ensure("credentials") if runs else home.credentials
-    scratch = home.ensure("snapshots") if runs else home.root / "snapshots"
-    return Plans(service, RecipeLibrary(), FileKeeper(credentials, service.store_url), OPERATIONS, scratch=scratch)
+    if runs:
+        app.home.ensure("credentials")
+        app.home.ensure("snapshots")
+    return app.service.plans
 
 
 def _read_plan(path: Path) -> tuple[dict[str, Any], Any]:

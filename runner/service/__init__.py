@@ -34,6 +34,7 @@ from runner.agents.abc import AgentHost, Observation
 from runner.context import Event, Instance
 from runner.definitions.library import Library
 from runner.engine import Engine
+from runner.errors import CorralError
 from runner.fence import Credential
 from runner.service.adopted import Adopted
 from runner.service.checks import (
@@ -98,11 +99,12 @@ from runner.service.views import (
     WaitAnyResult,
     Winner,
 )
-from runner.service.waits import Entry, Waits
+from runner.service.waits import Waits
 from runner.service.writers import Writers
 
 if TYPE_CHECKING:
     from runner.agents.kinds import Kinds
+    from runner.service.plans import Plans
     from runner.store.abc import Store
 
 
@@ -116,8 +118,11 @@ class Service:
         actor: str | None = None,
         hosts: Callable[[str], AgentHost] | None = None,
         kinds: Kinds | Callable[[], Kinds] | None = None,
+        plans: Callable[[Service], Plans] | None = None,
     ) -> None:
         self.core = Core(store, library, actor, hosts, kinds)
+        self._plans_factory = plans
+        self._plans: Plans | None = None
         # ``reviewers``, ``receipts``, ``writers`` and ``events`` were listing methods before they were
         # components: each component is callable with the listing's arguments, so both spellings hold.
         self.controller = Controller(self.core)
@@ -129,6 +134,22 @@ class Service:
         self.events = Events(self.core)
         self.adopted = Adopted(self.core)
         self.definitions = Definitions(self.core)
+
+    @property
+    def plans(self) -> Plans:
+        """The plans component (submit, run, resume, retry, cancel, decide, show, list).
+
+        It needs the recipes, a credential keeper and the step operations, which the runtime assembles
+        (:class:`runner.runtime.Runtime`); a service built without them has no plans component.
+        """
+        if self._plans is None:
+            if self._plans_factory is None:
+                raise CorralError(
+                    "this service was built without a plans component: open corral through runner.runtime.Runtime",
+                    code="internal",
+                )
+            self._plans = self._plans_factory(self)
+        return self._plans
 
     # --- what the service runs on ------------------------------------------------------------------------
 
@@ -311,19 +332,9 @@ class Service:
     def follow_events(self, since: int) -> Iterator[Event]:
         return self.events.follow(since)
 
-    # --- for runner/plans until it moves to the public reads above (lease, receipt, first_settled) -------
-
-    def _lease_view(self, instance: Instance) -> AgentLeaseView:
-        return self.core.lease_view(instance)
-
-    def _receipt_view(self, instance: Instance) -> ReceiptView:
-        return self.core.receipt_view(instance)
-
-    def _receipt(self, token: str) -> Instance:
-        return self.core.receipt_instance(token)
-
-    async def _first_settled(self, entries: list[Entry], timeout: float) -> str:
-        return await self.waits.first_settled(entries, timeout)
+    def history(self, instance_id: str) -> tuple[Instance | None, list[Event]]:
+        """An instance as it is now and every event it recorded (what ``corral draw --instance`` draws)."""
+        return self.events.history(instance_id)
 
 
 __all__ = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from runner.context import Event
+from runner.context import Event, Instance
 from runner.service.core import Core
 from runner.service.inputs import EventsInput
 
@@ -26,3 +26,8 @@ class Events:
     def follow(self, since: int) -> Iterator[Event]:
         """Events after ``since`` as they are recorded, for ever (the caller stops reading)."""
         return self.core.store.follow(since)
+
+    def history(self, instance_id: str) -> tuple[Instance | None, list[Event]]:
+        """The instance now (None if it never existed) and all its events, oldest first."""
+        store = self.core.store
+        return store.get(instance_id), store.events(instance_id=instance_id)
