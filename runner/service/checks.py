@@ -70,7 +70,7 @@ def check_credential(credential: Credential, controller_id: str) -> None:
 
 # --- agents, receipts, waits --------------------------------------------------------------------------
 
-HOSTS = ("process", "herdr")
+HOSTS = ("process", "herdr")  # the built-in agent hosts (runner/agents/hosts.py); plugins add more
 TOKEN_PREFIX = "corral-receipt-v1."
 TOKEN = re.compile(r"^corral-receipt-v1\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 LEASE_ID = re.compile(r"^[a-z]{1,32}/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -97,8 +97,11 @@ def check_cursor(field_name: str, value: int) -> None:
 
 
 def check_host(value: str) -> None:
-    if value not in HOSTS:
-        raise InputError("host", f"{value!r} is not an agent host ({', '.join(HOSTS)})")
+    """A registered agent host (built-in ``process``, ``herdr``, or a plugin's through ``corral.agent_hosts``)."""
+    from runner.agents.hosts import AGENT_HOSTS, known
+
+    if not isinstance(value, str) or not known(value):
+        raise InputError("host", f"{value!r} is not an agent host ({', '.join(AGENT_HOSTS.names())})")
 
 
 def check_agent(kind: str, host: str, model: str | None, effort: str | None) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from runner import fence
 from runner.agents.abc import PROMPTABLE, AgentError
+from runner.agents.hosts import known
 from runner.context import Instance
 from runner.definitions.model import MachineSpec
 from runner.errors import CorralError, RefusedError
@@ -25,7 +26,7 @@ from runner.guards.agents import (
     PANE_LEASE_MACHINES,
     same_identity,
 )
-from runner.service.checks import CAPTURE_LINES_DEFAULT, HOSTS
+from runner.service.checks import CAPTURE_LINES_DEFAULT
 from runner.service.core import Core
 from runner.service.inputs import ControllerInput, PaneCloseInput
 from runner.service.views import AgentLeaseView, Housekeeping
@@ -246,7 +247,7 @@ class Inventory:
         for machine in (*LEASE_MACHINES, "pane"):
             spec = self.core.library.builtin(machine)
             for lease in self.core.store.find(machine):
-                if not spec.states[lease.state].terminal and lease.data.get("host") in HOSTS:
+                if not spec.states[lease.state].terminal and known(str(lease.data.get("host"))):
                     recorded.add(str(lease.data["host"]))
         names = ["process", *sorted(recorded - {"process"})]
         described = []
