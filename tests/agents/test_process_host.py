@@ -43,14 +43,14 @@ def _alive(pid: int) -> bool:
 
 def test_a_closed_slot_is_never_written_again(host: ProcessHost, tmp_path: Path) -> None:
     pane = host.start("rev", "script", str(tmp_path), StartOptions()).pane_id
-    with host.store.read() as reader:
+    with host.slots.read() as reader:
         stale = reader.slot(pane)
     assert stale is not None and not stale.closed
     host.close(pane)
-    with pytest.raises(ConflictError) as caught, host.store.write() as tx:
+    with pytest.raises(ConflictError) as caught, host.slots.write() as tx:
         tx.put_slot(replace(stale, status="working", seq=1, run=1), stale.seq)  # the seq still matches
     assert caught.value.details["closed"] is True
-    with host.store.read() as reader:
+    with host.slots.read() as reader:
         after = reader.slot(pane)
     assert after is not None and after.closed and after.status == "idle" and after.seq == 0
 
@@ -102,7 +102,7 @@ def test_a_close_while_the_supervisor_starts_stops_it(
     if not stopped:
         os.killpg(pid, signal.SIGKILL)  # leave nothing running behind a failed test
     assert stopped, "the supervisor of a closed pane was stopped"
-    with host.store.read() as reader:
+    with host.slots.read() as reader:
         slot = reader.slot(pane)
     assert slot is not None and slot.closed, "the close was not undone by the prompt"
     with pytest.raises(AgentGoneError):
