@@ -42,7 +42,7 @@ from runner.agents.abc import (
 from runner.agents.kinds import Kinds
 from runner.agents.slots import AgentSlot, SlotStore, slot_store
 from runner.context import Gate
-from runner.errors import ConflictError
+from runner.errors import ConflictError, CorralError
 from runner.store.abc import Store, Transaction
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,8 @@ class ProcessHost(AgentHost):
     def __init__(self, store: Store, root: Path, kinds: Kinds, slots: SlotStore | None = None) -> None:
         self.slots = slots if slots is not None else slot_store(store)
         if self.slots.store is not store:
-            raise ValueError("the slot port must live in the host's store (one transaction for slot and gate)")
+            # A composition bug: the gate and the slot's compare-and-set would commit separately.
+            raise CorralError("the slot port must live in the host's store (one transaction for slot and gate)")
         self.store = store
         self.root = root
         self.kinds = kinds

@@ -17,7 +17,7 @@ from typing import Any
 
 from runner.agents.slots import AgentSlot, SlotReader, SlotStore, SlotTransaction
 from runner.context import format_time
-from runner.errors import ConflictError
+from runner.errors import ConflictError, CorralError
 from runner.store.abc import Store, Transaction
 from runner.store.sqlite import SQLiteStore, connection_of, decode_object, encode_json
 
@@ -130,7 +130,7 @@ class SQLiteSlots(SlotStore):
 
     def __init__(self, store: Store) -> None:
         if not isinstance(store, SQLiteStore):
-            raise TypeError(f"SQLiteSlots needs an SQLite store, not {type(store).__name__}")
+            raise CorralError(f"SQLiteSlots needs an SQLite store, not {type(store).__name__}")
         self.store = store
 
     @contextmanager

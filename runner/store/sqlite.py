@@ -221,10 +221,10 @@ def connection_of(view: Reader) -> tuple[sqlite3.Connection, Path]:
     commit or roll back with the store's rows. Valid only while ``view`` is open.
 
     Raises:
-        TypeError: ``view`` does not come from an SQLite store (a bug in whoever paired them).
+        CorralError: ``view`` does not come from an SQLite store (a bug in whoever paired them).
     """
     if not isinstance(view, _Reader):
-        raise TypeError(f"{type(view).__name__} is not a transaction of an SQLite store")
+        raise CorralError(f"{type(view).__name__} is not a snapshot or transaction of an SQLite store")
     return view._conn, view._path
 
 

@@ -20,7 +20,7 @@ from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.agents.slots import SLOT_STORES, AgentSlot, SlotStore, slot_store
 from runner.context import Event, Instance, format_time
-from runner.errors import AuthorityMovedError, ConflictError, InputError, StoreCorruptError
+from runner.errors import AuthorityMovedError, ConflictError, CorralError, InputError, StoreCorruptError
 from runner.store import STORES, Reader, Store, Transaction
 from tests.conftest import FakeClock
 from tests.support.stores import StoreKind, kind_for
@@ -215,7 +215,7 @@ def test_a_store_without_a_slot_adapter_is_unsupported() -> None:
 
 
 def test_the_process_host_refuses_slots_from_another_store(slots: SlotStore, slot_kind: StoreKind) -> None:
-    with slot_kind.open(slots.store.url) as second, pytest.raises(ValueError, match="one transaction"):
+    with slot_kind.open(slots.store.url) as second, pytest.raises(CorralError, match="one transaction"):
         ProcessHost(second, Path("/nowhere"), Kinds.load([]), slots=slots)
     host = ProcessHost(slots.store, Path("/nowhere"), Kinds.load([]))
     assert host.slots.store is slots.store
