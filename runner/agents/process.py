@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -139,10 +140,29 @@ class ProcessHost(AgentHost):
     async def wait(self, pane_id: str, after_seq: int, timeout: float) -> Observation:
         import anyio  # only waits need it: starting, prompting and closing agents do not pay for it
 
+        # The store is synchronous (its busy retry sleeps), so the poll loop runs in a worker thread of
+        # its own (a limiter per wait: a wait_any over many targets never queues behind anyio's default
+        # 40 threads). One hop to the thread and one back, not two per poll. Cancelling the wait
+        # abandons the thread at once; ``stop`` ends its loop within one poll.
+        stop = threading.Event()
+        try:
+            return await anyio.to_thread.run_sync(
+                self._poll,
+                pane_id,
+                after_seq,
+                timeout,
+                stop,
+                abandon_on_cancel=True,
+                limiter=anyio.CapacityLimiter(1),
+            )
+        finally:
+            stop.set()
+
+    def _poll(self, pane_id: str, after_seq: int, timeout: float, stop: threading.Event) -> Observation:
+        """The blocking body of :meth:`wait`: read the slot every ``POLL`` s until it settles past ``after_seq``."""
         deadline = time.monotonic() + timeout
         while True:
-            # The store is synchronous (its busy retry sleeps): every poll reads it in a worker thread.
-            observation = await anyio.to_thread.run_sync(self.get, pane_id)
+            observation = self.get(pane_id)
             if observation.seq > after_seq and observation.settled:
                 return observation
             if time.monotonic() >= deadline:
@@ -154,7 +174,8 @@ class ProcessHost(AgentHost):
                     status=observation.status,
                     seq=observation.seq,
                 )
-            await anyio.sleep(POLL)
+            if stop.wait(POLL):
+                return observation  # the wait was cancelled: nobody reads this result
 
     # --- acting ------------------------------------------------------------------------------------
 
