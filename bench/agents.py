@@ -66,6 +66,7 @@ from runner._version import __version__
 from runner.agents import process
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
+from runner.agents.sqlite_slots import SQLiteSlots
 from runner.context import parse_time
 from runner.definitions.library import Library
 from runner.fence import Credential
@@ -104,17 +105,18 @@ def writer_main(db: str) -> int:
     """Per stdin line ``PANE DELAY_US``: slot to working, pause, to done; print when its COMMIT began and
     returned (``time.monotonic_ns()``) and the new seq."""
     store = SQLiteStore(db)
+    slots = SQLiteSlots(store)
     try:
         for line in sys.stdin:
             pane_id, delay_us = line.split()
-            with store.write() as tx:
+            with slots.write() as tx:
                 slot = tx.slot(pane_id)
                 assert slot is not None
                 working = tx.put_slot(
                     replace(slot, status="working", seq=slot.seq + 1, pid=None, exit_status=None), slot.seq
                 )
             time.sleep(int(delay_us) / 1e6)
-            with store.write() as tx:
+            with slots.write() as tx:
                 done = tx.put_slot(replace(working, status="done", seq=working.seq + 1, exit_status=0), working.seq)
                 issued = time.monotonic_ns()  # the COMMIT (with its fsync) is issued as the block exits
             committed = time.monotonic_ns()  # just after COMMIT returned: the change is durable and visible
@@ -341,7 +343,7 @@ async def round_trip(world: World, trips: RoundTrips) -> None:
         raise SystemExit(f"round trip went wrong: {result.receipt.to_dict()} {result.output!r}")
     if host.last_prompt_ns == 0 or host.last_wait_ns == 0:
         raise SystemExit("relay or collect did not go through the host's prompt and wait")
-    with world.store.read() as reader:
+    with SQLiteSlots(world.store).read() as reader:
         slot = reader.slot(world.panes["rt"])
     assert slot is not None and slot.updated_at is not None
     # The store clock (wall time) when the supervisor's outcome transaction began.

@@ -1,6 +1,7 @@
 """The embedded agent host: every agent is a supervised slot in the state home.
 
-A slot is a row in the store (status, ``seq``, the current run) plus a directory
+A slot is a row of the host's slot port (``runner.agents.slots``: status, ``seq``, the current run),
+kept in the store's database and written in the store's transactions, plus a directory
 ``$CORRAL_HOME/agents/<pane>/`` holding one log per run. A new agent is ``idle`` at seq 0 and runs
 nothing. A prompt moves it to ``working`` (seq + 1) and starts a detached supervisor that runs the
 kind's fixed command in the agent's cwd with the prompt on stdin (or as one argument), never through
@@ -8,8 +9,8 @@ a shell, with only the kind's allowed environment (:meth:`Kind.environment`: no 
 the command exits the supervisor records ``done`` (or ``blocked``: a configured exit code or output
 marker) at seq + 2 with the exit status. Reading output changes nothing.
 
-Any process can observe an agent through the store, and agents outlive the coordinator that prompted
-them. Waits check the slot every ``POLL`` seconds (a primary-key read), so they wake within a few
+Any process can observe an agent through the store's database, and agents outlive the coordinator
+that prompted them. Waits check the slot every ``POLL`` seconds (a primary-key read), so they wake within a few
 milliseconds of the change and never see a state older than their cursor.
 """
 
@@ -22,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -39,9 +41,10 @@ from runner.agents.abc import (
     check_promptable,
 )
 from runner.agents.kinds import Kinds
+from runner.agents.slots import AgentSlot, SlotStore, slot_store
 from runner.context import Gate
-from runner.errors import ConflictError
-from runner.store.abc import AgentSlot, Store, Transaction
+from runner.errors import ConflictError, CorralError
+from runner.store.abc import Store, Transaction
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +63,23 @@ def _alive(pid: int) -> bool:
 
 
 class ProcessHost(AgentHost):
-    """Agents as supervised subprocesses, their state in the store."""
+    """Agents as supervised subprocesses, their state in the host's slot port beside the store.
+
+    Args:
+        store: the store whose effect gates the host's changes run under (and whose database the
+            slots live in).
+        root: the directory of the slot directories (``$CORRAL_HOME/agents``).
+        kinds: the agent kinds it can start.
+        slots: the slot port; by default the adapter for ``store``'s kind (:func:`slot_store`).
+    """
 
     name = "process"
 
-    def __init__(self, store: Store, root: Path, kinds: Kinds) -> None:
+    def __init__(self, store: Store, root: Path, kinds: Kinds, slots: SlotStore | None = None) -> None:
+        self.slots = slots if slots is not None else slot_store(store)
+        if self.slots.store is not store:
+            # A composition bug: the gate and the slot's compare-and-set would commit separately.
+            raise CorralError("the slot port must live in the host's store (one transaction for slot and gate)")
         self.store = store
         self.root = root
         self.kinds = kinds
@@ -73,7 +88,7 @@ class ProcessHost(AgentHost):
     # --- observing ---------------------------------------------------------------------------------
 
     def _slot(self, pane_id: str) -> AgentSlot:
-        with self.store.read() as reader:
+        with self.slots.read() as reader:
             slot = reader.slot(pane_id)
         if slot is None or slot.closed:
             raise AgentGoneError(f"no live agent in pane {pane_id!r}", pane_id=pane_id)
@@ -107,7 +122,7 @@ class ProcessHost(AgentHost):
         return self._observe(self._slot(pane_id))
 
     def list(self) -> list[Observation]:
-        with self.store.read() as reader:
+        with self.slots.read() as reader:
             slots = reader.slots()
         return [self._observe(slot) for slot in slots]
 
@@ -125,6 +140,26 @@ class ProcessHost(AgentHost):
     async def wait(self, pane_id: str, after_seq: int, timeout: float) -> Observation:
         import anyio  # only waits need it: starting, prompting and closing agents do not pay for it
 
+        # The store is synchronous (its busy retry sleeps), so the poll loop runs in a worker thread of
+        # its own (a limiter per wait: a wait_any over many targets never queues behind anyio's default
+        # 40 threads). One hop to the thread and one back, not two per poll. Cancelling the wait
+        # abandons the thread at once; ``stop`` ends its loop within one poll.
+        stop = threading.Event()
+        try:
+            return await anyio.to_thread.run_sync(
+                self._poll,
+                pane_id,
+                after_seq,
+                timeout,
+                stop,
+                abandon_on_cancel=True,
+                limiter=anyio.CapacityLimiter(1),
+            )
+        finally:
+            stop.set()
+
+    def _poll(self, pane_id: str, after_seq: int, timeout: float, stop: threading.Event) -> Observation:
+        """The blocking body of :meth:`wait`: read the slot every ``POLL`` s until it settles past ``after_seq``."""
         deadline = time.monotonic() + timeout
         while True:
             observation = self.get(pane_id)
@@ -139,7 +174,8 @@ class ProcessHost(AgentHost):
                     status=observation.status,
                     seq=observation.seq,
                 )
-            await anyio.sleep(POLL)
+            if stop.wait(POLL):
+                return observation  # the wait was cancelled: nobody reads this result
 
     # --- acting ------------------------------------------------------------------------------------
 
@@ -163,10 +199,10 @@ class ProcessHost(AgentHost):
     ) -> Observation:
         spec = self.kinds.get(kind)
         spec.check_options(options)
-        with self.store.write() as tx:
+        with self.slots.write() as tx:
             # Invariant: the slot exists only if the lease's authority held when it was created.
-            self._gated(gate, tx)
-            pane_id = f"p{tx.next_number('pane')}"
+            self._gated(gate, tx.store_tx)
+            pane_id = f"p{tx.store_tx.next_number('pane')}"
             # The start nonce rides with the recorded options, so reconcile can find this exact slot.
             opts = {
                 k: v
@@ -210,10 +246,10 @@ class ProcessHost(AgentHost):
             "blocked_marker": kind.blocked_marker,
         }
         try:
-            with self.store.write() as tx:
+            with self.slots.write() as tx:
                 # Invariant: the agent moves to working only if, in this same transaction, the fence the
                 # prompt was authorised under still holds and its receipt is still reserved.
-                self._gated(gate, tx)
+                self._gated(gate, tx.store_tx)
                 working = tx.put_slot(
                     replace(slot, status="working", seq=run, run=run, pid=None, exit_status=None), slot.seq
                 )
@@ -241,7 +277,7 @@ class ProcessHost(AgentHost):
                 delivered=False,
             ) from None
         try:
-            with self.store.write() as tx:
+            with self.slots.write() as tx:
                 working = tx.put_slot(replace(working, pid=pid), working.seq)
         except ConflictError as exc:
             if exc.details.get("closed"):
@@ -259,16 +295,16 @@ class ProcessHost(AgentHost):
     def _fail_run(self, working: AgentSlot, why: str) -> None:
         logger.warning("agent %s: %s", working.pane_id, why)
         try:
-            with self.store.write() as tx:
+            with self.slots.write() as tx:
                 tx.put_slot(replace(working, status="done", seq=working.seq + 1, exit_status=127), working.seq)
         except ConflictError:
             pass
 
     def close(self, pane_id: str, gate: Gate | None = None) -> None:
-        with self.store.write() as tx:
+        with self.slots.write() as tx:
             # Closed first, under the gate: a closed slot is never written again, so a supervisor still
             # running can record nothing more; it is stopped just after.
-            self._gated(gate, tx)
+            self._gated(gate, tx.store_tx)
             current = tx.slot(pane_id)
             if current is None or current.closed:
                 return

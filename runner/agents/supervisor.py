@@ -70,6 +70,7 @@ def record(job: dict[str, Any], code: int) -> None:
     """Compare-and-set the slot from the run's cursor to the outcome."""
     from dataclasses import replace
 
+    from runner.agents.slots import slot_store
     from runner.errors import ConflictError
     from runner.store import open_store
 
@@ -78,7 +79,7 @@ def record(job: dict[str, Any], code: int) -> None:
     )
     with open_store(job["store"]) as store:
         try:
-            with store.write() as tx:
+            with slot_store(store).write() as tx:
                 slot = tx.slot(job["pane_id"])
                 if slot is None or slot.closed or slot.seq != job["run"]:
                     return
@@ -102,7 +103,7 @@ def main() -> None:
         os.dup2(devnull, fd)
     try:
         child = start(job)
-        import runner.store  # noqa: F401  (loaded while the agent runs, not after)
+        import runner.agents.sqlite_slots  # noqa: F401  (the slot port and store: loaded while the agent runs)
 
         record(job, 127 if child is None else child.wait())
     finally:

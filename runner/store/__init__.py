@@ -1,4 +1,4 @@
-"""Stores: where instances and events live. ``open_store`` picks the adapter from a URL.
+"""Stores: where instances and events live. ``open_store`` resolves a URL's scheme in :data:`STORES`.
 
 =====================================  ==============================================
 URL                                    adapter
@@ -7,18 +7,45 @@ URL                                    adapter
 ``sqlite:relative/path.db``, a path    the same, relative to the working directory
 ``postgresql://…``                     not yet available (planned: psycopg 3 adapter)
 =====================================  ==============================================
+
+An adapter is one module plus one registry entry: a scheme mapped to an opener
+``open(url, clock=None) -> Store``. The built-in ``sqlite`` registers here; another distribution adds
+its scheme through the entry point group ``corral.stores`` (``postgresql = "package.module:open"``),
+loaded the first time a URL's scheme is not among the built-ins. An opener imports its driver
+when called, so naming a store costs nothing until one is opened.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Protocol
 
 from runner.errors import InputError
-from runner.store.abc import Reader, Store, Transaction
-from runner.store.sqlite import Clock, SQLiteStore
+from runner.registry import Registry
+from runner.store.abc import Clock, Reader, Store, Transaction
 
-__all__ = ["Reader", "Store", "Transaction", "open_store", "sqlite_path"]
+__all__ = ["STORES", "Clock", "Reader", "Store", "StoreOpener", "Transaction", "open_store", "scheme_of", "sqlite_path"]
+
+_URL_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+
+
+class StoreOpener(Protocol):
+    """Opens the store a URL of its scheme names (creating it if the adapter does that)."""
+
+    def __call__(self, url: str, clock: Clock | None = None) -> Store: ...
+
+
+STORES: Registry[StoreOpener] = Registry("store", "corral.stores")
+"""Store adapters by URL scheme; plugins join through the entry point group ``corral.stores``."""
+
+
+def scheme_of(url: str) -> str:
+    """The scheme that picks a URL's adapter: ``sqlite`` for ``sqlite:`` URLs and bare paths."""
+    if url.startswith("sqlite:"):
+        return "sqlite"
+    found = _URL_SCHEME.match(url)
+    return found.group(1) if found else "sqlite"
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -28,28 +55,16 @@ def sqlite_path(url: str) -> Path | None:
         if rest.startswith("//"):
             rest = "/" + rest.lstrip("/")
         return Path(rest)
-    if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", url):
+    if _URL_SCHEME.match(url):
         return None
     return Path(url)
 
 
-def open_store(url: str, *, clock: Clock | None = None) -> Store:
-    """Open the store at ``url``, creating an SQLite file (not its directory) if needed.
-
-    Raises:
-        InputError: ``store_url_invalid`` for an unknown scheme or a missing directory.
-    """
+@STORES.register("sqlite")
+def open_sqlite(url: str, clock: Clock | None = None) -> Store:
+    """One SQLite file, created (not its directory) if missing: the embedded default."""
     path = sqlite_path(url)
-    if path is None:
-        scheme = url.split("://", 1)[0]
-        if scheme in ("postgresql", "postgres"):
-            raise InputError(
-                "store",
-                "the PostgreSQL store is not available yet; use an sqlite: URL",
-                code="store_unsupported",
-                url=scheme + "://…",
-            )
-        raise InputError("store", f"unknown store scheme {scheme!r} (expected sqlite:)", code="store_url_invalid")
+    assert path is not None, "only sqlite: URLs and bare paths resolve to this opener"
     if str(path) in ("", "/"):
         raise InputError("store", f"the store URL {url!r} names no file", code="store_url_invalid")
     if not path.parent.is_dir():
@@ -59,4 +74,28 @@ def open_store(url: str, *, clock: Clock | None = None) -> Store:
             code="store_url_invalid",
             path=str(path),
         )
+    from runner.store.sqlite import SQLiteStore  # sqlite3 and the adapter load only to open one
+
     return SQLiteStore(path, clock=clock)
+
+
+def open_store(url: str, *, clock: Clock | None = None) -> Store:
+    """Open the store at ``url`` through the adapter its scheme names.
+
+    Raises:
+        InputError: ``store_url_invalid`` for an unknown scheme or a missing directory;
+            ``store_unsupported`` for PostgreSQL while no adapter for it is installed.
+    """
+    scheme = scheme_of(url)
+    entry = STORES.get(scheme)
+    if entry is None:
+        if scheme in ("postgresql", "postgres"):
+            raise InputError(
+                "store",
+                "the PostgreSQL store is not available yet; use an sqlite: URL",
+                code="store_unsupported",
+                url=scheme + "://…",
+            )
+        expected = ", ".join(f"{name}:" for name in STORES.names())
+        raise InputError("store", f"unknown store scheme {scheme!r} (expected {expected})", code="store_url_invalid")
+    return entry.fn(url, clock=clock)

@@ -1,7 +1,10 @@
-"""The store interface: durable instances, compare-and-set, and an append-only event log.
+"""The store port: durable instances, compare-and-set, named counters and an append-only event log.
 
-Every adapter (``sqlite``, later ``postgres``) implements :class:`Store`; one conformance suite in
-``tests/store/`` runs against each. A writing :class:`Transaction` is serialized against every other
+That is all a store holds. Every adapter (``sqlite``, later ``postgresql``) implements :class:`Store`
+and registers an opener in :data:`runner.store.STORES`; one conformance suite in ``tests/store/`` runs
+against every registered adapter. Components that keep their own rows beside corral's (the process
+host's agent slots, ``runner.agents.slots``) have ports of their own, whose adapters run inside this
+port's transactions. A writing :class:`Transaction` is serialized against every other
 writer of the same store (``BEGIN IMMEDIATE`` on SQLite, an advisory lock on PostgreSQL), so rules
 that span rows (one open receipt per target, scopes that must not overlap) can be checked inside it.
 """
@@ -9,38 +12,15 @@ that span rows (one open receipt per target, scopes that must not overlap) can b
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from runner.context import Event, Instance
 
-
-@dataclass(frozen=True)
-class AgentSlot:
-    """One agent of the process host, as the store records it.
-
-    Invariant: ``seq`` grows by exactly one on every change of ``status`` and never otherwise;
-    ``run`` is the cursor at which the latest prompt started (its output is ``run-<run>.log``).
-    """
-
-    pane_id: str
-    name: str
-    kind: str
-    cwd: str
-    status: str
-    seq: int
-    run: int | None = None
-    pid: int | None = None
-    exit_status: int | None = None
-    closed: bool = False
-    options: Mapping[str, Any] = field(default_factory=dict)
-    dir: str = ""
-    """The slot's directory (its run logs), recorded so any process sharing the store finds them."""
-    created_at: str | None = None
-    updated_at: str | None = None
+Clock = Callable[[], datetime]
+"""A store's clock: tests inject one, adapters default to the system's UTC time."""
 
 
 class Reader(ABC):
@@ -53,14 +33,6 @@ class Reader(ABC):
     @abstractmethod
     def find(self, machine: str, states: Iterable[str] | None = None) -> list[Instance]:
         """Instances of ``machine`` (in the given states, if any), ordered by id."""
-
-    @abstractmethod
-    def slot(self, pane_id: str) -> AgentSlot | None:
-        """The process host's agent in ``pane_id``, closed or not; None if there never was one."""
-
-    @abstractmethod
-    def slots(self, include_closed: bool = False) -> list[AgentSlot]:
-        """The process host's agents, ordered by pane number."""
 
 
 class Transaction(Reader):
@@ -80,14 +52,6 @@ class Transaction(Reader):
 
         Raises:
             ConflictError: ``version_conflict`` if the row moved (or exists, for an insert).
-        """
-
-    @abstractmethod
-    def put_slot(self, slot: AgentSlot, expected_seq: int | None) -> AgentSlot:
-        """Compare-and-set an agent slot on its ``seq`` (insert when ``expected_seq`` is None).
-
-        Raises:
-            ConflictError: ``version_conflict`` if the slot's seq is not ``expected_seq`` (or it exists).
         """
 
     @abstractmethod

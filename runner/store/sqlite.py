@@ -23,19 +23,21 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from runner.context import Event, Instance, format_time
 from runner.errors import ConflictError, CorralError, StoreBusyError, StoreCorruptError, StoreVersionError
-from runner.store.abc import AgentSlot, Reader, Store, Transaction
+from runner.store.abc import Clock, Reader, Store, Transaction
 from runner.store.sqlite_file import APPLICATION_ID, check_header, corruption_refused, create_exclusive, recognise
 
 logger = logging.getLogger(__name__)
 
-# Each entry migrates the schema from version i to i + 1; never edit one that has shipped.
+# Each entry migrates the schema from version i to i + 1; never edit one that has shipped. One
+# version number covers the whole file: the ``agent_slots`` table belongs to the process host's
+# slot port (``runner.agents.sqlite_slots``), which keeps its rows in this database so a slot's
+# compare-and-set and the engine's effect gate commit in one transaction; its migrations go here too.
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE instances (
@@ -101,11 +103,8 @@ BUSY_TIMEOUT_MS = 20  # SQLite's own short wait before we take over with jittere
 RETRY_BASE = 0.002
 RETRY_CAP = 0.1
 
-Clock = Callable[[], datetime]
-
-
 # One encoder for every row and event: json.dumps with options builds a new one per call.
-_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+encode_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
 
 def _wall_clock() -> datetime:
@@ -138,17 +137,6 @@ class _Reader(Reader):
             args += wanted
         return [_instance(row, self._path) for row in self._conn.execute(sql + " ORDER BY id", args)]
 
-    def slot(self, pane_id: str) -> AgentSlot | None:
-        row = self._conn.execute(f"SELECT {_SLOT_COLUMNS} FROM agent_slots WHERE pane_id = ?", (pane_id,)).fetchone()
-        return _slot(row, self._path) if row else None
-
-    def slots(self, include_closed: bool = False) -> list[AgentSlot]:
-        where = "" if include_closed else " WHERE closed = 0"
-        return [
-            _slot(row, self._path)
-            for row in self._conn.execute(f"SELECT {_SLOT_COLUMNS} FROM agent_slots{where} ORDER BY number")
-        ]
-
 
 class _Transaction(_Reader, Transaction):
     def __init__(self, conn: sqlite3.Connection, path: Path, now: datetime) -> None:
@@ -158,7 +146,7 @@ class _Transaction(_Reader, Transaction):
 
     def put(self, instance: Instance, state: str, data: Mapping[str, Any]) -> Instance:
         stamp = self.stamp
-        encoded = _encode(dict(data))
+        encoded = encode_json(dict(data))
         if instance.version == 0:
             try:
                 self._conn.execute(
@@ -191,63 +179,6 @@ class _Transaction(_Reader, Transaction):
             instance.id, instance.machine, state, instance.version + 1, dict(data), instance.created_at, stamp
         )
 
-    def put_slot(self, slot: AgentSlot, expected_seq: int | None) -> AgentSlot:
-        options = _encode(dict(slot.options))
-        if expected_seq is None:
-            # Invariant: process-host pane ids are "p<number>", numbers from next_number("pane").
-            number = int(slot.pane_id[1:])
-            try:
-                self._conn.execute(
-                    f"INSERT INTO agent_slots (number, {_SLOT_COLUMNS}) VALUES ({', '.join('?' * 15)})",
-                    (
-                        number,
-                        slot.pane_id,
-                        slot.name,
-                        slot.kind,
-                        slot.cwd,
-                        slot.status,
-                        slot.seq,
-                        slot.run,
-                        slot.pid,
-                        slot.exit_status,
-                        int(slot.closed),
-                        options,
-                        slot.dir,
-                        self.stamp,
-                        self.stamp,
-                    ),
-                )
-            except sqlite3.IntegrityError:
-                raise ConflictError(f"agent slot {slot.pane_id!r} already exists", pane_id=slot.pane_id) from None
-            return replace(slot, created_at=self.stamp, updated_at=self.stamp)
-        cursor = self._conn.execute(
-            "UPDATE agent_slots SET status = ?, seq = ?, run = ?, pid = ?, exit_status = ?, closed = ?, options = ?,"
-            " updated_at = ? WHERE pane_id = ? AND seq = ? AND closed = 0",
-            (
-                slot.status,
-                slot.seq,
-                slot.run,
-                slot.pid,
-                slot.exit_status,
-                int(slot.closed),
-                options,
-                self.stamp,
-                slot.pane_id,
-                expected_seq,
-            ),
-        )
-        if cursor.rowcount != 1:
-            current = self.slot(slot.pane_id)
-            raise ConflictError(
-                f"agent {slot.pane_id!r} moved underneath (expected seq {expected_seq}, "
-                f"found {current.seq if current else 'none'}{', closed' if current and current.closed else ''})",
-                pane_id=slot.pane_id,
-                expected_seq=expected_seq,
-                actual_seq=current.seq if current else None,
-                closed=current.closed if current else None,
-            )
-        return replace(slot, updated_at=self.stamp)
-
     def next_number(self, counter: str) -> int:
         row = self._conn.execute(
             "INSERT INTO counters (name, value) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET value = value + 1"
@@ -260,7 +191,7 @@ class _Transaction(_Reader, Transaction):
         self, instance: Instance, trigger: str, from_state: str, actor: str, payload: Mapping[str, Any]
     ) -> Event:
         at = self.stamp
-        encoded = _encode(dict(payload))
+        encoded = encode_json(dict(payload))
         cursor = self._conn.execute(
             "INSERT INTO events (instance_id, machine, trigger, from_state, to_state, version, actor, payload, at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -282,13 +213,26 @@ class _Transaction(_Reader, Transaction):
         )
 
 
-_SLOT_COLUMNS = (
-    "pane_id, name, kind, cwd, status, seq, run, pid, exit_status, closed, options, dir, created_at, updated_at"
-)
+def connection_of(view: Reader) -> tuple[sqlite3.Connection, Path]:
+    """The connection (and file) under a snapshot or transaction of an :class:`SQLiteStore`.
+
+    For a port whose own tables live in the same database (the process host's agent slots,
+    ``runner.agents.sqlite_slots``): its statements run in that very snapshot or transaction, so they
+    commit or roll back with the store's rows. Valid only while ``view`` is open.
+
+    Raises:
+        CorralError: ``view`` does not come from an SQLite store (a bug in whoever paired them).
+    """
+    if not isinstance(view, _Reader):
+        raise CorralError(f"{type(view).__name__} is not a snapshot or transaction of an SQLite store")
+    return view._conn, view._path
 
 
-def _decode(text: Any, path: Path, table: str, row_id: Any, column: str) -> dict[str, Any]:
-    """One JSON object column of one row; a row that does not decode is ``store_corrupt``, by table and id."""
+def decode_object(text: Any, path: Path, table: str, row_id: Any, column: str) -> dict[str, Any]:
+    """One JSON object column of one row; a row that does not decode is ``store_corrupt``, by table and id.
+
+    Public for the ports whose tables live in this database (``runner.agents.sqlite_slots``).
+    """
     try:
         value = json.loads(text)
     except (TypeError, ValueError) as exc:  # ValueError covers JSONDecodeError and bad UTF-8
@@ -307,32 +251,14 @@ def _decode(text: Any, path: Path, table: str, row_id: Any, column: str) -> dict
     )
 
 
-def _slot(row: tuple[Any, ...], path: Path) -> AgentSlot:
-    pane_id, name, kind, cwd, status, seq, run, pid, exit_status, closed, options, directory, created, updated = row
-    return AgentSlot(
-        pane_id,
-        name,
-        kind,
-        cwd,
-        status,
-        seq,
-        run,
-        pid,
-        exit_status,
-        bool(closed),
-        _decode(options, path, "agent_slots", pane_id, "options"),
-        directory,
-        created,
-        updated,
+def _instance(row: tuple[Any, ...], path: Path) -> Instance:
+    return Instance(
+        row[0], row[1], row[2], row[3], decode_object(row[4], path, "instances", row[0], "data"), row[5], row[6]
     )
 
 
-def _instance(row: tuple[Any, ...], path: Path) -> Instance:
-    return Instance(row[0], row[1], row[2], row[3], _decode(row[4], path, "instances", row[0], "data"), row[5], row[6])
-
-
 def _event(row: tuple[Any, ...], path: Path) -> Event:
-    payload = _decode(row[8], path, "events", row[0], "payload")
+    payload = decode_object(row[8], path, "events", row[0], "payload")
     return Event(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], payload, row[9])
 
 
@@ -420,6 +346,14 @@ class SQLiteStore(Store):
     # --- transactions ---------------------------------------------------------------------------
 
     def _retry(self, attempt: Callable[[], Any]) -> Any:
+        """Run ``attempt`` until SQLite stops answering busy/locked, or ``store_busy`` at the deadline.
+
+        This blocks its thread (``time.sleep`` between attempts, up to ``busy_deadline`` seconds in
+        all), as every method of this synchronous store may. That is allowed only because the store
+        is synchronous by contract: async code must call it in a worker thread
+        (``anyio.to_thread.run_sync``, as the process host's waits do), so a busy store stalls that
+        thread, never an event loop.
+        """
         deadline = time.monotonic() + self._deadline
         tries = 0
         while True:
@@ -489,6 +423,7 @@ class SQLiteStore(Store):
             return [_event(row, self.path) for row in self._conn.execute(sql, args)]
 
     def wait_events(self, since: int, timeout: float) -> list[Event]:
+        # Blocks its thread up to ``timeout`` (like ``_retry``): async callers run it in a worker thread.
         # SQLite has no notifications across processes; PRAGMA data_version changes whenever another
         # connection commits, so polling it is a cheap check that reads no table.
         deadline = time.monotonic() + timeout

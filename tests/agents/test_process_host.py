@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from runner.agents import process
@@ -43,14 +45,14 @@ def _alive(pid: int) -> bool:
 
 def test_a_closed_slot_is_never_written_again(host: ProcessHost, tmp_path: Path) -> None:
     pane = host.start("rev", "script", str(tmp_path), StartOptions()).pane_id
-    with host.store.read() as reader:
+    with host.slots.read() as reader:
         stale = reader.slot(pane)
     assert stale is not None and not stale.closed
     host.close(pane)
-    with pytest.raises(ConflictError) as caught, host.store.write() as tx:
+    with pytest.raises(ConflictError) as caught, host.slots.write() as tx:
         tx.put_slot(replace(stale, status="working", seq=1, run=1), stale.seq)  # the seq still matches
     assert caught.value.details["closed"] is True
-    with host.store.read() as reader:
+    with host.slots.read() as reader:
         after = reader.slot(pane)
     assert after is not None and after.closed and after.status == "idle" and after.seq == 0
 
@@ -102,8 +104,51 @@ def test_a_close_while_the_supervisor_starts_stops_it(
     if not stopped:
         os.killpg(pid, signal.SIGKILL)  # leave nothing running behind a failed test
     assert stopped, "the supervisor of a closed pane was stopped"
-    with host.store.read() as reader:
+    with host.slots.read() as reader:
         slot = reader.slot(pane)
     assert slot is not None and slot.closed, "the close was not undone by the prompt"
     with pytest.raises(AgentGoneError):
         host.get(pane)
+
+
+def test_a_wait_never_blocks_the_event_loop_on_the_store(host: ProcessHost, tmp_path: Path) -> None:
+    """The store is synchronous: while it is held (here: another thread's write transaction on the same
+    store object), the wait's slot reads run in a worker thread and the loop keeps turning."""
+    pane = host.start("rev", "script", str(tmp_path), StartOptions()).pane_id
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with host.store.write():
+            holding.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(5)
+    ticks: list[float] = []
+
+    async def main() -> None:
+        async def tick() -> None:
+            while True:
+                ticks.append(time.monotonic())
+                await anyio.sleep(0.01)
+
+        async def let_go() -> None:
+            await anyio.sleep(0.5)
+            release.set()  # a worker thread cannot be cancelled: it returns once the store is free
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            group.start_soon(let_go)
+            with anyio.move_on_after(0.6):
+                await host.wait(pane, 0, timeout=30)  # an idle agent at seq 0: it never settles past 0
+            group.cancel_scope.cancel()
+
+    try:
+        anyio.run(main)
+    finally:
+        release.set()
+        holder.join()
+    assert len([t for t in ticks if t < ticks[0] + 0.45]) > 20, (
+        f"the event loop stalled while the store was held: {len(ticks)} ticks"
+    )

@@ -24,6 +24,7 @@ import pytest
 from runner.agents.abc import AgentError, AgentHost, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
+from runner.agents.slots import slot_store
 from runner.definitions.library import Library
 from runner.errors import CorralError
 from runner.service import (
@@ -172,7 +173,7 @@ class Lab:
 
     def footprint(self) -> tuple[list[tuple[str, str]], int, int]:
         """Lanes (id, state), agent slots ever made, events: what a refused start must leave alone."""
-        with self.store.read() as reader:
+        with slot_store(self.store).read() as reader:
             slots = reader.slots(include_closed=True)
         lanes = sorted((i.id, i.state) for i in self.store.find("writer"))
         return lanes, len(slots), len(self.store.events())

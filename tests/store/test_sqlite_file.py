@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.agents.slots import slot_store
 from runner.definitions.library import Library
 from runner.errors import StoreCorruptError
 from runner.service import AcquireInput, Service
@@ -213,7 +214,7 @@ def test_a_corrupt_event_payload_or_slot_is_refused(tmp_path: Path, library: Lib
         with pytest.raises(StoreCorruptError) as caught:
             store.events()
         assert caught.value.details == {"path": str(db), "table": "events", "row": 2, "column": "payload"}
-        with pytest.raises(StoreCorruptError) as caught, store.read() as reader:
+        with pytest.raises(StoreCorruptError) as caught, slot_store(store).read() as reader:
             reader.slots()
         assert caught.value.details["table"] == "agent_slots" and caught.value.details["row"] == "p1"
 

@@ -1,0 +1,134 @@
+"""The process host's own port: its agent slots, kept beside the store's rows and written in its transactions.
+
+A slot is one agent of the process host (status, ``seq``, current run). Slots are not corral state
+machines, so the store port does not know them; but a slot's compare-and-set must commit in the
+same transaction as the engine's effect gate (issue 9: no effect starts after the fence moved), so
+a :class:`SlotStore` is bound to one :class:`~runner.store.abc.Store` and every
+:class:`SlotTransaction` runs inside one of that store's transactions (:attr:`SlotTransaction.store_tx`).
+
+An adapter is one module plus one entry in :data:`SLOT_STORES`, keyed by the scheme of the store it
+lives in (the built-in ``sqlite``: ``runner.agents.sqlite_slots``); other distributions add theirs
+through the entry point group ``corral.slot_stores`` (``postgresql = "package.module:slots"``, a
+callable taking the store). :func:`slot_store` picks the adapter for a store.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from runner.errors import InputError
+from runner.registry import Registry
+from runner.store import scheme_of
+from runner.store.abc import Store, Transaction
+
+__all__ = ["SLOT_STORES", "AgentSlot", "SlotReader", "SlotStore", "SlotTransaction", "slot_store"]
+
+
+@dataclass(frozen=True)
+class AgentSlot:
+    """One agent of the process host, as its slot port records it.
+
+    Invariant: ``seq`` grows by exactly one on every change of ``status`` and never otherwise;
+    ``run`` is the cursor at which the latest prompt started (its output is ``run-<run>.log``).
+    """
+
+    pane_id: str
+    name: str
+    kind: str
+    cwd: str
+    status: str
+    seq: int
+    run: int | None = None
+    pid: int | None = None
+    exit_status: int | None = None
+    closed: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+    dir: str = ""
+    """The slot's directory (its run logs), recorded so any process sharing the store finds them."""
+    created_at: str | None = None
+    updated_at: str | None = None
+
+
+class SlotReader(ABC):
+    """Reads slots from one consistent snapshot."""
+
+    @abstractmethod
+    def slot(self, pane_id: str) -> AgentSlot | None:
+        """The agent in ``pane_id``, closed or not; None if there never was one."""
+
+    @abstractmethod
+    def slots(self, include_closed: bool = False) -> list[AgentSlot]:
+        """The agents, ordered by pane number (closed ones only when asked)."""
+
+
+class SlotTransaction(SlotReader):
+    """Slot writes inside one writing transaction of the store: they commit or roll back with it."""
+
+    store_tx: Transaction
+    """The store's transaction this one runs in: the effect gate and the pane counter use it."""
+
+    @abstractmethod
+    def put_slot(self, slot: AgentSlot, expected_seq: int | None) -> AgentSlot:
+        """Compare-and-set a slot on its ``seq``; insert when ``expected_seq`` is None.
+
+        Pane ids are ``p<number>`` with numbers from the store's counter ``pane``. A closed slot is
+        never written again. Returns the slot as written (its timestamps set).
+
+        Raises:
+            ConflictError: ``version_conflict`` if the slot exists (insert), or its seq is not
+                ``expected_seq`` or it is closed (``details["closed"]``) (update).
+        """
+
+
+class SlotStore(ABC):
+    """The process host's slots, in the database of :attr:`store`."""
+
+    store: Store
+
+    @abstractmethod
+    def write(self) -> AbstractContextManager[SlotTransaction]:
+        """A writing transaction of :attr:`store` with slot writes; commits on a clean exit.
+
+        Raises:
+            StoreBusyError: as :meth:`Store.write`.
+        """
+
+    @abstractmethod
+    def read(self) -> AbstractContextManager[SlotReader]:
+        """A read-only snapshot of the slots."""
+
+
+SlotStoreFactory = Callable[[Store], SlotStore]
+
+SLOT_STORES: Registry[SlotStoreFactory] = Registry("slot store", "corral.slot_stores")
+"""Slot adapters by the scheme of the store they live in."""
+
+
+@SLOT_STORES.register("sqlite")
+def sqlite_slots(store: Store) -> SlotStore:
+    """Slots in the table ``agent_slots`` of the SQLite store's own file and connection."""
+    from runner.agents.sqlite_slots import SQLiteSlots
+
+    return SQLiteSlots(store)
+
+
+def slot_store(store: Store) -> SlotStore:
+    """The slot port for ``store``, by its URL's scheme.
+
+    Raises:
+        InputError: ``store_unsupported`` when no slot adapter exists for that kind of store.
+    """
+    scheme = scheme_of(store.url)
+    entry = SLOT_STORES.get(scheme)
+    if entry is None:
+        raise InputError(
+            "store",
+            f"the process host cannot keep its agents in a {scheme} store (no slot adapter is installed)",
+            code="store_unsupported",
+            url=scheme + "://…",
+        )
+    return entry.fn(store)
