@@ -6,10 +6,12 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tests/plugins/example/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	# the test-only example plugin: one worked example of every extension point (tests/test_extension_points.py)
+	$(BIN)/pip install --quiet --no-build-isolation --no-deps -e tests/plugins/example
 	touch $(STAMP)
 
 ## demo: the main job on the embedded SQLite store (a scripted controller lifecycle)

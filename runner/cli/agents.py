@@ -40,6 +40,23 @@ def _prompt_text(text: str | None) -> str:
     return sys.stdin.read()
 
 
+class HostName(click.ParamType[str]):
+    """An agent host registered in ``runner.agents.hosts`` (built-in or a plugin's), checked when given:
+    an unknown one is a usage error naming the known hosts. The registry's plugins load only then."""
+
+    name = "host"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[process|herdr|PLUGIN]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from runner.service import is_host, known_hosts
+
+        if not isinstance(value, str) or not is_host(value):
+            self.fail(f"{value!r} is not one of {', '.join(repr(h) for h in known_hosts())}.", param, ctx)
+        return value
+
+
 def host_option(help_text: str) -> Callable[[F], F]:
     """``--host`` (or ``$CORRAL_AGENT_HOST``): which agent host, ``process`` by default."""
     option: Callable[[F], F] = click.option(
@@ -48,7 +65,7 @@ def host_option(help_text: str) -> Callable[[F], F]:
         envvar="CORRAL_AGENT_HOST",
         default="process",
         show_default=True,
-        type=click.Choice(["process", "herdr"]),
+        type=HostName(),
         help=help_text,
     )
     return option

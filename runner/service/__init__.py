@@ -44,6 +44,8 @@ from runner.service.checks import (
     TTL_MAX,
     TTL_MIN,
     default_holder,
+    is_host,
+    known_hosts,
 )
 from runner.service.controller import Controller
 from runner.service.core import AgentOperationError, Core
@@ -399,6 +401,8 @@ __all__ = [
     "WriterVerifyInput",
     "Writers",
     "default_holder",
+    "is_host",
+    "known_hosts",
     "machines",
     "validate",
 ]

@@ -96,6 +96,20 @@ def check_cursor(field_name: str, value: int) -> None:
         raise InputError(field_name, f"{value!r} is not a cursor (an integer >= 0)")
 
 
+def is_host(name: str) -> bool:
+    """Whether an agent host called ``name`` is registered (plugins load only when it is not a built-in)."""
+    from runner.agents.hosts import known
+
+    return known(name)
+
+
+def known_hosts() -> list[str]:
+    """Every registered agent host's name, plugins' included."""
+    from runner.agents.hosts import AGENT_HOSTS
+
+    return AGENT_HOSTS.names()
+
+
 def check_host(value: str) -> None:
     """A registered agent host (built-in ``process``, ``herdr``, or a plugin's through ``corral.agent_hosts``)."""
     from runner.agents.hosts import AGENT_HOSTS, known

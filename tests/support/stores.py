@@ -90,7 +90,23 @@ class SQLiteKind(StoreKind):
             conn.close()
 
 
-KINDS: dict[str, StoreKind] = {kind.scheme: kind for kind in (SQLiteKind(),)}
+class ExampleKind(SQLiteKind):
+    """The example plugin's store (tests/plugins/example, installed in the test venv): an SQLite file
+    named by an ``example://`` URL, so its raw access is SQLite's."""
+
+    scheme = "example"
+
+    def url(self, directory: Path) -> str:
+        return f"example://{directory / 'conformance.db'}"
+
+    def _raw(self, url: str) -> sqlite3.Connection:
+        return super()._raw("sqlite://" + url.split("://", 1)[1])
+
+    def open_with_deadline(self, url: str, clock: Clock | None, busy_deadline: float) -> Store:
+        return super().open_with_deadline("sqlite://" + url.split("://", 1)[1], clock, busy_deadline)
+
+
+KINDS: dict[str, StoreKind] = {kind.scheme: kind for kind in (SQLiteKind(), ExampleKind())}
 
 
 def kind_for(scheme: str) -> StoreKind:
