@@ -143,8 +143,7 @@ def test_a_plugins_agent_host_runs_a_reviewer(tmp_path: Path, run: Any, cli_env:
     answer = ok(run("ask", "r1", "--controller", "c", "--text", "please review", "--timeout", "60", "--json"))
     assert answer["receipt"]["state"] == "completed" and answer["output"].strip()
     assert (Path(cli_env["CORRAL_HOME"]) / "example-agents").is_dir()  # the plugin's own state directory
-    refused = run("reviewer", "start", "--controller", "c", "--name", "r2", "--kind", "script", "--host", "nowhere",
-                  "--cwd", str(project), "--json")  # fmt: skip
+    refused = run(*start, "--name", "r2", "--host", "nowhere")
     assert refused.returncode == 2  # a usage error, as the fixed list of hosts was: the contract holds
     error = json.loads(refused.stdout)["error"]
     assert error["code"] == "usage" and "'nowhere'" in error["message"]
