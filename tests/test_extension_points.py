@@ -122,23 +122,8 @@ def test_a_plugins_agent_host_runs_a_reviewer(tmp_path: Path, run: Any, cli_env:
     project.mkdir()
     (project / "README.md").write_text("a project\n")
     ok(run("controller", "acquire", "--controller", "c", "--authority-ref", "r", "--authority-sha256", SHA))
-    lease = ok(
-        run(
-            "reviewer",
-            "start",
-            "--controller",
-            "c",
-            "--name",
-            "r1",
-            "--kind",
-            "script",
-            "--host",
-            "example",
-            "--cwd",
-            str(project),
-            "--json",
-        )  # fmt: skip
-    )
+    start = ["reviewer", "start", "--controller", "c", "--kind", "script", "--cwd", str(project), "--json"]
+    lease = ok(run(*start, "--name", "r1", "--host", "example"))
     assert lease["lease"]["host"] == "example"
     answer = ok(run("ask", "r1", "--controller", "c", "--text", "please review", "--timeout", "60", "--json"))
     assert answer["receipt"]["state"] == "completed" and answer["output"].strip()
