@@ -159,12 +159,21 @@ def test_writer_gets_the_lock_once_it_is_released(tmp_path: Path) -> None:
     SQLiteStore(path).close()
     blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     blocker.execute("BEGIN IMMEDIATE")
-    threading.Timer(0.3, lambda: blocker.execute("ROLLBACK")).start()
+    released = threading.Event()
+
+    def release() -> None:
+        released.set()  # before the lock goes: a writer that got in saw it set
+        blocker.execute("ROLLBACK")
+
+    threading.Timer(0.3, release).start()
     with SQLiteStore(path, busy_deadline=5) as store, store.write() as tx:
-        tx.put(new(), "a", {})
+        assert released.is_set(), "the write began while another connection held the lock"
+        tx.put(new(), "a", {"n": 1})
     blocker.close()
     with SQLiteStore(path) as store:
-        assert store.get("thing/1") is not None
+        stored = store.get("thing/1")
+        assert stored is not None
+        assert (stored.state, stored.version, dict(stored.data)) == ("a", 1, {"n": 1})
 
 
 @pytest.mark.parametrize(
