@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each test runs pytest itself in a subprocess
+
 TEST_FILE = """
 from runner.errors import RefusedError
 from runner.fence import Credential
@@ -47,7 +49,6 @@ RELEASE_FILE = """
 from runner.service import AcquireInput, ReleaseInput, Service
 from runner.definitions.library import Library
 from runner.store.sqlite import SQLiteStore
-
 
 def test_acquire_and_release(tmp_path):
     with SQLiteStore(tmp_path / "corral.db") as store:
