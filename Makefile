@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml tests/plugins/example/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,9 +18,13 @@ $(STAMP): pyproject.toml tests/plugins/example/pyproject.toml
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" ./scripts/demo.sh
 
-## test: lint, type-check and run the whole test suite
+## test: lint, type-check and run the whole test suite, in parallel (what CI runs)
 test: $(STAMP) lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
+
+## test-fast: the tests not marked slow, in parallel, without lint (under a minute: for the edit-test loop)
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not slow" -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check runner tests bench

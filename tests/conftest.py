@@ -5,6 +5,13 @@ and the contract fake of ``herdr`` (for the agent host tests and the service sui
 test module can ``from fake_herdr import FakeHerdr`` (the suite runs with ``--import-mode=importlib``,
 which puts no test directory on ``sys.path``). It stays a file of its own: the fake ``herdr``
 executable runs that very file as a script.
+
+Two kinds of test are marked ``slow`` here, by what they use rather than one by one (``make test-fast``
+leaves them out; ``make test`` and CI run them): a test that runs the real ``corral`` executable (it
+asks for ``cli_env``), and a test over the fake Herdr (``fake_herdr``, or the ``herdr`` side of a host
+rig's parameter: the service suite's ``host``, the host contract's ``rig``), where every host call is
+a Python subprocess; its twin over the process host stays in the fast run. Other slow tests carry
+``@pytest.mark.slow`` themselves.
 """
 
 from __future__ import annotations
@@ -139,3 +146,17 @@ def fake_herdr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHerdr:
     for name in FAKE_CONTROLS:
         monkeypatch.delenv(name, raising=False)
     return fake
+
+
+def _slow_by_what_it_uses(item: pytest.Item) -> bool:
+    fixtures = getattr(item, "fixturenames", ())
+    callspec = getattr(item, "callspec", None)
+    over_herdr = callspec is not None and "herdr" in callspec.params.values()  # a host rig's herdr side
+    return "cli_env" in fixtures or "fake_herdr" in fixtures or over_herdr
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``slow`` the tests that run the real executable or go through the fake Herdr (see above)."""
+    for item in items:
+        if _slow_by_what_it_uses(item) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)

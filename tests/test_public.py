@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import importlib
+import re
 import subprocess
 import sys
+
+import pytest
 
 import runner
 
 
-def test_every_public_name_resolves() -> None:
+def test_every_public_name_is_the_object_its_module_defines() -> None:
     assert set(runner.__all__) == {*runner._EXPORTS, "__version__"}
-    for name in runner.__all__:
-        assert getattr(runner, name) is not None
-    assert runner.Service.__name__ == "Service"
+    for name, module in runner._EXPORTS.items():
+        assert getattr(runner, name) is getattr(importlib.import_module(module), name), name
+    assert runner.__version__ == importlib.import_module("runner._version").__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", runner.__version__)
+    errors = [name for name, module in runner._EXPORTS.items() if module == "runner.errors"]
+    assert all(issubclass(getattr(runner, name), runner.CorralError) for name in errors), errors
+    with pytest.raises(AttributeError, match="has no attribute 'Nonesuch'"):
+        runner.Nonesuch  # noqa: B018  (the lookup is the test)
 
 
 def test_import_runner_loads_nothing_heavy() -> None:

@@ -41,6 +41,8 @@ from runner.service import ValidateInput
 from runner.service import validate as validate_files
 from tests.support.gitrepo import commit, git
 
+pytestmark = pytest.mark.slow  # Hypothesis: 150 mutated documents per loader
+
 HOSTILE_VALUES = [
     "9" * 5000,
     "-" + "9" * 4400,

@@ -67,6 +67,8 @@ from runner.service import (
 )
 from runner.store.sqlite import SQLiteStore
 
+pytestmark = pytest.mark.slow  # a Hypothesis state machine over real processes
+
 
 def _load_simhost() -> ModuleType:
     """``simhost.py`` beside this file (``--import-mode=importlib`` puts no test directory on sys.path)."""

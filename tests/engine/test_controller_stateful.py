@@ -57,6 +57,8 @@ from runner.service import (
 )
 from runner.store.sqlite import SQLiteStore
 
+pytestmark = pytest.mark.slow  # a Hypothesis state machine
+
 HOLDERS = ("h0@host", "h1@host", "h2@host")
 CONTROLLERS = ("alpha", "beta")
 SHA = hashlib.sha256(b"authority").hexdigest()

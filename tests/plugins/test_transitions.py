@@ -2,7 +2,8 @@
 
 The project's one test file drives the controller machine through the real service; the plugin must
 then fail the whole-suite run with the edges it never saw, report without failing when told to, and
-stay quiet (one line) on partial runs.
+stay quiet (one line) on partial runs; and do all of that the same when ``pytest-xdist`` spreads the
+tests over worker processes (``-p xdist -n 2``): the workers record, the controller judges.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.slow  # each test runs pytest itself in a subprocess
 
 TEST_FILE = """
 from runner.errors import RefusedError
@@ -40,6 +43,20 @@ def test_nothing():
     pass
 """
 
+# A second file, so that two xdist workers both get tests: its test exercises another edge, which the
+# controller must have merged in from whichever worker ran it.
+RELEASE_FILE = """
+from runner.service import AcquireInput, ReleaseInput, Service
+from runner.definitions.library import Library
+from runner.store.sqlite import SQLiteStore
+
+def test_acquire_and_release(tmp_path):
+    with SQLiteStore(tmp_path / "corral.db") as store:
+        service = Service(store, Library(cache_dir=tmp_path / "cache"), actor="test")
+        grant = service.acquire(AcquireInput("ctl2", "T-2", "b" * 64, 60, "t@h"))
+        service.release(ReleaseInput("ctl2", grant.credential, "refs/heads/done", "c" * 64))
+"""
+
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
@@ -49,6 +66,16 @@ def project(tmp_path: Path) -> Path:
     (root / "t" / "conftest.py").write_text('pytest_plugins = ["tests.plugins.transitions"]\n')
     (root / "t" / "test_one.py").write_text(textwrap.dedent(TEST_FILE))
     return root
+
+
+@pytest.fixture
+def parallel_project(project: Path) -> Path:
+    """The project with a second test file, so that each of two xdist workers runs tests."""
+    (project / "t" / "test_release.py").write_text(textwrap.dedent(RELEASE_FILE))
+    return project
+
+
+XDIST = ("-p", "xdist", "-n", "2", "--dist", "loadfile", "-vv")  # (-q -vv: one line per test)
 
 
 def run(project: Path, *args: str, mode: str | None = None) -> tuple[int, str]:
@@ -131,3 +158,41 @@ def test_an_unknown_mode_is_a_usage_error(project: Path) -> None:
     code, out = run(project, mode="sometimes")
     assert code == 4, out
     assert "CORRAL_TRANSITION_COVERAGE='sometimes'" in out
+
+
+def test_a_parallel_whole_run_merges_the_workers_and_still_fails_on_a_missing_edge(parallel_project: Path) -> None:
+    code, out = run(parallel_project, *XDIST)
+    assert code == 1, out
+    assert "3 passed" in out
+    workers = {line.split("]")[0] for line in out.splitlines() if line.startswith("[gw") and "PASSED" in line}
+    assert workers == {"[gw0", "[gw1"}, f"each worker ran tests: {out}"
+    assert f"transition coverage (whole suite): 2/{builtin_edges()} transition edges exercised" in out
+    missing = [line.strip() for line in out.splitlines() if line.startswith("  controller: ")]
+    assert "controller: t1 renew active->active" in missing
+    assert "controller: t0 acquire absent->active" not in missing
+    assert "controller: t4 release active->released" not in missing, "the other worker's edge was merged"
+    assert "transition edge(s) FAILED, never exercised:" in out
+    refusals = next(line for line in out.splitlines() if line.strip().startswith("controller:") and "refused" in line)
+    assert "t1 renew fence" not in refusals, "a worker's guard refusal was merged"
+    assert out.count("transition coverage (whole suite)") == 1, "only the controller judges"
+
+
+def test_a_parallel_run_in_report_mode_never_fails(parallel_project: Path) -> None:
+    code, out = run(parallel_project, *XDIST, mode="report")
+    assert code == 0, out
+    assert f"transition coverage (whole suite): 2/{builtin_edges()} transition edges exercised" in out
+    assert "never exercised (report only):" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (("-k", "nothing"), "2 test(s) deselected"),
+        (("t/test_one.py",), "1 test file(s) not collected (t/test_release.py)"),
+    ],
+)
+def test_a_partial_parallel_run_is_not_checked(parallel_project: Path, args: tuple[str, ...], reason: str) -> None:
+    code, out = run(parallel_project, *XDIST, *args)
+    assert code == 0, out
+    assert f"transition coverage not checked: {reason}" in out
+    assert "never exercised" not in out

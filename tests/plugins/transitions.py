@@ -18,9 +18,14 @@ At session end, when the whole suite ran, the recorded transition edges are comp
 session (exit status 1) with the list of missing edges. Guard refusals never exercised are reported
 but never fail the session.
 
+Under ``pytest-xdist`` (``-n``) every worker records what its tests exercised, and at its session end
+hands that to the controller (``config.workeroutput``) with the test files it collected and the tests
+it deselected; the controller merges them as each worker goes down (``pytest_testnodedown``) and
+judges the merged record exactly as a run in one process is judged. A worker never judges.
+
 "The whole suite ran" means all of:
 
-* not ``--collect-only``, and not an xdist worker;
+* not ``--collect-only``; under xdist, at least one worker reported;
 * no test was deselected (``-k``, ``-m``, ``--deselect``, ``--lf``, ``--sw`` all report deselections);
 * every test file under ``testpaths`` matching ``python_files`` (as on disk when collection ended)
   started collecting: a file skipped at module level still counts; a subset of files or directories,
@@ -43,7 +48,7 @@ import fnmatch
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +62,7 @@ from runner.modelpaths.paths import EdgeTarget, GuardTarget, Verdict, list_targe
 
 ENV = "CORRAL_TRANSITION_COVERAGE"
 MODES = ("enforce", "report", "off")
+WORKER_OUTPUT = "corral_transition_coverage"  # the key of a worker's record in xdist's ``workeroutput``
 
 
 @dataclass
@@ -129,6 +135,8 @@ class Session:
     files: set[Path] = field(default_factory=set)
     deselected: int = 0
     lines: list[tuple[str, dict[str, bool]]] = field(default_factory=list)
+    workers: int = 0
+    """Under xdist, on the controller: how many workers handed their record over."""
 
 
 _KEY = pytest.StashKey[Session]()
@@ -195,12 +203,59 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_KEY] = Session(_mode())
 
 
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _is_controller(config: pytest.Config) -> bool:
+    """This process hands the tests to xdist workers (``-n N`` with N > 0) and runs none itself."""
+    return config.pluginmanager.get_plugin("dsession") is not None
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     state = session.config.stash[_KEY]
-    if state.mode == "off" or hasattr(session.config, "workerinput"):
+    if state.mode == "off":
         return
     state.recorder = Recorder(_builtins())
-    _install(state.recorder, state.restore)
+    if not _is_controller(session.config):  # the controller runs no test: it only merges
+        _install(state.recorder, state.restore)
+
+
+def _worker_output(state: Session, recorder: Recorder) -> dict[str, Any]:
+    """What a worker hands the controller: plain lists and tuples (execnet sends no dataclasses)."""
+    return {
+        "edges": {name: [astuple(e) for e in edges] for name, edges in recorder.edges.items()},
+        "guards": {name: [astuple(g) for g in guards] for name, guards in recorder.guards.items()},
+        "modules": [str(p) for p in state.modules],
+        "files": [str(p) for p in state.files],
+        "deselected": state.deselected,
+    }
+
+
+def _merge(state: Session, output: dict[str, Any]) -> None:
+    """Add one worker's record to the controller's. Every worker collects the whole selection: the files
+    on disk are those every worker saw (a file created while the suite ran is not missing)."""
+    recorder = state.recorder
+    assert recorder is not None
+    for name, edges in output["edges"].items():
+        recorder.edges.setdefault(name, set()).update(EdgeTarget(*e) for e in edges)
+    for name, guards in output["guards"].items():
+        recorder.guards.setdefault(name, set()).update(GuardTarget(*g) for g in guards)
+    state.modules |= {Path(p) for p in output["modules"]}
+    files = {Path(p) for p in output["files"]}
+    state.files = files if state.workers == 0 else state.files & files
+    state.deselected = max(state.deselected, int(output["deselected"]))
+    state.workers += 1
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """xdist, on the controller: a worker finished (its ``workeroutput`` holds its record) or died."""
+    output = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
+    state = node.config.stash[_KEY]
+    if output is not None and state.recorder is not None:
+        _merge(state, output)
+        del node.workeroutput[WORKER_OUTPUT]  # a worker's record is merged once, however often it is reported
 
 
 def pytest_collectstart(collector: pytest.Collector) -> None:
@@ -237,8 +292,10 @@ def partial_reason(session: pytest.Session, state: Session, exitstatus: int) -> 
     config = session.config
     if config.option.collectonly:
         return "collect-only run"
-    if hasattr(config, "workerinput"):
+    if _is_worker(config):
         return "xdist worker"
+    if _is_controller(config) and state.workers == 0:
+        return "no xdist worker reported"
     if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         return f"exit status {int(exitstatus)}"
     if session.shouldstop or session.shouldfail:
@@ -289,6 +346,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     recorder = state.recorder
     _restore(state)
     if recorder is None:
+        return
+    if _is_worker(session.config):  # the controller judges the merged record
+        session.config.workeroutput[WORKER_OUTPUT] = _worker_output(state, recorder)  # type: ignore[attr-defined]
         return
     reason = partial_reason(session, state, exitstatus)
     if reason is not None and state.mode == "enforce":

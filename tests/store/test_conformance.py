@@ -454,10 +454,19 @@ def test_sqlite_busy_against_a_raw_lock_holder(tmp_path: Path) -> None:
             pass
     finally:
         blocker.execute("ROLLBACK")
-    threading.Timer(0.3, lambda: blocker.execute("ROLLBACK")).start()
+    released = threading.Event()
+
+    def release() -> None:
+        released.set()  # before the lock goes: a writer that got in saw it set
+        blocker.execute("ROLLBACK")
+
     blocker.execute("BEGIN IMMEDIATE")
+    threading.Timer(0.3, release).start()
     with SQLiteStore(path, busy_deadline=5) as store, store.write() as tx:
-        tx.put(new(), "a", {})
+        assert released.is_set(), "the write began while another connection held the lock"
+        tx.put(new(), "a", {"n": 1})
     blocker.close()
     with SQLiteStore(path) as store:
-        assert store.get("thing/1") is not None
+        stored = store.get("thing/1")
+        assert stored is not None
+        assert (stored.state, stored.version, dict(stored.data)) == ("a", 1, {"n": 1})

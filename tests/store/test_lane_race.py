@@ -206,8 +206,28 @@ def test_roles_force_a_unique_winner_set() -> None:
         assert directions == {"owned/locked", "locked/owned"}, winner
 
 
-def test_worker_script_compiles() -> None:
-    compile(WORKER, "<worker>", "exec")
+def test_a_lone_worker_starts_its_lane_and_reports_it(tmp_path: Path, repo: Repo) -> None:
+    """The worker (a string run by ``python -c``) alone for one round: it starts its lane through the real
+    service and prints the one reply the race reads, without the token; a broken worker fails here, fast."""
+    rundir = tmp_path / "round-0"
+    token = _prepare_round(rundir, repo, list(ROLES))
+    (rundir / "go").touch()  # the barrier is open before the worker gets there
+    argv = [sys.executable, "-c", WORKER, str(tmp_path), "0", "1"]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    (reply,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert token not in done.stdout
+    assert {k: reply[k] for k in ("won", "name", "round", "state")} == {
+        "won": True,
+        "name": "w0",
+        "round": 0,
+        "state": "active",
+    }
+    assert reply["began"] <= reply["ended"]
+    with SQLiteStore(rundir / "corral.db") as store:
+        (lane,) = store.find("writer")
+    assert (lane.id, lane.state, lane.data["name"]) == (reply["lane"], "active", "w0")
+    assert (lane.data["owned_scopes"], lane.data["locked_scopes"]) == (list(ROLES[0].owned), list(ROLES[0].locked))
 
 
 def _prepare_round(rundir: Path, repo: Repo, roles: list[Role]) -> str:

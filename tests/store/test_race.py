@@ -312,6 +312,39 @@ def test_processes_racing_for_one_lease_never_overlap(tmp_path: Path) -> None:
     assert sum(n for op, n in refusals.items() if op.startswith("stale_")) >= 3, f"no stale replay: {refusals}"
 
 
-def test_worker_script_compiles() -> None:
-    """The worker is a string; make a syntax error show up as a fast, plain failure."""
-    compile(WORKER, "<worker>", "exec")
+def test_a_lone_worker_acquires_the_free_lease_and_logs_exactly_what_it_did(tmp_path: Path) -> None:
+    """The worker (a string run by ``python -c``) on its own, in a race of one second: it finds no lease,
+    acquires it, renews it while it holds it, and logs exactly the events the store recorded; a broken
+    worker fails here, fast."""
+    db, cache = tmp_path / "corral.db", tmp_path / "spec-cache"
+    SQLiteStore(db).close()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(db), str(cache), "worker-solo", "0"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "ready-worker-solo").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the worker never got ready"
+            time.sleep(0.01)
+        (tmp_path / "go").write_text(str(time.time() + 1.0))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, err) == (0, ""), err
+    records = [json.loads(line) for line in out.splitlines()]
+    with SQLiteStore(db) as store:
+        lease = store.get(fence.instance_id(CONTROLLER))
+        assert lease is not None
+        events = store.events()
+    assert [r["op"] for r in records] == [e.trigger for e in events] == ["acquire"] + ["renew"] * (len(events) - 1)
+    assert [r["version"] for r in records] == [e.version for e in events] == list(range(1, lease.version + 1))
+    assert records[0]["seq"] == events[0].seq and records[0]["generation"] == 1
+    assert {r["lease_id"] for r in records} == {lease.data["lease_id"]}
+    assert (lease.state, lease.data["holder"], {e.actor for e in events}) == ("active", "worker-solo", {"worker-solo"})
+    assert records[-1].get("expires_at", lease.data["expires_at"]) == lease.data["expires_at"]
