@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/coldstart.py
 	$(BIN)/python bench/agents.py
 	$(BIN)/python bench/plans.py
+	$(BIN)/python bench/hops.py
 
 clean:
 	rm -rf $(VENV) .demo build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
