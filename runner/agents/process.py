@@ -53,13 +53,21 @@ STUCK_AFTER = 30.0  # a working slot with no supervisor pid for this long is rep
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs. An exited process its parent has not reaped yet (a zombie) has
+    stopped: a detached supervisor's parent is init, and some inits (a container's, a microVM's) reap
+    only every second or two, which would make every close of a working agent wait out its grace."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc (or it raced away): the signal answered, so take it as running
+    return state not in (b"Z", b"X")
 
 
 class ProcessHost(AgentHost):

@@ -152,3 +152,26 @@ def test_a_wait_never_blocks_the_event_loop_on_the_store(host: ProcessHost, tmp_
     assert len([t for t in ticks if t < ticks[0] + 0.45]) > 20, (
         f"the event loop stalled while the store was held: {len(ticks)} ticks"
     )
+
+
+def test_an_exited_process_not_yet_reaped_counts_as_stopped() -> None:
+    """A zombie has stopped: a close must not wait out its grace for an init that reaps late."""
+    import os
+    import subprocess
+    import time
+
+    from runner.agents.process import _alive
+
+    child = subprocess.Popen(["true"])  # exits at once; not reaped until wait() below
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(f"/proc/{child.pid}/stat", "rb") as handle:
+            if handle.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                break
+        time.sleep(0.01)
+    try:
+        assert not _alive(child.pid)
+        assert _alive(os.getpid())
+    finally:
+        child.wait()
+    assert not _alive(child.pid)
