@@ -32,8 +32,8 @@ if command -v dot >/dev/null 2>&1 && dot -V >/dev/null 2>&1; then graphviz=yes; 
 step "validate the built-in machines"
 corral validate
 
-step "acquire the controller lease for 'demo' (ttl 60 s)"
-corral controller acquire --controller demo --ttl 60 \
+step "acquire the controller lease for 'demo' (ttl 300 s)"
+corral controller acquire --controller demo --ttl 300 \
   --authority-ref "ISSUE-2: the spine" --authority-sha256 "$(sha 'ISSUE-2: the spine')"
 # Keep the generation-1 credential, as corral requires of any credential: a 0600 file in a 0700 directory.
 mkdir -m 700 .demo/kept

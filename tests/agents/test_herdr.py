@@ -535,8 +535,14 @@ async def test_wait_never_returns_a_state_at_or_before_the_cursor(
     done = await host.wait(PANE, first.seq, 10.0)  # working at seq+1 is not settled: it waits for done
     assert (done.status, done.seq) == ("done", first.seq + 2)
 
+    waits_before = len(fake_herdr.calls("agent", "wait"))
+
     async def prompt_later() -> None:
-        await anyio.sleep(0.4)
+        # Prompt only once the wait below runs its herdr wait (a loaded machine may start it late).
+        with anyio.fail_after(20):
+            while len(fake_herdr.calls("agent", "wait")) == waits_before:
+                await anyio.sleep(0.05)
+        await anyio.sleep(0.2)
         await anyio.to_thread.run_sync(host.prompt, PANE, "sleep 0.3")
 
     async with anyio.create_task_group() as tg:
