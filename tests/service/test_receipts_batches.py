@@ -133,9 +133,10 @@ def test_a_blocked_reviewer_is_closed_only_on_an_operators_recorded_decision(wor
 def test_status_lists_what_needs_a_person_with_the_next_command(world: World) -> None:
     """Issue 11: status said "nothing needs attention" with an expired controller still holding live
     reviewers and receipts, a blocked agent, or a paused plan. Each is listed with the command to run."""
-    import time
+    from datetime import UTC, datetime, timedelta
 
-    from runner.service import AcquireInput, ReviewerStartInput
+    from runner.service import AcquireInput, ReviewerStartInput, Service
+    from runner.store.sqlite import SQLiteStore
 
     world.start()
     world.relay("block")
@@ -144,8 +145,12 @@ def test_status_lists_what_needs_a_person_with_the_next_command(world: World) ->
     assert "--blocked --reason" in kinds["agent_blocked"]["next"]
     short = world.service.acquire(AcquireInput("brief", "T-1", "d" * 64, 5, "t@h")).credential
     world.service.reviewer_start(ReviewerStartInput("brief", short, "other", "script", str(world.worktree)))
-    time.sleep(5.2)
-    kinds = {item["kind"]: item for item in world.service.status()["needs_attention"]}
+    # Six seconds later, as the store's clock tells it (a second connection whose clock runs ahead):
+    # the 5 s lease has expired there without the test sleeping it out.
+    ahead = SQLiteStore(world.root / "corral.db", clock=lambda: datetime.now(UTC) + timedelta(seconds=6))
+    later = Service(ahead, world.service.library, actor="test", hosts=lambda name: world.host, kinds=world.kinds)
+    kinds = {item["kind"]: item for item in later.status()["needs_attention"]}
+    ahead.close()
     expired = kinds["controller_expired"]
     assert expired["controller"] == "brief" and expired["holds"] == 1
     assert "corral controller takeover --controller brief" in expired["next"]
