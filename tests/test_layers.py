@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import grimp
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,6 +90,7 @@ print(json.dumps({"status": status, "loop": sorted(m for m in ("anyio", "asyncio
 """
 
 
+@pytest.mark.slow  # seconds of waiting on processes or deadlines: left out of make test-fast
 def test_commands_that_do_not_wait_pay_for_no_event_loop(tmp_path: Path) -> None:
     env = {"CORRAL_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
 

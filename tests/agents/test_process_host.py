@@ -78,6 +78,7 @@ def test_a_close_before_the_prompt_marks_working_wins(
     assert not list((tmp_path / "agents" / pane).glob("run-*.log")), "no run was started"
 
 
+@pytest.mark.slow  # seconds of waiting on processes or deadlines: left out of make test-fast
 def test_a_close_while_the_supervisor_starts_stops_it(
     host: ProcessHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

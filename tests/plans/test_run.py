@@ -528,6 +528,7 @@ def test_batch_review_mode_all_collects_both(rig: Rig) -> None:
     assert rig.run_logs() == ["p1/run-1.log", "p2/run-1.log"]
 
 
+@pytest.mark.slow  # seconds of waiting on processes or deadlines: left out of make test-fast
 def test_batch_review_mode_first_returns_the_first_and_collects_the_other_before_closing(rig: Rig) -> None:
     plan = rig.run(batch(rig, "batch-first", "first"))
     ask = plan.data["steps"]["ask"]
@@ -550,6 +551,7 @@ def test_batch_review_mode_first_returns_the_first_and_collects_the_other_before
     assert re.search(r"\brest\s+succeeded\s+[\d.]+\s+receipts: reviewer-b completed\s", shown), shown
 
 
+@pytest.mark.slow  # seconds of waiting on processes or deadlines: left out of make test-fast
 def test_batch_review_mode_first_plan_succeeds(rig: Rig) -> None:
     plan = rig.run(batch(rig, "batch-first-ok", "first"))
     assert plan.state == "succeeded", plan.data.get("failure")

@@ -120,6 +120,7 @@ def test_ambiguous_delivery_stays_reserved_and_blocks_until_abandoned(tmp_path: 
     assert status["counts"]["receipt"] == {"abandoned": 1, "pending": 1}
 
 
+@pytest.mark.slow  # seconds of waiting on processes or deadlines: left out of make test-fast
 def test_collect_after_the_coordinator_is_killed(world: World, tmp_path: Path) -> None:
     """kill -9 the collecting process mid-wait, and again right after completion: a new collect
     completes, then replays the same result while the agent sits at the settled cursor."""

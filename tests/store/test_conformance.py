@@ -238,6 +238,7 @@ def test_a_writer_waits_for_the_lock_and_then_writes(any_store: Store, store_kin
     assert any_store.get("thing/1") is not None
 
 
+@pytest.mark.slow  # seconds of waiting on processes or deadlines: left out of make test-fast
 def test_a_writer_gives_up_at_the_deadline_with_store_busy(any_store: Store, store_kind: StoreKind) -> None:
     with other(store_kind, any_store) as holder, other(store_kind, any_store, busy_deadline=0.3) as waiter:
         thread = _hold_write_lock(holder, 1.5)

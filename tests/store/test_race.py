@@ -312,6 +312,7 @@ def test_processes_racing_for_one_lease_never_overlap(tmp_path: Path) -> None:
     assert sum(n for op, n in refusals.items() if op.startswith("stale_")) >= 3, f"no stale replay: {refusals}"
 
 
+@pytest.mark.slow  # seconds of waiting on processes or deadlines: left out of make test-fast
 def test_a_lone_worker_acquires_the_free_lease_and_logs_exactly_what_it_did(tmp_path: Path) -> None:
     """The worker (a string run by ``python -c``) on its own, in a race of one second: it finds no lease,
     acquires it, renews it while it holds it, and logs exactly the events the store recorded; a broken
