@@ -86,7 +86,9 @@ import json, sys
 from runner.cli.app import main
 status = main(sys.argv[1:])
 print(json.dumps({"status": status, "loop": sorted(m for m in ("anyio", "asyncio") if m in sys.modules),
-                  "herdr": "runner.agents.herdr" in sys.modules}))
+                  "herdr": "runner.agents.herdr" in sys.modules,
+                  "other_commands": sorted(m for m in ("runner.cli.agents", "runner.cli.writers", "runner.cli.plans",
+                                                       "runner.cli.adopted", "runner.cli.paths") if m in sys.modules)}))
 """
 
 
@@ -105,6 +107,27 @@ def test_commands_that_do_not_wait_pay_for_no_event_loop(tmp_path: Path) -> None
     sha = "0" * 64
     acquire = ["controller", "acquire", "--controller", "c", "--authority-ref", "r", "--authority-sha256", sha]
     for argv in (acquire, ["controller", "renew", "--controller", "c"], ["controller", "list"], ["events"]):
-        assert probe(*argv) == {"status": 0, "loop": [], "herdr": False}, argv
+        assert probe(*argv) == {"status": 0, "loop": [], "herdr": False, "other_commands": []}, argv
     # A command that waits does load one: the probe can tell.
     assert probe("agent", "wait", "p1", "--timeout", "0.1")["loop"] != []
+
+
+def test_every_lazily_loaded_command_is_where_the_table_says() -> None:
+    """``COMMAND_MODULES`` names each top-level command's module; a command added to a module but not to
+    the table would be missing from ``corral`` (and one in the table but not registered, broken)."""
+    import importlib
+
+    import click
+
+    from runner.cli.app import COMMAND_MODULES, cli
+
+    for module in sorted(set(COMMAND_MODULES.values())):
+        importlib.import_module(module)
+    registered = {
+        name: command.callback.__module__
+        for name, command in cli.commands.items()
+        if command.callback is not None and command.callback.__module__ != "runner.cli.app"
+    }
+    assert registered == COMMAND_MODULES
+    listed = cli.list_commands(click.Context(cli))
+    assert set(COMMAND_MODULES) <= set(listed) and "controller" in listed

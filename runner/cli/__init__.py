@@ -1,12 +1,12 @@
-"""The ``corral`` command-line surface."""
+"""The ``corral`` command-line surface.
+
+Commands are registered on :data:`runner.cli.app.cli` by their modules (``agents``, ``writers``,
+``plans``, ``adopted``, ``paths``), each imported only when one of its commands runs
+(:class:`runner.cli.app.LazyGroup`).
+"""
 
 from __future__ import annotations
 
-from runner.cli import adopted as _adopted  # noqa: F401  (registers the adopt commands on cli)
-from runner.cli import agents as _agents  # noqa: F401  (registers the agent commands on cli)
-from runner.cli import paths as _paths  # noqa: F401
-from runner.cli import plans as _plans  # noqa: F401  (registers the plan and recipe commands on cli)
-from runner.cli import writers as _writers  # noqa: F401  (registers the writer commands on cli)
 from runner.cli.app import cli, main, run
 
 __all__ = ["cli", "main", "run"]

@@ -132,7 +132,37 @@ def _grant(app: App, controller_id: str, path: Path, fire: Callable[[Any], Any],
     return app.credentials.grant(controller_id, path, fire, binding=binding, keep_binding=keep)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+# The command modules and the top-level commands each registers. A command's module is imported only
+# when that command runs (or help lists them all), so `controller renew` does not pay for the agent,
+# writer and plan commands (tests/cli/test_cli.py checks this table against what the modules register).
+COMMAND_MODULES: dict[str, str] = {
+    **dict.fromkeys(
+        ("abandon", "agent", "agents", "ask", "ask-many", "collect", "receipts", "relay", "reviewer"),
+        "runner.cli.agents",
+    ),
+    **dict.fromkeys(("status", "wait-any"), "runner.cli.agents"),
+    **dict.fromkeys(("adopt", "adopted"), "runner.cli.adopted"),
+    **dict.fromkeys(("plans", "recipe", "run"), "runner.cli.plans"),
+    **dict.fromkeys(("preflight", "scopes", "writer"), "runner.cli.writers"),
+    "paths": "runner.cli.paths",
+}
+
+
+class LazyGroup(click.Group):
+    """The ``corral`` group: commands of other modules load on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(COMMAND_MODULES))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
+            import importlib
+
+            importlib.import_module(COMMAND_MODULES[cmd_name])
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--store",
     "store_url",
