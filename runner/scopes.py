@@ -67,7 +67,30 @@ def overlaps(a: str, b: str) -> bool:
     return a == b or b.startswith(a + "/") or a.startswith(b + "/")
 
 
+def _ancestors(scope: str) -> Iterable[str]:
+    """The proper ancestor directories of a normalized scope, nearest last (``a/b/c``: ``a``, ``a/b``)."""
+    index = scope.find("/")
+    while index != -1:
+        yield scope[:index]
+        index = scope.find("/", index + 1)
+
+
 def conflicts(mine: Iterable[str], theirs: Iterable[str]) -> list[tuple[str, str]]:
-    """Every overlapping pair (mine, theirs), sorted."""
-    theirs = tuple(theirs)
-    return sorted((a, b) for a in mine for b in theirs if overlaps(a, b))
+    """Every overlapping pair (mine, theirs), sorted.
+
+    Not pair by pair: ``theirs`` is indexed by scope and by each of its ancestors, so the cost is
+    (len(mine) + len(theirs)) x path depth plus the pairs found, not len(mine) x len(theirs) (it runs
+    inside the store's write transaction of ``writer start``, once per live lane)."""
+    exact: set[str] = set()
+    below: dict[str, list[str]] = {}  # an ancestor directory -> their scopes under it
+    for scope in theirs:
+        exact.add(scope)
+        for ancestor in _ancestors(scope):
+            below.setdefault(ancestor, []).append(scope)
+    found: set[tuple[str, str]] = set()
+    for scope in mine:
+        if scope in exact:
+            found.add((scope, scope))
+        found.update((scope, ancestor) for ancestor in _ancestors(scope) if ancestor in exact)
+        found.update((scope, under) for under in below.get(scope, ()))
+    return sorted(found)

@@ -209,3 +209,20 @@ def test_overlaps_is_symmetric_and_means_a_path_prefix(x: str, y: str) -> None:
 @given(st.text(max_size=12), st.text(max_size=12))
 def test_overlaps_is_symmetric_on_any_text(a: str, b: str) -> None:
     assert scopes.overlaps(a, b) == scopes.overlaps(b, a)
+
+
+_SEGMENT = st.sampled_from(["a", "b", "src", "srcx", "a.py", "b.py", "x"])
+_SCOPE = st.lists(_SEGMENT, min_size=1, max_size=4).map("/".join)
+
+
+@given(st.lists(_SCOPE, max_size=12), st.lists(_SCOPE, max_size=12))
+def test_the_indexed_conflict_check_finds_exactly_the_overlapping_pairs(mine: list[str], theirs: list[str]) -> None:
+    """Issue 13: the index gives the same answers as the pair-by-pair check."""
+    pairwise = sorted({(a, b) for a in mine for b in theirs if scopes.overlaps(a, b)})
+    assert scopes.conflicts(mine, theirs) == pairwise
+
+
+def test_the_conflict_check_scales_with_the_scopes_not_their_product() -> None:
+    mine = [f"lane0/dir{i}/file.py" for i in range(2000)] + ["shared"]
+    theirs = [f"lane1/dir{i}/file.py" for i in range(2000)] + ["shared/deep/x.py"]
+    assert scopes.conflicts(mine, theirs) == [("shared", "shared/deep/x.py")]
