@@ -41,4 +41,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/hops.py
 
 clean:
-	rm -rf $(VENV) .demo build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .demo build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis .grimp_cache .import_linter_cache
