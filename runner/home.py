@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,13 +69,15 @@ class Home:
     root: Path
 
     @classmethod
-    def locate(cls, explicit: str | os.PathLike[str] | None = None) -> Home:
-        """The home named explicitly, else by the environment, else the XDG default."""
+    def locate(cls, explicit: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> Home:
+        """The home named explicitly, else by the environment (``environ``, default ``os.environ``),
+        else the XDG default."""
+        env = os.environ if environ is None else environ
         if explicit:
             return cls(Path(explicit).expanduser().absolute())
-        if os.environ.get("CORRAL_HOME"):
-            return cls(Path(os.environ["CORRAL_HOME"]).expanduser().absolute())
-        state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        if env.get("CORRAL_HOME"):
+            return cls(Path(env["CORRAL_HOME"]).expanduser().absolute())
+        state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
         return cls(Path(state).absolute() / "corral")
 
     @property

@@ -76,7 +76,7 @@ class Config:
     ) -> Config:
         """The configuration from explicit values, then the environment, then the defaults."""
         env = os.environ if environ is None else environ
-        located = Home.locate(home if home is not None else env.get("CORRAL_HOME") or None)
+        located = Home.locate(home, env)
         url = store or env.get("CORRAL_STORE") or located.default_store_url
         return cls(located, url, actor, surface)
 

@@ -62,3 +62,9 @@ def test_the_service_acts_with_credential_files_and_runs_plans(tmp_path: Path) -
         assert runtime.service.renew(RenewInput("c", held)).state == "active"
         assert runtime.service.plans.list(PlanListInput()) == []  # the plans component is assembled
         assert files.keeper().load("c") == held  # plans keep the same files
+
+
+def test_a_given_environment_is_the_only_one_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CORRAL_HOME", str(tmp_path / "process-env"))
+    config = Config.load(environ={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert config.home.root == tmp_path / "state" / "corral"

@@ -240,8 +240,8 @@ class ReviewerCloseInput(FencedInput):
 
 
 @dataclass(frozen=True)
-class ReviewerListInput:
-    """Reviewer leases (of one controller, if given); ``include_ended`` adds closed and failed ones."""
+class LeaseListInput:
+    """Leases of one machine (of one controller, if given); ``include_ended`` adds the ended ones."""
 
     controller_id: str | None = None
     include_ended: bool = False
@@ -249,6 +249,11 @@ class ReviewerListInput:
     def __post_init__(self) -> None:
         if self.controller_id is not None:
             check_controller_id(self.controller_id)
+
+
+@dataclass(frozen=True)
+class ReviewerListInput(LeaseListInput):
+    """Reviewer leases (of one controller, if given); ``include_ended`` adds closed and failed ones."""
 
 
 # --- inventory: reconcile, cleanup, panes no lease holds ---------------------------------------------
@@ -633,15 +638,8 @@ class AdoptedReleaseInput(FencedInput):
 
 
 @dataclass(frozen=True)
-class AdoptedListInput:
+class AdoptedListInput(LeaseListInput):
     """Adopted leases (of one controller, if given); ``include_ended`` adds closed and released ones."""
-
-    controller_id: str | None = None
-    include_ended: bool = False
-
-    def __post_init__(self) -> None:
-        if self.controller_id is not None:
-            check_controller_id(self.controller_id)
 
 
 # --- events and definitions ---------------------------------------------------------------------------
