@@ -64,7 +64,7 @@ def example_plugin_installed() -> None:
     except metadata.PackageNotFoundError:
         pytest.fail(
             "the example plugin is not installed in this venv: "
-            "pip install --no-build-isolation --no-deps -e tests/plugins/example (make test does it)"
+            "pip install --no-build-isolation --no-deps -e tests/plugins/example (make test and make test-fast do it)"
         )
 
 
