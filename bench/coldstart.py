@@ -1,18 +1,29 @@
-"""What a cold ``corral controller renew`` process costs, end to end, against a cold ``python -c pass``.
+"""What a cold ``corral`` process costs, verb by verb, against a cold ``python -c pass``.
 
-The renew is the whole guarded durable transition as a user runs it: interpreter start, imports, the
-credential file, the spec (from the warm spec cache, as after the first command), the fence guard, the
-compare-and-set and the event committed with ``synchronous=FULL``, and the output. A real lease is
-acquired first in a private ``CORRAL_HOME``; each command is timed with ``time.perf_counter`` around
-``subprocess.run``, interleaved over ``--runs`` runs after ``--warmup`` runs, and reported as median
-and p90. ``corral --version`` (imports and click, no store) is shown for reference.
+The figure of issue 13 is ``controller renew``: the whole guarded durable transition as a user runs
+it (interpreter start, imports, the credential file, the spec from the warm spec cache, the fence
+guard, the compare-and-set and the event committed with ``synchronous=FULL``, the output). Every
+other read-only or cheap verb (``--version``, ``machines``, ``validate``, ``status``, listings,
+``events``, ``scopes check``, ``preflight``, ``paths`` …) is run for real too, and each is reported
+as a ratio to ``python -c pass`` measured in the same run.
 
-Bytecode: the measured runs read compiled bytecode from a private ``PYTHONPYCACHEPREFIX`` (filled by
-the warm-up), as an installed corral would, whatever ``PYTHONDONTWRITEBYTECODE`` says; one more row
-runs the renew with the environment exactly as given, so the cost of a disabled bytecode cache shows.
+Each corral checkout measured (``--root``, default this one; ``--baseline ROOT`` adds another, e.g.
+``--baseline /work/main`` for the code before a change) gets its own private ``CORRAL_HOME``
+prepared by its own code: a real lease acquired (which warms the spec cache, as after a user's first
+command), a linked git worktree for ``preflight``. Commands run as the console script does
+(``from runner.cli import run``) with ``PYTHONPATH`` set to the checkout and the working directory
+in the temporary directory (no local ``./machines``). Every command line runs in a fresh process,
+timed with ``time.perf_counter`` around ``subprocess.run``, interleaved (the order reversed every
+other round, checkouts alternating) so that drift on a shared machine hits all alike; medians.
 
-Target: the renew's median under 200 ms (``--target-ms``). Then the top imports of
-``python -X importtime -m runner.cli controller renew`` by cumulative and by self time.
+Bytecode: every checkout is compiled first into a private ``PYTHONPYCACHEPREFIX``, as an installed
+corral is, whatever ``PYTHONDONTWRITEBYTECODE`` says.
+
+Then the imports of ``python -X importtime`` renews: the top modules by cumulative and by self
+time, the self time summed by origin (stdlib, click, corral, other), and the modules a renew must
+never need (``HEAVY``).
+
+``--quick`` (a few seconds, for ``bench/summary.py``): fewer runs, each non-figure verb once.
 """
 
 from __future__ import annotations
@@ -23,163 +34,302 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import Cold, corral_executable
+from common import Cold
 
+HERE = Path(__file__).resolve().parents[1]
 CONTROLLER = "bench"
 AUTHORITY_SHA = hashlib.sha256(b"bench authority").hexdigest()
-TARGET_MS = 200.0
-# Imported only to validate, draw or drive agents; a renew that imports one of them has regressed.
-HEAVY = ("jsonschema", "referencing", "yaml", "rich", "git", "graphviz", "anyio")
+TARGET_RATIO = 7.0
+FIGURE = "cold corral controller renew / cold python -c pass"
+# Imported only to validate, draw, render listings or drive agents; a renew that imports one has regressed.
+HEAVY = (
+    "jsonschema",
+    "referencing",
+    "yaml",
+    "rich",
+    "git",
+    "graphviz",
+    "anyio",
+    "asyncio",
+    "logging",
+    "socket",
+    "importlib.metadata",
+    "email",
+)
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)\s*$")
+# The console script's own code (the venv's ``corral`` may point at another checkout).
+SCRIPT = "import sys; from runner.cli import run; sys.argv[0] = 'corral'; sys.exit(run())"
+
+# (key, argv after ``corral``): read-only or cheap verbs, each run for real against the prepared home.
+VERBS: list[tuple[str, list[str]]] = [
+    ("version", ["--version"]),
+    ("help", ["--help"]),
+    ("renew", ["controller", "renew", "--controller", CONTROLLER]),
+    ("renew_json", ["controller", "renew", "--controller", CONTROLLER, "--json"]),
+    ("controller_list", ["controller", "list"]),
+    ("controller_list_json", ["controller", "list", "--json"]),
+    ("machines", ["machines"]),
+    ("validate", ["validate"]),
+    ("status", ["status"]),
+    ("events", ["events", "--limit", "50"]),
+    ("receipts", ["receipts"]),
+    ("reviewer_list", ["reviewer", "list"]),
+    ("writer_list", ["writer", "list"]),
+    ("adopted_list", ["adopted", "list"]),
+    ("agents", ["agents"]),
+    ("plans_list", ["plans", "list"]),
+    ("recipe_list", ["recipe", "list"]),
+    ("scopes_check", ["scopes", "check", "src/a", "--worktree", "{worktree}"]),
+    ("preflight", ["preflight", "{worktree}"]),
+    ("paths", ["paths", "controller"]),
+    ("draw", ["draw", "controller"]),
+]
+FIGURE_VERBS = ("version", "renew")  # measured every round even with --quick
 
 
-def environments(home: Path, pycache: Path) -> tuple[dict[str, str], dict[str, str]]:
-    """(with a private bytecode cache, as given); both with a private CORRAL_HOME and no CORRAL_* leaks."""
-    given = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_") and k != "XDG_STATE_HOME"}
-    given["CORRAL_HOME"] = str(home)
-    cached = {k: v for k, v in given.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    cached["PYTHONPYCACHEPREFIX"] = str(pycache)
-    return cached, given
+def environment(root: Path, home: Path, pycache: Path) -> dict[str, str]:
+    """This environment with a private CORRAL_HOME and bytecode cache, corral from ``root``, no CORRAL_* leaks."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_") and k != "XDG_STATE_HOME"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env |= {"CORRAL_HOME": str(home), "PYTHONPYCACHEPREFIX": str(pycache), "PYTHONPATH": str(root)}
+    return env
 
 
-def acquire(corral: str, env: dict[str, str], home: Path) -> None:
-    argv = [corral, "controller", "acquire", "--controller", CONTROLLER, "--ttl", "86400"]
-    argv += ["--authority-ref", "BENCH-1", "--authority-sha256", AUTHORITY_SHA]
-    subprocess.run(
-        argv,
-        env=env,
-        capture_output=True,
-        check=True,
-    )
-    if not any((home / "cache" / "specs").glob("*.json")):
-        raise SystemExit(f"the spec cache under {home} is still empty after acquire: the renews would validate")
-
-
-def import_times(env: dict[str, str]) -> list[dict[str, Any]]:
-    """Every import of one ``-X importtime`` renew: name, self and cumulative µs, nesting depth."""
-    argv = [sys.executable, "-X", "importtime", "-m", "runner.cli", "controller", "renew", "--controller", CONTROLLER]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+def run_ok(argv: list[str], env: dict[str, str], cwd: Path) -> str:
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"the importtime renew failed with status {done.returncode}:\n{done.stderr}")
-    found = []
-    for line in done.stderr.splitlines():
-        match = IMPORT_LINE.match(line)
-        if match:
-            own, cumulative, indent, name = match.groups()
-            depth = len(indent) // 2
-            found.append({"name": name, "self_us": int(own), "cumulative_us": int(cumulative), "depth": depth})
-    return found
+        raise SystemExit(f"{' '.join(argv)} exited with status {done.returncode}:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+class Checkout:
+    """One corral checkout under test: its home, its bytecode, its verbs."""
+
+    def __init__(self, label: str, root: Path, tmp: Path, worktree: Path) -> None:
+        self.label, self.root = label, root
+        base = tmp / label
+        self.home, self.pycache = base / "home", base / "pycache"
+        self.env = environment(root, self.home, self.pycache)
+        self.worktree = worktree
+        self.verbs = {
+            key: Cold(
+                key,
+                "corral " + " ".join(argv),
+                [sys.executable, "-c", SCRIPT, *(a.format(worktree=worktree) for a in argv)],
+                self.env,
+            )
+            for key, argv in VERBS
+        }
+
+    def prepare(self, cwd: Path) -> None:
+        self.home.parent.mkdir(parents=True)
+        # Compiled bytecode for every module, as an installed corral has (and click's, from the venv).
+        run_ok([sys.executable, "-m", "compileall", "-q", str(self.root / "runner")], self.env, cwd)
+        argv = [sys.executable, "-c", SCRIPT, "controller", "acquire", "--controller", CONTROLLER, "--ttl", "86400"]
+        run_ok([*argv, "--authority-ref", "BENCH-1", "--authority-sha256", AUTHORITY_SHA], self.env, cwd)
+        if not any((self.home / "cache" / "specs").glob("*.json")):
+            raise SystemExit(f"the spec cache under {self.home} is still empty after acquire: renews would validate")
+        for command in self.verbs.values():  # fills the bytecode of what the console script imports lazily
+            command.run()
+
+    def import_times(self, cwd: Path) -> list[dict[str, Any]]:
+        """Every import of one ``-X importtime`` renew: name, self and cumulative µs, nesting depth."""
+        argv = [sys.executable, "-X", "importtime", "-c", SCRIPT, "controller", "renew", "--controller", CONTROLLER]
+        done = subprocess.run(argv, env=self.env, cwd=cwd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"the importtime renew failed with status {done.returncode}:\n{done.stderr}")
+        found = []
+        for line in done.stderr.splitlines():
+            match = IMPORT_LINE.match(line)
+            if match:
+                own, cumulative, indent, name = match.groups()
+                found.append(
+                    {"name": name, "self_us": int(own), "cumulative_us": int(cumulative), "depth": len(indent) // 2}
+                )
+        return found
+
+
+def origin(module: str) -> str:
+    top = module.split(".", maxsplit=1)[0]
+    if top == "runner":
+        return "corral"
+    if top == "click":
+        return "click"
+    if top in sys.stdlib_module_names or top.startswith("_") or top in ("encodings", "sitecustomize"):
+        return "stdlib"
+    return "other"
+
+
+def import_summary(runs: list[list[dict[str, Any]]], top: int) -> dict[str, Any]:
+    """The median self time of each module over ``runs`` importtime renews, grouped and ranked."""
+    names = {i["name"] for run in runs for i in run}
+    own = {n: statistics.median([next((i["self_us"] for i in r if i["name"] == n), 0) for r in runs]) for n in names}
+    cum = {
+        n: statistics.median([next((i["cumulative_us"] for i in r if i["name"] == n), 0) for r in runs]) for n in names
+    }
+    by_origin: dict[str, float] = {}
+    for name, us in own.items():
+        by_origin[origin(name)] = by_origin.get(origin(name), 0) + us
+    ranked_cum, ranked_own = sorted(cum, key=cum.__getitem__)[::-1], sorted(own, key=own.__getitem__)[::-1]
+    return {
+        "count": len(names),
+        "total_self_ms": round(sum(own.values()) / 1000, 1),
+        "self_ms_by_origin": {k: round(v / 1000, 1) for k, v in sorted(by_origin.items())},
+        "top_cumulative": [{"name": n, "ms": round(cum[n] / 1000, 1)} for n in ranked_cum[:top]],
+        "top_self": [{"name": n, "ms": round(own[n] / 1000, 1)} for n in ranked_own[:top]],
+        "heavy_imported": sorted(n for n in names if any(n == h or n.startswith(h + ".") for h in HEAVY)),
+        "modules": sorted(names),
+    }
 
 
 def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    home, pycache = tmp / "home", tmp / "pycache"
-    cached, given = environments(home, pycache)
-    corral = corral_executable()
-    acquire(corral, cached, home)
-    renew = [corral, "controller", "renew", "--controller", CONTROLLER]
-    bytecode_off = bool(given.get("PYTHONDONTWRITEBYTECODE")) and not given.get("PYTHONPYCACHEPREFIX")
-    commands = [
-        Cold("python_pass", "python -c pass", [sys.executable, "-c", "pass"], cached),
-        Cold("version", "corral --version", [corral, "--version"], cached),
-        Cold("renew", "corral controller renew", renew, cached),
-        Cold(
-            "renew_env_as_given",
-            "renew, env as given" + (" (PYTHONDONTWRITEBYTECODE)" if bytecode_off else ""),
-            renew,
-            given,
-        ),
-    ]
+    os.chdir(tmp)  # no ./machines or ./.corral of the caller's checkout
+    worktree = tmp / "lane"
+    repo = tmp / "repo"
+    run_ok(["git", "init", "-q", str(repo)], dict(os.environ), tmp)
+    ident = ["-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
+    run_ok(["git", *ident, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", "init"], dict(os.environ), tmp)
+    run_ok(["git", "-C", str(repo), "worktree", "add", "-q", "-b", "lane", str(worktree)], dict(os.environ), tmp)
+    checkouts = [Checkout("after", args.root, tmp, worktree)]
+    if args.baseline is not None:
+        checkouts.insert(0, Checkout("before", args.baseline, tmp, worktree))
+    python = Cold("python_pass", "python -c pass", [sys.executable, "-c", "pass"], checkouts[-1].env)
+    for checkout in checkouts:
+        checkout.prepare(tmp)
     for _ in range(args.warmup):
-        for command in commands:
-            command.run()
+        python.run()
+        for checkout in checkouts:
+            for key in FIGURE_VERBS:
+                checkout.verbs[key].run()
     for index in range(args.runs):
+        every = not args.quick or index < args.verb_runs
+        commands = [python]
+        for checkout in checkouts:
+            commands += [c for k, c in checkout.verbs.items() if every or k in FIGURE_VERBS]
+            commands.append(python)  # python -c pass as often as the figure's renews, spread among them
         for command in commands if index % 2 == 0 else commands[::-1]:
             command.samples_ms.append(command.run())
-    imports = import_times(cached)
-    by_key = {c.key: c for c in commands}
-    renew_median = by_key["renew"].median
+    floor = python.median
+    verbs: list[dict[str, Any]] = []
+    for key, argv in VERBS:
+        row: dict[str, Any] = {"verb": key, "argv": ["corral", *argv], "runs": {}}
+        for checkout in checkouts:
+            command = checkout.verbs[key]
+            row[f"{checkout.label}_median_ms"] = round(command.median, 2)
+            row[f"{checkout.label}_ratio"] = round(command.median / floor, 2)
+            row["runs"][checkout.label] = len(command.samples_ms)
+        verbs.append(row)
+    renew = {c.label: c.verbs["renew"] for c in checkouts}
+    ratio = renew["after"].median / floor
+    detail = (
+        f"renew median {renew['after'].median:.1f} ms / python -c pass median {floor:.1f} ms "
+        f"({len(renew['after'].samples_ms)} and {len(python.samples_ms)} runs)"
+    )
+    if "before" in renew:
+        detail += (
+            f"; before ({args.baseline}): renew {renew['before'].median:.1f} ms = "
+            f"{renew['before'].median / floor:.2f}x in the same run"
+        )
+    detail += "; every verb: " + ", ".join(f"{r['verb']} {r['after_ratio']:.1f}x" for r in verbs)
+    figures = [
+        {
+            "figure": FIGURE,
+            "value": round(ratio, 2),
+            "unit": "x",
+            "target": f"<= {args.target_ratio:g}x",
+            "met": ratio <= args.target_ratio,
+            "detail": detail,
+        }
+    ]
+    imports = {}
+    for checkout in checkouts:
+        runs = [checkout.import_times(tmp) for _ in range(args.import_runs)]
+        imports[checkout.label] = import_summary(runs, args.top)
     return {
+        "figures": figures,
+        "verbs": verbs,
         "context": {
             "python": platform.python_version(),
             "executable": sys.executable,
-            "corral": corral,
+            "roots": {c.label: str(c.root) for c in checkouts},
             "runs": args.runs,
+            "verb_runs": args.verb_runs if args.quick else args.runs,
             "warmup_runs": args.warmup,
-            "corral_home": str(home),
-            "bytecode": f"cached in a private PYTHONPYCACHEPREFIX ({pycache})",
-            "env_disables_bytecode": bytecode_off,
+            "quick": args.quick,
+            "bytecode": "compiled into a private PYTHONPYCACHEPREFIX per checkout",
         },
-        "commands": {c.key: c.to_dict() for c in commands},
-        "renew_minus_python_ms": round(renew_median - by_key["python_pass"].median, 2),
-        "renew_minus_version_ms": round(renew_median - by_key["version"].median, 2),
-        "target_ms": args.target_ms,
-        "target_met": renew_median < args.target_ms,
-        "imports": {
-            "count": len(imports),
-            "total_self_us": sum(i["self_us"] for i in imports),
-            "top_cumulative": sorted(imports, key=lambda i: -i["cumulative_us"])[: args.top],
-            "top_self": sorted(imports, key=lambda i: -i["self_us"])[: args.top],
-            "heavy_imported": sorted({i["name"] for i in imports if i["name"].split(".")[0] in HEAVY}),
-        },
+        "commands": {"python_pass": python.to_dict()}
+        | {f"{c.label}:{k}": v.to_dict() for c in checkouts for k, v in c.verbs.items()},
+        "imports": imports,
     }
 
 
 def render(doc: dict[str, Any]) -> str:
-    ctx, commands = doc["context"], doc["commands"]
+    ctx = doc["context"]
+    labels = list(ctx["roots"])
+    floor = doc["commands"]["python_pass"]["median_ms"]
     lines = [
-        f"corral cold start: Python {ctx['python']}, {ctx['runs']} interleaved runs per command after "
-        f"{ctx['warmup_runs']} warm-up runs",
-        f"  lease acquired in {ctx['corral_home']}; spec cache warm; bytecode {ctx['bytecode']}",
+        f"corral cold start: Python {ctx['python']}, {ctx['runs']} interleaved rounds "
+        f"(non-figure verbs {ctx['verb_runs']}) after {ctx['warmup_runs']} warm-up rounds",
+        *(f"  {label}: {root}" for label, root in ctx["roots"].items()),
+        f"  python -c pass: median {floor:.1f} ms",
         "",
-        f"  {'':46} {'median ms':>10} {'p90 ms':>8} {'min ms':>8}",
+        f"  {'verb':48}" + "".join(f" {label + ' ms':>10} {'ratio':>6}" for label in labels),
     ]
-    for command in commands.values():
-        lines.append(
-            f"  {command['label']:46} {command['median_ms']:10.1f} {command['p90_ms']:8.1f} {command['min_ms']:8.1f}"
-        )
-    met = "met" if doc["target_met"] else "NOT met"
-    lines += [
-        "",
-        f"  renew - python -c pass:   {doc['renew_minus_python_ms']:6.1f} ms  (corral's own cost of the transition)",
-        f"  renew - corral --version: {doc['renew_minus_version_ms']:6.1f} ms  (beyond importing the CLI)",
-        f"  renew median {commands['renew']['median_ms']:.1f} ms vs target < {doc['target_ms']:g} ms: {met}",
-    ]
-    imports = doc["imports"]
-    lines += [
-        "",
-        f"  imports of `python -X importtime -m runner.cli controller renew`: {imports['count']} modules, "
-        f"{imports['total_self_us'] / 1000:.1f} ms in all (importtime inflates it)",
-        f"  {'top by cumulative':38} {'cum ms':>7} {'self ms':>8}    {'top by self':38} {'self ms':>8}",
-    ]
-    for by_cum, by_self in zip(imports["top_cumulative"], imports["top_self"], strict=False):
-        lines.append(
-            f"  {by_cum['name']:38} {by_cum['cumulative_us'] / 1000:7.1f} {by_cum['self_us'] / 1000:8.1f}"
-            f"    {by_self['name']:38} {by_self['self_us'] / 1000:8.1f}"
-        )
-    heavy = imports["heavy_imported"]
-    lines.append(f"  modules a renew should not need ({', '.join(HEAVY)}): {', '.join(heavy) if heavy else 'none'}")
+    for row in doc["verbs"]:
+        cells = "".join(f" {row[f'{label}_median_ms']:10.1f} {row[f'{label}_ratio']:5.1f}x" for label in labels)
+        lines.append(f"  {' '.join(row['argv'][1:]):48}{cells}")
+    lines.append("")
+    for figure in doc["figures"]:
+        met = "met" if figure["met"] else "NOT met"
+        lines.append(f"  {figure['figure']}: {figure['value']:.2f}x, target {figure['target']}: {met}")
+    for label, imports in doc["imports"].items():
+        by_origin = ", ".join(f"{k} {v:.1f}" for k, v in imports["self_ms_by_origin"].items())
+        lines += [
+            "",
+            f"  {label}: imports of an importtime renew: {imports['count']} modules, {imports['total_self_ms']:.1f} ms "
+            f"self in all (importtime inflates it): {by_origin}",
+            f"  {'top by cumulative':38} {'cum ms':>7}    {'top by self':38} {'self ms':>8}",
+        ]
+        for by_cum, by_self in zip(imports["top_cumulative"], imports["top_self"], strict=False):
+            lines.append(f"  {by_cum['name']:38} {by_cum['ms']:7.1f}    {by_self['name']:38} {by_self['ms']:8.1f}")
+        heavy = imports["heavy_imported"]
+        lines.append(f"  modules a renew should not need: {', '.join(heavy) if heavy else 'none'}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=21, help="timed runs per command (default: 21)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed runs per command first (default: 3)")
-    parser.add_argument("--target-ms", type=float, default=TARGET_MS, help="renew median target (default: 200)")
+    parser.add_argument("--runs", type=int, default=9, help="timed rounds (default: 9; --quick: 5)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed rounds of the figure's verbs (default: 2)")
+    parser.add_argument("--quick", action="store_true", help="a run of a few seconds: each non-figure verb once")
+    parser.add_argument("--root", type=Path, default=HERE, help="the corral checkout to measure (default: this one)")
+    parser.add_argument("--baseline", type=Path, help="another checkout measured in the same run, as 'before'")
+    parser.add_argument("--target-ratio", type=float, default=TARGET_RATIO, help="renew / python target (7)")
     parser.add_argument("--top", type=int, default=10, help="how many imports to list (default: 10)")
-    parser.add_argument("--dir", type=Path, help="where to put the state home (default: a new temp directory)")
+    parser.add_argument("--dir", type=Path, help="where to put the state homes (default: a new temp directory)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    if args.runs < 1 or args.warmup < 1 or args.top < 1:
-        parser.error("--runs, --warmup and --top must be >= 1 (the warm-up fills the bytecode cache)")
+    if args.quick:
+        args.runs, args.warmup = min(args.runs, 5), min(args.warmup, 1)
+    args.verb_runs = 1
+    args.import_runs = 1 if args.quick else 3
+    if args.runs < 1 or args.warmup < 0 or args.top < 1:
+        parser.error("--runs and --top must be >= 1, --warmup >= 0")
+    for root in (args.root, args.baseline):
+        if root is not None and not (root / "runner" / "cli" / "app.py").is_file():
+            parser.error(f"{root} is not a corral checkout (no runner/cli/app.py)")
+    args.root = args.root.resolve()
+    args.baseline = args.baseline.resolve() if args.baseline else None
     with tempfile.TemporaryDirectory(prefix="corral-coldstart-", dir=args.dir) as tmp:
-        doc = measure(args, Path(tmp))
+        doc = measure(args, Path(tmp).resolve())
     print(json.dumps(doc, indent=2) if args.json else render(doc))
     return 0
 

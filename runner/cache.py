@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import time
 from pathlib import Path
@@ -26,8 +25,9 @@ from typing import Any
 
 from runner import jsonvalues
 from runner._version import __version__
+from runner.log import get_logger
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 FORMAT = 2  # 2: header line with the body's digest; format-1 entries are filed under other keys
 LEDGER = "rebuilds.log"

@@ -12,7 +12,6 @@ to 0700; a symlink, a non-directory, or a directory owned by another user is ref
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import stat
 from collections.abc import Mapping
@@ -20,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runner.errors import HomeInsecureError
+from runner.log import get_logger
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 
 def private_dir(path: Path) -> Path:

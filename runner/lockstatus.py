@@ -17,7 +17,6 @@ status            when
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,17 +43,23 @@ def start_time(pid: int) -> int | None:
         return None
 
 
+def _hostname() -> str:
+    import socket  # here, not at the top: a command that judges no lock does not import it (cold start)
+
+    return socket.gethostname()
+
+
 def current(pid: int | None = None) -> dict[str, Any]:
     """This process (or ``pid``) as a lock holder."""
     pid = os.getpid() if pid is None else pid
-    return {"pid": pid, "host": socket.gethostname(), "boot_id": boot_id(), "start_time": start_time(pid)}
+    return {"pid": pid, "host": _hostname(), "boot_id": boot_id(), "start_time": start_time(pid)}
 
 
 def status(holder: Mapping[str, Any] | None) -> str:
     """``absent``, ``active``, ``stale`` or ``indeterminate`` for a recorded holder."""
     if not holder:
         return "absent"
-    if holder.get("host") != socket.gethostname():
+    if holder.get("host") != _hostname():
         return "indeterminate"
     mine = boot_id()
     if mine is None or holder.get("boot_id") is None:

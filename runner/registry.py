@@ -9,12 +9,13 @@ first time a name is not found among the built-ins.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-logger = logging.getLogger(__name__)
+from runner.log import get_logger
+
+logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 F = TypeVar("F", bound=Callable[..., object])
 

@@ -84,21 +84,50 @@ def test_the_import_contracts_pass() -> None:
 PROBE = """
 import json, sys
 from runner.cli.app import main
-status = main(sys.argv[1:])
+status = main(sys.argv[2:])
 print(json.dumps({"status": status, "loop": sorted(m for m in ("anyio", "asyncio") if m in sys.modules),
                   "herdr": "runner.agents.herdr" in sys.modules,
                   "other_commands": sorted(m for m in ("runner.cli.agents", "runner.cli.writers", "runner.cli.plans",
-                                                       "runner.cli.adopted", "runner.cli.paths") if m in sys.modules)}))
+                                                       "runner.cli.adopted", "runner.cli.paths") if m in sys.modules),
+                  "lazy": sorted(m for m in sys.argv[1].split(",") if m in sys.modules)}))
 """
+
+# Kept out of a cold `controller renew` for its start-up time (issue 13): none is needed to renew. The
+# transitions library imports ``logging`` with the transition table, so ``logging`` is checked on
+# ``--version``, which loads neither a machine nor the store.
+RENEW_NEVER = (
+    "yaml",
+    "jsonschema",
+    "referencing",
+    "rich",
+    "git",
+    "graphviz",
+    "socket",
+    "getpass",
+    "importlib.metadata",
+    "runner.documents.schema",
+    "runner.definitions.lint",
+    "runner.service.inventory",
+    "runner.service.receipts",
+    "runner.service.writers",
+    "runner.service.waits",
+    "runner.service.plans",
+)
+VERSION_NEVER = (*RENEW_NEVER, "logging", "runner.service.facade", "runner.store.sqlite", "sqlite3", "transitions")
 
 
 @pytest.mark.slow  # seconds of waiting on processes or deadlines: left out of make test-fast
 def test_commands_that_do_not_wait_pay_for_no_event_loop(tmp_path: Path) -> None:
     env = {"CORRAL_HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
 
-    def probe(*argv: str) -> dict[str, object]:
+    def probe(*argv: str, never: tuple[str, ...] = ()) -> dict[str, object]:
         done = subprocess.run(
-            [sys.executable, "-c", PROBE, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+            [sys.executable, "-c", PROBE, ",".join(never), *argv],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         import json
 
@@ -106,10 +135,31 @@ def test_commands_that_do_not_wait_pay_for_no_event_loop(tmp_path: Path) -> None
 
     sha = "0" * 64
     acquire = ["controller", "acquire", "--controller", "c", "--authority-ref", "r", "--authority-sha256", sha]
+    quiet = {"status": 0, "loop": [], "herdr": False, "other_commands": [], "lazy": []}
     for argv in (acquire, ["controller", "renew", "--controller", "c"], ["controller", "list"], ["events"]):
-        assert probe(*argv) == {"status": 0, "loop": [], "herdr": False, "other_commands": []}, argv
-    # A command that waits does load one: the probe can tell.
+        assert probe(*argv) == quiet, argv
+    # The modules made lazy for the cold start stay out of a renew (and of --version, with more).
+    assert probe("controller", "renew", "--controller", "c", never=RENEW_NEVER) == quiet
+    assert probe("controller", "renew", "--controller", "c", "--json", never=RENEW_NEVER) == quiet
+    assert probe("--version", never=VERSION_NEVER) == quiet
+    # The probe can tell: a command that waits loads an event loop, one that validates loads jsonschema.
     assert probe("agent", "wait", "p1", "--timeout", "0.1")["loop"] != []
+    assert probe("validate", never=("jsonschema",))["lazy"] == ["jsonschema"]
+
+
+def test_the_default_holder_is_getpass_and_socket_spelled_cheaply(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``default_holder`` avoids importing getpass and socket: it must say what they would say."""
+    import getpass
+    import socket
+
+    from runner.service.checks import default_holder
+
+    assert default_holder() == f"{getpass.getuser()}@{socket.gethostname()}"
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+    assert default_holder() == f"{getpass.getuser()}@{socket.gethostname()}"  # the password database's name
+    monkeypatch.setenv("USER", "someone-else")
+    assert default_holder().split("@")[0] == "someone-else" == getpass.getuser()
 
 
 def test_every_lazily_loaded_command_is_where_the_table_says() -> None:
@@ -131,3 +181,27 @@ def test_every_lazily_loaded_command_is_where_the_table_says() -> None:
     assert registered == COMMAND_MODULES
     listed = cli.list_commands(click.Context(cli))
     assert set(COMMAND_MODULES) <= set(listed) and "controller" in listed
+
+
+def test_a_lazy_logger_logs_as_the_standard_one_with_the_callers_line(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from runner.log import get_logger
+
+    logger = get_logger("runner.test_lazy")
+    with caplog.at_level(logging.DEBUG, logger="runner.test_lazy"):
+        logger.debug("d %s", 1)
+        logger.info("i %s", 2)
+        logger.warning("w %s", 3)
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            logger.exception("e %s", 4)
+    assert [(r.levelname, r.getMessage(), r.name) for r in caplog.records] == [
+        ("DEBUG", "d 1", "runner.test_lazy"),
+        ("INFO", "i 2", "runner.test_lazy"),
+        ("WARNING", "w 3", "runner.test_lazy"),
+        ("ERROR", "e 4", "runner.test_lazy"),
+    ]
+    assert {r.filename for r in caplog.records} == {"test_layers.py"}  # the caller, not runner/log.py
+    assert caplog.records[-1].exc_info is not None

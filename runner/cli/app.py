@@ -7,7 +7,6 @@ table in :mod:`runner.errors`: 0 ok, 1 unexpected, 2 usage, 3 invalid, 4 refused
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Callable
@@ -186,6 +185,8 @@ class LazyGroup(click.Group):
 def cli(ctx: click.Context, store_url: str | None, home_dir: Path | None, verbose: int) -> None:
     """corral: drive coding agents through guarded, durable state machines."""
     if verbose:
+        import logging  # only with -v: a cold command that logs nothing does not pay for logging
+
         logging.basicConfig(
             level=logging.DEBUG if verbose > 1 else logging.INFO,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",

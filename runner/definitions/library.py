@@ -15,7 +15,6 @@ not reuse a built-in's name.
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 from dataclasses import dataclass, field
 from functools import cache
@@ -27,8 +26,9 @@ from runner.data import data_dir
 from runner.definitions.model import MachineSpec
 from runner.definitions.table import TransitionTable
 from runner.errors import Diagnostic, NotFoundError, SpecError
+from runner.log import get_logger
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 
 @dataclass(frozen=True)

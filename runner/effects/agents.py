@@ -6,8 +6,6 @@ happened; ``ambiguous`` when the world may have changed in a way that could not 
 
 from __future__ import annotations
 
-import logging
-
 from runner.agents.abc import (
     AgentBusyError,
     AgentError,
@@ -18,8 +16,9 @@ from runner.agents.abc import (
 )
 from runner.context import Context, EffectResult, format_time
 from runner.effects import EFFECTS
+from runner.log import get_logger
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 
 def _host(ctx: Context) -> AgentHost:

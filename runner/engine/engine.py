@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,10 +37,11 @@ from runner.errors import (
     TransitionNotAllowedError,
 )
 from runner.guards import GUARDS
+from runner.log import get_logger
 from runner.store.abc import Store, Transaction
 from runner.updates import UPDATES
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 
 @dataclass(frozen=True)

