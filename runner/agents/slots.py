@@ -15,7 +15,7 @@ callable taking the store). :func:`slot_store` picks the adapter for a store.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +63,28 @@ class SlotReader(ABC):
     @abstractmethod
     def slots(self, include_closed: bool = False) -> list[AgentSlot]:
         """The agents, ordered by pane number (closed ones only when asked)."""
+
+    def slots_of(self, pane_ids: Sequence[str]) -> dict[str, AgentSlot]:
+        """The agents in ``pane_ids`` that exist, closed or not, by pane id (a pane that never had
+        one is absent), all from this one snapshot. Adapters read them in one query; this default
+        reads them one by one."""
+        found = {}
+        for pane_id in dict.fromkeys(pane_ids):
+            slot = self.slot(pane_id)
+            if slot is not None:
+                found[pane_id] = slot
+        return found
+
+    def change_token(self) -> Hashable | None:
+        """A value that changes whenever any slot may have changed since it was last taken.
+
+        Waits take it before reading slots, in the same snapshot, and read them again only once it
+        differs from the previous tick's, so an idle tick reads no slot; a token equal to an earlier
+        one of the same :class:`SlotStore` promises that no slot was written in between, by any
+        process. Cheap by contract (no table scan; SQLite: ``PRAGMA data_version`` with the
+        connection's own change count). None when the adapter cannot tell: the caller reads every time.
+        """
+        return None
 
 
 class SlotTransaction(SlotReader):

@@ -9,7 +9,7 @@ table's schema is migrated with the rest of the file (``runner.store.sqlite.MIGR
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +21,7 @@ from runner.errors import ConflictError, CorralError
 from runner.store.abc import Store, Transaction
 from runner.store.sqlite import SQLiteStore, connection_of, decode_object, encode_json
 
+_CHUNK = 500  # pane ids per statement of ``slots_of``
 _COLUMNS = "pane_id, name, kind, cwd, status, seq, run, pid, exit_status, closed, options, dir, created_at, updated_at"
 
 
@@ -59,6 +60,26 @@ class _Reader(SlotReader):
             _slot(row, self._path)
             for row in self._conn.execute(f"SELECT {_COLUMNS} FROM agent_slots{where} ORDER BY number")
         ]
+
+    def slots_of(self, pane_ids: Sequence[str]) -> dict[str, AgentSlot]:
+        wanted = list(dict.fromkeys(pane_ids))
+        found: dict[str, AgentSlot] = {}
+        # One statement for all of them (a primary-key lookup each), in chunks below SQLite's
+        # variable limit (999 in old builds).
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            for row in self._conn.execute(f"SELECT {_COLUMNS} FROM agent_slots WHERE pane_id IN ({marks})", chunk):
+                slot = _slot(row, self._path)
+                found[slot.pane_id] = slot
+        return found
+
+    def change_token(self) -> Hashable:
+        # PRAGMA data_version reads no table: it changes when another connection (any process) has
+        # committed since this connection last asked; this connection's own writes do not move it, so
+        # its total change count (a counter in memory, no statement) joins it.
+        version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        return (int(version), self._conn.total_changes)
 
 
 class _Transaction(_Reader, SlotTransaction):
