@@ -204,42 +204,41 @@ class ProcessHost(AgentHost):
     ) -> tuple[dict[str, AgentSlot | None], dict[str, AgentSlot]]:
         """The blocking body of the waits: tick until a target is settled past its cursor or gone.
 
-        Returns the targets found so (a gone one as None) and the slots last read; no target found
-        means the deadline passed (or ``stop`` was set). Each tick is one snapshot: the slot port's
-        change token first (SQLite: ``PRAGMA data_version``, which reads no table), and only when it
-        moved, one query for every target's slot, so an idle tick reads no slot. Ticks are ``POLL``
-        apart, ``POLL_QUIET`` once the store has been unchanged for ``QUIET_AFTER`` seconds.
+        Returns the targets found so (their slots; a gone one as None) and, when none was found by
+        the deadline (or ``stop`` was set), the targets' slots as last read. Each tick takes the slot
+        port's change token (SQLite: ``PRAGMA data_version``, which reads no table) and, only when it
+        moved, one query in a snapshot for every target's status and seq, so an idle tick reads no
+        slot. Ticks are ``POLL`` apart, ``POLL_QUIET`` once the store has been
+        unchanged for ``QUIET_AFTER`` seconds.
         """
         pane_ids = list(targets)
-        started = time.monotonic()
-        deadline = started + timeout
-        moved_at = started
+        deadline = time.monotonic() + timeout
+        moved_at = -QUIET_AFTER
         token: Hashable | None = None
-        last: dict[str, AgentSlot] = {}
         first = True
         while True:
-            with self.slots.read() as reader:
-                now_token = reader.change_token()
-                fresh = first or now_token is None or now_token != token
-                if fresh:
-                    last = reader.slots_of(pane_ids)
+            now_token = self.slots.change_token()
+            if first or now_token is None or now_token != token:
+                token, first, moved_at = now_token, False, time.monotonic()
+                with self.slots.read() as reader:
+                    progress = reader.progress_of(pane_ids)
+                    found = [
+                        pane_id
+                        for pane_id, after in targets.items()
+                        if (seen := progress.get(pane_id)) is None
+                        or seen.closed
+                        or (seen.seq > after and seen.status in SETTLED)
+                    ]
+                    if found:
+                        slots = reader.slots_of(found)  # the same snapshot: the state just judged
+                        return {p: s if (s := slots.get(p)) is not None and not s.closed else None for p in found}, {}
             now = time.monotonic()
-            if fresh:
-                token, first, moved_at = now_token, False, now
-                found = {
-                    pane_id: slot if slot is not None and not slot.closed else None
-                    for pane_id, after in targets.items()
-                    if (slot := last.get(pane_id)) is None
-                    or slot.closed
-                    or (slot.seq > after and slot.status in SETTLED)
-                }
-                if found:
-                    return found, last
+            if stop.is_set():
+                return {}, {}  # the wait was cancelled: nobody reads this result
             if now >= deadline:
-                return {}, last
-            pause = POLL if now - moved_at < QUIET_AFTER else POLL_QUIET
-            if stop.wait(min(pause, deadline - now)):
-                return {}, last  # the wait was cancelled: nobody reads this result
+                with self.slots.read() as reader:
+                    return {}, reader.slots_of(pane_ids)
+            time.sleep(min(POLL if now - moved_at < QUIET_AFTER else POLL_QUIET, deadline - now))
 
     # --- acting ------------------------------------------------------------------------------------
 

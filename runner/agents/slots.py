@@ -18,14 +18,22 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from runner.errors import InputError
 from runner.registry import Registry
 from runner.store import scheme_of
 from runner.store.abc import Store, Transaction
 
-__all__ = ["SLOT_STORES", "AgentSlot", "SlotReader", "SlotStore", "SlotTransaction", "slot_store"]
+__all__ = [
+    "SLOT_STORES",
+    "AgentSlot",
+    "SlotProgress",
+    "SlotReader",
+    "SlotStore",
+    "SlotTransaction",
+    "slot_store",
+]
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,14 @@ class AgentSlot:
     updated_at: str | None = None
 
 
+class SlotProgress(NamedTuple):
+    """Where one slot is, and nothing else: what a wait's tick needs to judge it."""
+
+    status: str
+    seq: int
+    closed: bool
+
+
 class SlotReader(ABC):
     """Reads slots from one consistent snapshot."""
 
@@ -75,16 +91,10 @@ class SlotReader(ABC):
                 found[pane_id] = slot
         return found
 
-    def change_token(self) -> Hashable | None:
-        """A value that changes whenever any slot may have changed since it was last taken.
-
-        Waits take it before reading slots, in the same snapshot, and read them again only once it
-        differs from the previous tick's, so an idle tick reads no slot; a token equal to an earlier
-        one of the same :class:`SlotStore` promises that no slot was written in between, by any
-        process. Cheap by contract (no table scan; SQLite: ``PRAGMA data_version`` with the
-        connection's own change count). None when the adapter cannot tell: the caller reads every time.
-        """
-        return None
+    def progress_of(self, pane_ids: Sequence[str]) -> dict[str, SlotProgress]:
+        """:meth:`slots_of` reduced to status, seq and closed: a wait's tick reads only these, so
+        adapters read only these columns (no options to decode); this default reduces ``slots_of``."""
+        return {p: SlotProgress(s.status, s.seq, s.closed) for p, s in self.slots_of(pane_ids).items()}
 
 
 class SlotTransaction(SlotReader):
@@ -122,6 +132,18 @@ class SlotStore(ABC):
     @abstractmethod
     def read(self) -> AbstractContextManager[SlotReader]:
         """A read-only snapshot of the slots."""
+
+    def change_token(self) -> Hashable | None:
+        """A value that changes whenever any slot may have changed since it was last taken.
+
+        A wait takes it on every tick, before its snapshot, and reads its slots again only once it
+        differs from the previous tick's, so an idle tick reads no slot: a token equal to an earlier
+        one of the same :class:`SlotStore` promises that no slot was written in between, by any
+        process. Cheap by contract (no table read, no transaction; SQLite: ``PRAGMA data_version``
+        with the connection's own change count). None when the adapter cannot tell: the caller
+        reads every time.
+        """
+        return None
 
 
 SlotStoreFactory = Callable[[Store], SlotStore]

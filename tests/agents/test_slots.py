@@ -232,6 +232,9 @@ def test_slots_of_reads_the_named_slots_closed_or_not(slots: SlotStore) -> None:
     assert found["p3"] == closed and "p9" not in found
     with slots.read() as reader:
         assert reader.slots_of([]) == {}
+        progress = reader.progress_of(["p3", "p4", "p9"])
+    assert progress == {"p3": ("idle", 0, True), "p4": ("idle", 0, False)}
+    assert (progress["p3"].status, progress["p3"].seq, progress["p3"].closed) == ("idle", 0, True)
 
 
 def test_the_change_token_moves_on_every_slot_write_of_any_connection(slots: SlotStore, slot_kind: StoreKind) -> None:
@@ -240,8 +243,7 @@ def test_the_change_token_moves_on_every_slot_write_of_any_connection(slots: Slo
     idle = insert(slots, agent(1))
 
     def token() -> object:
-        with slots.read() as reader:
-            return reader.change_token()
+        return slots.change_token()
 
     first = token()
     if first is None:

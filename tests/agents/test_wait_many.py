@@ -23,7 +23,7 @@ from runner.agents import process
 from runner.agents.abc import AgentHost, StartOptions, WaitTimeoutError
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
-from runner.agents.slots import AgentSlot, SlotReader
+from runner.agents.slots import AgentSlot, SlotProgress, SlotReader
 from runner.agents.sqlite_slots import SQLiteSlots
 from runner.store.sqlite import SQLiteStore, connection_of
 
@@ -31,11 +31,16 @@ TARGETS = 64
 
 
 class Ticks(SQLiteSlots):
-    """The SQLite slot port, recording per snapshot the change token it gave and the panes it read."""
+    """The SQLite slot port, recording per tick (a change token taken) the token and the panes read."""
 
     def __init__(self, store: SQLiteStore) -> None:
         super().__init__(store)
         self.ticks: list[tuple[Hashable | None, list[str] | None]] = []
+
+    def change_token(self) -> Hashable:
+        token = super().change_token()
+        self.ticks.append((token, None))
+        return token
 
     @contextmanager
     def read(self) -> Iterator[SlotReader]:
@@ -47,7 +52,6 @@ class _Recording(SlotReader):
     def __init__(self, inner: SlotReader, ticks: list[tuple[Hashable | None, list[str] | None]]) -> None:
         self.inner = inner
         self.ticks = ticks
-        self.ticks.append((None, None))
 
     def slot(self, pane_id: str) -> AgentSlot | None:
         return self.inner.slot(pane_id)
@@ -56,13 +60,12 @@ class _Recording(SlotReader):
         return self.inner.slots(include_closed)
 
     def slots_of(self, pane_ids: Sequence[str]) -> dict[str, AgentSlot]:
-        self.ticks[-1] = (self.ticks[-1][0], list(pane_ids))
         return self.inner.slots_of(pane_ids)
 
-    def change_token(self) -> Hashable | None:
-        token = self.inner.change_token()
-        self.ticks[-1] = (token, self.ticks[-1][1])
-        return token
+    def progress_of(self, pane_ids: Sequence[str]) -> dict[str, SlotProgress]:
+        if self.ticks:
+            self.ticks[-1] = (self.ticks[-1][0], list(pane_ids))
+        return self.inner.progress_of(pane_ids)
 
 
 @pytest.fixture
@@ -159,9 +162,12 @@ def test_a_wait_over_many_targets_reads_their_slots_in_one_query_and_only_after_
         previous = token
 
     slot_queries = [s for s in seen if "agent_slots" in s]
-    assert len(slot_queries) == 3 and all(" IN (" in s for s in slot_queries), slot_queries
+    assert all(" IN (" in s for s in slot_queries), slot_queries
+    progress = [s for s in slot_queries if s.startswith("SELECT pane_id, status, seq, closed FROM")]
+    assert len(progress) == 3, "one query for all 64 targets on each tick that found the store changed"
+    assert len(slot_queries) == 4 and f"IN ('{panes[60]}')" in slot_queries[-1], "and the winner's whole slot"
     assert sum("data_version" in s for s in seen) == len(slots.ticks), "one change check per tick"
-    assert len([s for s in seen if s.startswith("BEGIN")]) == len(slots.ticks), "one snapshot per tick"
+    assert len([s for s in seen if s.startswith("BEGIN")]) == 3, "a snapshot only on a tick that found a change"
 
 
 def test_a_write_on_the_waiters_own_connection_wakes_it(host: ProcessHost, tmp_path: Path) -> None:
