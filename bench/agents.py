@@ -164,7 +164,8 @@ class Writer:
 
 
 class TimedHost(ProcessHost):
-    """The process host, noting how long its last ``prompt`` and ``wait`` took (``perf_counter_ns``)."""
+    """The process host, noting how long its last ``prompt`` and ``wait`` (or ``wait_many``) took
+    (``perf_counter_ns``)."""
 
     last_prompt_ns = 0
     last_wait_ns = 0
@@ -192,6 +193,21 @@ class TimedHost(ProcessHost):
         start = time.perf_counter_ns()
         try:
             return await super().wait(pane_id, after_seq, timeout)
+        finally:
+            self.last_wait_ns = time.perf_counter_ns() - start
+            self.last_wait_end_wall_ns = time.time_ns()
+
+    async def wait_many(self, targets: Any, timeout: float) -> Any:
+        """``wait_any``'s wait (issue 13: one wait over all of a host's targets): armed like :meth:`wait`."""
+        began = time.monotonic_ns()
+        for pane_id in targets:
+            self.wait_began[pane_id] = began
+            hook = self.armed.pop(pane_id, None)
+            if hook is not None:
+                hook()
+        start = time.perf_counter_ns()
+        try:
+            return await super().wait_many(targets, timeout)
         finally:
             self.last_wait_ns = time.perf_counter_ns() - start
             self.last_wait_end_wall_ns = time.time_ns()

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import builtins
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.context import Gate
 from runner.errors import CorralError, NotFoundError, RefusedError
+
+if TYPE_CHECKING:
+    import anyio.abc  # only the waits import anyio (a cold CLI pays ~35 ms for it)
 
 STATUSES = ("idle", "working", "done", "blocked", "unknown")
 # Invariant: an agent in one of these statuses is not working on anything; a wait ends on them.
@@ -215,6 +218,57 @@ class AgentHost(ABC):
         Never satisfied by a state at or before ``after_seq``. Raises :class:`WaitTimeoutError` or
         :class:`AgentGoneError`.
         """
+
+    def get_many(self, pane_ids: Sequence[str]) -> dict[str, Observation]:
+        """Observe several agents now: by pane id, those that exist (a gone pane is absent).
+
+        Hosts that can observe many panes in one call override it (the process host reads every slot
+        in one query); this default observes them one by one with :meth:`get`.
+        """
+        found: dict[str, Observation] = {}
+        for pane_id in dict.fromkeys(pane_ids):
+            try:
+                found[pane_id] = self.get(pane_id)
+            except AgentGoneError:
+                continue
+        return found
+
+    async def wait_many(self, targets: Mapping[str, int], timeout: float) -> dict[str, Observation | None]:
+        """Wait until at least one of ``targets`` (pane id -> its cursor) is settled at a cursor strictly
+        after its own, or gone.
+
+        Returns every target found so at that moment (at least one): its observation, or None for a
+        pane that is gone. Never satisfied by a state at or before a target's cursor. Raises
+        :class:`WaitTimeoutError` when none settles within ``timeout`` seconds.
+
+        Hosts that can watch many panes at once override it (the process host: one slot query per
+        tick for all of them, and none while the store is unchanged); this default races one
+        :meth:`wait` per target and returns the first to end (the others are cancelled).
+        """
+        import anyio
+
+        found: dict[str, Observation | None] = {}
+
+        async def watch(pane_id: str, after: int, group: anyio.abc.TaskGroup) -> None:
+            try:
+                observed: Observation | None = await self.wait(pane_id, after, timeout)
+            except AgentGoneError:
+                observed = None
+            except WaitTimeoutError:
+                return
+            if not found:
+                found[pane_id] = observed
+                group.cancel_scope.cancel()
+
+        with anyio.move_on_after(timeout):
+            async with anyio.create_task_group() as group:
+                for pane_id, after in targets.items():
+                    group.start_soon(watch, pane_id, after, group)
+        if not found:
+            raise WaitTimeoutError(
+                f"none of {len(targets)} agents settled within {timeout:g} s", pane_ids=list(targets)
+            )
+        return found
 
     @abstractmethod
     def close(self, pane_id: str, gate: Gate | None = None) -> None:

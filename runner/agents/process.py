@@ -10,8 +10,10 @@ the command exits the supervisor records ``done`` (or ``blocked``: a configured 
 marker) at seq + 2 with the exit status. Reading output changes nothing.
 
 Any process can observe an agent through the store's database, and agents outlive the coordinator
-that prompted them. Waits check the slot every ``POLL`` seconds (a primary-key read), so they wake within a few
-milliseconds of the change and never see a state older than their cursor.
+that prompted them. A wait (one pane or many) ticks every ``POLL`` seconds: it checks the slot port's
+change token (SQLite's ``PRAGMA data_version``: no table read) and reads its targets' slots, all in one
+query, only when the store changed since the last tick. So it wakes within a few milliseconds of the
+change, never sees a state older than its cursor, and costs almost nothing while nothing happens.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from runner.agents.abc import (
+    SETTLED,
     AgentBusyError,
     AgentError,
     AgentGoneError,
@@ -48,7 +52,9 @@ from runner.store.abc import Store, Transaction
 
 logger = logging.getLogger(__name__)
 
-POLL = 0.002  # seconds between slot reads while waiting
+POLL = 0.002  # seconds between a wait's ticks (a change check, and a slot read only after a change)
+QUIET_AFTER = 2.0  # a wait whose store has not changed for this long ticks every POLL_QUIET instead
+POLL_QUIET = 0.008
 STUCK_AFTER = 30.0  # a working slot with no supervisor pid for this long is reported unknown
 
 
@@ -145,45 +151,94 @@ class ProcessHost(AgentHost):
             return ""
         return "\n".join(text.splitlines()[-lines:]) + ("\n" if text.endswith("\n") and lines > 0 else "")
 
+    def get_many(self, pane_ids: Sequence[str]) -> dict[str, Observation]:
+        with self.slots.read() as reader:
+            slots = reader.slots_of(pane_ids)
+        return {pane_id: self._observe(slot) for pane_id, slot in slots.items() if not slot.closed}
+
     async def wait(self, pane_id: str, after_seq: int, timeout: float) -> Observation:
+        found, last = await self._watching({pane_id: after_seq}, timeout)
+        if not found:
+            seen = last.get(pane_id)
+            status, seq = (self._observe(seen).status, seen.seq) if seen is not None else ("gone", None)
+            raise WaitTimeoutError(
+                f"agent {pane_id!r} did not settle after seq {after_seq} within {timeout:g} s "
+                f"(now {status} at seq {seq})",
+                pane_id=pane_id,
+                after_seq=after_seq,
+                status=status,
+                seq=seq,
+            )
+        slot = found[pane_id]
+        if slot is None:
+            raise AgentGoneError(f"no live agent in pane {pane_id!r}", pane_id=pane_id)
+        return self._observe(slot)
+
+    async def wait_many(self, targets: Mapping[str, int], timeout: float) -> dict[str, Observation | None]:
+        found, _ = await self._watching(dict(targets), timeout)
+        if not found:
+            raise WaitTimeoutError(
+                f"none of {len(targets)} agents settled within {timeout:g} s", pane_ids=list(targets)
+            )
+        return {pane_id: None if slot is None else self._observe(slot) for pane_id, slot in found.items()}
+
+    async def _watching(
+        self, targets: dict[str, int], timeout: float
+    ) -> tuple[dict[str, AgentSlot | None], dict[str, AgentSlot]]:
         import anyio  # only waits need it: starting, prompting and closing agents do not pay for it
 
         # The store is synchronous (its busy retry sleeps), so the poll loop runs in a worker thread of
-        # its own (a limiter per wait: a wait_any over many targets never queues behind anyio's default
-        # 40 threads). One hop to the thread and one back, not two per poll. Cancelling the wait
-        # abandons the thread at once; ``stop`` ends its loop within one poll.
+        # its own (a limiter per wait: waits never queue behind anyio's default 40 threads). One hop
+        # to the thread and one back, not two per tick. Cancelling the wait abandons the thread at
+        # once; ``stop`` ends its loop within one tick.
         stop = threading.Event()
         try:
             return await anyio.to_thread.run_sync(
-                self._poll,
-                pane_id,
-                after_seq,
-                timeout,
-                stop,
-                abandon_on_cancel=True,
-                limiter=anyio.CapacityLimiter(1),
+                self._watch, targets, timeout, stop, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(1)
             )
         finally:
             stop.set()
 
-    def _poll(self, pane_id: str, after_seq: int, timeout: float, stop: threading.Event) -> Observation:
-        """The blocking body of :meth:`wait`: read the slot every ``POLL`` s until it settles past ``after_seq``."""
+    def _watch(
+        self, targets: dict[str, int], timeout: float, stop: threading.Event
+    ) -> tuple[dict[str, AgentSlot | None], dict[str, AgentSlot]]:
+        """The blocking body of the waits: tick until a target is settled past its cursor or gone.
+
+        Returns the targets found so (their slots; a gone one as None) and, when none was found by
+        the deadline (or ``stop`` was set), the targets' slots as last read. Each tick takes the slot
+        port's change token (SQLite: ``PRAGMA data_version``, which reads no table) and, only when it
+        moved, one query in a snapshot for every target's status and seq, so an idle tick reads no
+        slot. Ticks are ``POLL`` apart, ``POLL_QUIET`` once the store has been
+        unchanged for ``QUIET_AFTER`` seconds.
+        """
+        pane_ids = list(targets)
         deadline = time.monotonic() + timeout
+        moved_at = -QUIET_AFTER
+        token: Hashable | None = None
+        first = True
         while True:
-            observation = self.get(pane_id)
-            if observation.seq > after_seq and observation.settled:
-                return observation
-            if time.monotonic() >= deadline:
-                raise WaitTimeoutError(
-                    f"agent {pane_id!r} did not settle after seq {after_seq} within {timeout:g} s "
-                    f"(now {observation.status} at seq {observation.seq})",
-                    pane_id=pane_id,
-                    after_seq=after_seq,
-                    status=observation.status,
-                    seq=observation.seq,
-                )
-            if stop.wait(POLL):
-                return observation  # the wait was cancelled: nobody reads this result
+            now_token = self.slots.change_token()
+            if first or now_token is None or now_token != token:
+                token, first, moved_at = now_token, False, time.monotonic()
+                with self.slots.read() as reader:
+                    progress = reader.progress_of(pane_ids)
+                    found = [
+                        pane_id
+                        for pane_id, after in targets.items()
+                        if (seen := progress.get(pane_id)) is None
+                        or seen.closed
+                        or (seen.seq > after and seen.status in SETTLED)
+                    ]
+                    if found:
+                        slots = reader.slots_of(found)  # the same snapshot: the state just judged
+                        return {p: s if (s := slots.get(p)) is not None and not s.closed else None for p in found}, {}
+            now = time.monotonic()
+            if stop.is_set():
+                return {}, {}  # the wait was cancelled: nobody reads this result
+            if now >= deadline:
+                with self.slots.read() as reader:
+                    return {}, reader.slots_of(pane_ids)
+            time.sleep(min(POLL if now - moved_at < QUIET_AFTER else POLL_QUIET, deadline - now))
 
     # --- acting ------------------------------------------------------------------------------------
 

@@ -15,17 +15,25 @@ callable taking the store). :func:`slot_store` picks the adapter for a store.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from runner.errors import InputError
 from runner.registry import Registry
 from runner.store import scheme_of
 from runner.store.abc import Store, Transaction
 
-__all__ = ["SLOT_STORES", "AgentSlot", "SlotReader", "SlotStore", "SlotTransaction", "slot_store"]
+__all__ = [
+    "SLOT_STORES",
+    "AgentSlot",
+    "SlotProgress",
+    "SlotReader",
+    "SlotStore",
+    "SlotTransaction",
+    "slot_store",
+]
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,14 @@ class AgentSlot:
     updated_at: str | None = None
 
 
+class SlotProgress(NamedTuple):
+    """Where one slot is, and nothing else: what a wait's tick needs to judge it."""
+
+    status: str
+    seq: int
+    closed: bool
+
+
 class SlotReader(ABC):
     """Reads slots from one consistent snapshot."""
 
@@ -63,6 +79,22 @@ class SlotReader(ABC):
     @abstractmethod
     def slots(self, include_closed: bool = False) -> list[AgentSlot]:
         """The agents, ordered by pane number (closed ones only when asked)."""
+
+    def slots_of(self, pane_ids: Sequence[str]) -> dict[str, AgentSlot]:
+        """The agents in ``pane_ids`` that exist, closed or not, by pane id (a pane that never had
+        one is absent), all from this one snapshot. Adapters read them in one query; this default
+        reads them one by one."""
+        found = {}
+        for pane_id in dict.fromkeys(pane_ids):
+            slot = self.slot(pane_id)
+            if slot is not None:
+                found[pane_id] = slot
+        return found
+
+    def progress_of(self, pane_ids: Sequence[str]) -> dict[str, SlotProgress]:
+        """:meth:`slots_of` reduced to status, seq and closed: a wait's tick reads only these, so
+        adapters read only these columns (no options to decode); this default reduces ``slots_of``."""
+        return {p: SlotProgress(s.status, s.seq, s.closed) for p, s in self.slots_of(pane_ids).items()}
 
 
 class SlotTransaction(SlotReader):
@@ -100,6 +132,18 @@ class SlotStore(ABC):
     @abstractmethod
     def read(self) -> AbstractContextManager[SlotReader]:
         """A read-only snapshot of the slots."""
+
+    def change_token(self) -> Hashable | None:
+        """A value that changes whenever any slot may have changed since it was last taken.
+
+        A wait takes it on every tick, before its snapshot, and reads its slots again only once it
+        differs from the previous tick's, so an idle tick reads no slot: a token equal to an earlier
+        one of the same :class:`SlotStore` promises that no slot was written in between, by any
+        process. Cheap by contract (no table read, no transaction; SQLite: ``PRAGMA data_version``
+        with the connection's own change count). None when the adapter cannot tell: the caller
+        reads every time.
+        """
+        return None
 
 
 SlotStoreFactory = Callable[[Store], SlotStore]

@@ -9,18 +9,19 @@ table's schema is migrated with the rest of the file (``runner.store.sqlite.MIGR
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from runner.agents.slots import AgentSlot, SlotReader, SlotStore, SlotTransaction
+from runner.agents.slots import AgentSlot, SlotProgress, SlotReader, SlotStore, SlotTransaction
 from runner.context import format_time
 from runner.errors import ConflictError, CorralError
 from runner.store.abc import Store, Transaction
 from runner.store.sqlite import SQLiteStore, connection_of, decode_object, encode_json
 
+_CHUNK = 500  # pane ids per statement of ``slots_of``
 _COLUMNS = "pane_id, name, kind, cwd, status, seq, run, pid, exit_status, closed, options, dir, created_at, updated_at"
 
 
@@ -59,6 +60,24 @@ class _Reader(SlotReader):
             _slot(row, self._path)
             for row in self._conn.execute(f"SELECT {_COLUMNS} FROM agent_slots{where} ORDER BY number")
         ]
+
+    def _rows(self, columns: str, pane_ids: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+        """The rows of ``pane_ids``: one statement for all of them (a primary-key lookup each), in
+        chunks below SQLite's variable limit (999 in old builds)."""
+        wanted = list(dict.fromkeys(pane_ids))
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            yield from self._conn.execute(f"SELECT {columns} FROM agent_slots WHERE pane_id IN ({marks})", chunk)
+
+    def slots_of(self, pane_ids: Sequence[str]) -> dict[str, AgentSlot]:
+        return {row[0]: _slot(row, self._path) for row in self._rows(_COLUMNS, pane_ids)}
+
+    def progress_of(self, pane_ids: Sequence[str]) -> dict[str, SlotProgress]:
+        return {
+            pane_id: SlotProgress(status, seq, bool(closed))
+            for pane_id, status, seq, closed in self._rows("pane_id, status, seq, closed", pane_ids)
+        }
 
 
 class _Transaction(_Reader, SlotTransaction):
@@ -131,7 +150,7 @@ class SQLiteSlots(SlotStore):
     def __init__(self, store: Store) -> None:
         if not isinstance(store, SQLiteStore):
             raise CorralError(f"SQLiteSlots needs an SQLite store, not {type(store).__name__}")
-        self.store = store
+        self.store: SQLiteStore = store
 
     @contextmanager
     def write(self) -> Iterator[SlotTransaction]:
@@ -142,3 +161,6 @@ class SQLiteSlots(SlotStore):
     def read(self) -> Iterator[SlotReader]:
         with self.store.read() as reader:
             yield _Reader(*connection_of(reader))
+
+    def change_token(self) -> Hashable:
+        return self.store.data_version()

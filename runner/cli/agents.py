@@ -717,7 +717,7 @@ def wait_any(
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Wait until the first of 1-16 leased agents settles; print each winner's state and output."""
+    """Wait until the first of 1-64 leased agents settles; print each winner's state and output."""
     from runner.service import WaitAnyInput
 
     credential = load_credential(app, controller_id, credential_path)

@@ -396,7 +396,7 @@ class ReceiptsInput:
 
 @dataclass(frozen=True)
 class WaitAnyInput(FencedInput):
-    """Wait for the first of 1-16 leased agents to settle.
+    """Wait for the first of 1-64 leased agents to settle.
 
     A target with a cursor (``T:SEQ``) waits for a settle strictly after ``SEQ``. A target without
     one is judged now: already settled, it wins at once (it is done: waiting for its *next* settle

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from runner import fence
 from runner.agents.abc import AgentGoneError, AgentHost, Observation, WaitTimeoutError
+from runner.context import Instance
+from runner.errors import RefusedError
+from runner.guards.agents import LEASE_MACHINES
 from runner.service.core import Core, in_thread
 from runner.service.inputs import AgentInput, AgentWaitInput, WaitAnyInput
 from runner.service.views import WaitAnyResult, Winner
@@ -30,28 +34,51 @@ class Waits:
     async def first_settled(self, entries: list[Entry], timeout: float) -> str:
         """The key of the first entry whose agent settles after its cursor; the other waits are cancelled.
 
-        A vanished agent ends the wait too (its key wins). Raises :class:`WaitTimeoutError` when none
-        settles within ``timeout`` seconds.
+        One wait per host over all of that host's entries (:meth:`AgentHost.wait_many`: the process
+        host reads every target's slot in one query per tick); several hosts race. When several settle
+        in the same tick, the first of them in ``entries`` wins. A vanished agent ends the wait too (its
+        key wins). Raises :class:`WaitTimeoutError` when none settles within ``timeout`` seconds.
         """
         import anyio
 
+        groups: dict[int, tuple[AgentHost, list[Entry]]] = {}
+        for entry in entries:
+            groups.setdefault(id(entry[1]), (entry[1], []))[1].append(entry)
         winner: list[str] = []
 
-        async def watch(key: str, host: AgentHost, pane_id: str, after: int, group: anyio.abc.TaskGroup) -> None:
+        async def watch(host: AgentHost, mine: list[Entry]) -> str | None:
+            targets: dict[str, int] = {}
+            for _, _, pane_id, after in mine:
+                targets[pane_id] = min(after, targets.get(pane_id, after))
             try:
-                await host.wait(pane_id, after, timeout)
-            except AgentGoneError:
-                pass  # a vanished agent ends the wait too: collect will say identity_changed
+                found = await host.wait_many(targets, timeout)
+            except AgentGoneError as exc:  # a host that raises instead of reporting the gone pane
+                found = {str(exc.details.get("pane_id", mine[0][2])): None}
             except WaitTimeoutError:
-                return
-            if not winner:
+                return None
+            for key, _, pane_id, after in mine:
+                # A vanished agent ends the wait too: collect will say identity_changed.
+                if pane_id in found and ((seen := found[pane_id]) is None or seen.seq > after):
+                    return key
+            return None  # (a host breaking its contract: nothing it returned is past a cursor)
+
+        async def race(host: AgentHost, mine: list[Entry], group: anyio.abc.TaskGroup) -> None:
+            key = await watch(host, mine)
+            if key is not None and not winner:
                 winner.append(key)
                 group.cancel_scope.cancel()
 
-        with anyio.move_on_after(timeout):
-            async with anyio.create_task_group() as group:
-                for key, host, pane_id, after in entries:
-                    group.start_soon(watch, key, host, pane_id, after, group)
+        if len(groups) == 1:
+            ((host, mine),) = groups.values()
+            with anyio.move_on_after(timeout):
+                key = await watch(host, mine)
+                if key is not None:
+                    winner.append(key)
+        else:
+            with anyio.move_on_after(timeout):
+                async with anyio.create_task_group() as group:
+                    for host, mine in groups.values():
+                        group.start_soon(race, host, mine, group)
         if not winner:
             raise WaitTimeoutError(
                 f"none of {len(entries)} agents settled within {timeout:g} s", targets=[e[0] for e in entries]
@@ -59,26 +86,65 @@ class Waits:
         return winner[0]
 
     def _targets(self, inp: WaitAnyInput) -> tuple[list[Entry], list[tuple[str, AgentHost, str]]]:
-        """The fence checked, each target's lease and cursor, and the targets that win at once."""
-        self.core.check_fence(inp.credential)
+        """The fence checked, each target's lease and cursor, and the targets that win at once.
+
+        Set-up costs do not grow with the targets: the fence and every target's lease come from one
+        snapshot, and the targets without a cursor are observed with one call per host. The first
+        failing target (in the order given) is refused as a per-target look-up would refuse it.
+        """
+        leases = self._leases(inp)
+        hosts: dict[str, AgentHost] = {}
+        panes: list[tuple[str, AgentHost, str, int | None]] = []
+        for name, after in inp.targets:
+            lease = leases.get(name)
+            if lease is None:
+                break  # refused below, once the targets before it are judged
+            host_name = str(lease.data["host"])
+            if host_name not in hosts:
+                hosts[host_name] = self.core.host(host_name)
+            panes.append((name, hosts[host_name], str(lease.data["pane_id"]), after))
+        observed: dict[str, dict[str, Observation]] = {
+            host_name: host.get_many([pane for _, h, pane, after in panes if h is host and after is None])
+            for host_name, host in hosts.items()
+            if any(h is host and after is None for _, h, _, after in panes)
+        }
+        by_host = {id(host): host_name for host_name, host in hosts.items()}
         entries: list[Entry] = []
         ready: list[tuple[str, AgentHost, str]] = []
-        for name, after in inp.targets:
-            lease = self.core.lease_by_name(inp.controller_id, name)
-            host = self.core.host(lease.data["host"])
-            pane_id = str(lease.data["pane_id"])
+        for name, host, pane_id, after in panes:
             if after is None:
-                try:
-                    now = host.get(pane_id)
-                except AgentGoneError:
-                    raise AgentGoneError(f"the agent {name!r} is gone", pane_id=pane_id, target=name) from None
+                now = observed[by_host[id(host)]].get(pane_id)
+                if now is None:
+                    raise AgentGoneError(f"the agent {name!r} is gone", pane_id=pane_id, target=name)
                 if now.settled and not inp.fresh:
                     ready.append((name, host, pane_id))
                 cursor = now.seq
             else:
                 cursor = after
             entries.append((name, host, pane_id, cursor))
+        if len(panes) < len(inp.targets):
+            self.core.lease_by_name(inp.controller_id, inp.targets[len(panes)][0])  # raises its refusal
+            return self._targets(inp)  # (the lease appeared since the snapshot: judge them all again)
         return entries, ready
+
+    def _leases(self, inp: WaitAnyInput) -> dict[str, Instance]:
+        """The fence checked, then each target's lease by name, all from one snapshot of the store: the
+        same answers as :meth:`Core.check_fence` and :meth:`Core.lease_by_name` per target (this
+        controller's one active reviewer or writer lease of that name), reading the store once, not
+        once per target and machine. A name without exactly one such lease is absent."""
+        store = self.core.store
+        named: dict[str, list[Instance]] = {}
+        with store.read() as reader:
+            lease = reader.get(fence.instance_id(inp.credential.controller_id))
+            rejection = fence.check(lease, inp.credential, store.now())
+            if rejection is None:
+                for machine in LEASE_MACHINES:
+                    for found in reader.find(machine, ("active",)):
+                        if found.data.get("controller_id") == inp.controller_id:
+                            named.setdefault(str(found.data.get("name")), []).append(found)
+        if rejection is not None:
+            raise RefusedError(rejection.message, code=rejection.code, **dict(rejection.details))
+        return {name: named[name][0] for name, _ in inp.targets if len(named.get(name, ())) == 1}
 
     async def wait_any(self, inp: WaitAnyInput) -> WaitAnyResult:
         """The first target to settle after its cursor; or, at once, every target given without a

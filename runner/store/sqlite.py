@@ -441,6 +441,14 @@ class SQLiteStore(Store):
                 return []
             time.sleep(min(0.05, remaining))
 
+    def data_version(self) -> tuple[int, int]:
+        """A probe of "did anything commit?" that reads no table and opens no transaction (issue 13:
+        the process host's waits take it every tick): ``PRAGMA data_version``, which moves when another
+        connection (any process) has committed since this one last asked, with this connection's own
+        ``total_changes`` (its own commits do not move the pragma). Equal values: no commit between."""
+        with self._lock, corruption_refused(self.path):
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._conn.total_changes
+
     def info(self) -> dict[str, Any]:
         with self._lock, corruption_refused(self.path):
             version = self._conn.execute("PRAGMA user_version").fetchone()[0]

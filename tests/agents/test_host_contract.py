@@ -242,3 +242,22 @@ def test_every_pane_is_new(rig: Rig) -> None:
     rig.host.close(first.pane_id)
     second = rig.start("two")
     assert second.pane_id != first.pane_id
+
+
+@pytest.mark.anyio
+async def test_wait_many_returns_the_one_that_settled_past_its_cursor_and_get_many_observes(rig: Rig) -> None:
+    """Issue 13: every host waits on many panes at once (the process host in one query per tick; the
+    abc's default, which Herdr uses, races one wait per pane) and observes many in one call."""
+    quiet, busy = rig.start("quiet"), rig.start("busy")
+    assert rig.host.get_many([quiet.pane_id, busy.pane_id, "gone-pane"]) == {
+        quiet.pane_id: rig.host.get(quiet.pane_id),
+        busy.pane_id: rig.host.get(busy.pane_id),
+    }
+    with pytest.raises(WaitTimeoutError):
+        await rig.host.wait_many({quiet.pane_id: quiet.seq, busy.pane_id: busy.seq}, 0.3)  # settled at the cursor
+    working = rig.host.prompt(busy.pane_id, "echo many")
+    found = await rig.host.wait_many({quiet.pane_id: quiet.seq, busy.pane_id: working.seq}, 20.0)
+    assert list(found) == [busy.pane_id]
+    settled = found[busy.pane_id]
+    assert settled is not None and settled.status == "done" and settled.seq > working.seq
+    assert_next(working, settled)

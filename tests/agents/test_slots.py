@@ -219,3 +219,43 @@ def test_the_process_host_refuses_slots_from_another_store(slots: SlotStore, slo
         ProcessHost(second, Path("/nowhere"), Kinds.load([]), slots=slots)
     host = ProcessHost(slots.store, Path("/nowhere"), Kinds.load([]))
     assert host.slots.store is slots.store
+
+
+def test_slots_of_reads_the_named_slots_closed_or_not(slots: SlotStore) -> None:
+    made = [insert(slots, agent(n)) for n in range(1, 6)]
+    with slots.write() as tx:
+        closed = tx.put_slot(replace(made[2], closed=True), made[2].seq)
+    with slots.read() as reader:
+        found = reader.slots_of(["p5", "p3", "p9", "p1", "p5"])
+        one_by_one = {p: reader.slot(p) for p in ("p5", "p3", "p1")}
+    assert found == one_by_one
+    assert found["p3"] == closed and "p9" not in found
+    with slots.read() as reader:
+        assert reader.slots_of([]) == {}
+        progress = reader.progress_of(["p3", "p4", "p9"])
+    assert progress == {"p3": ("idle", 0, True), "p4": ("idle", 0, False)}
+    assert (progress["p3"].status, progress["p3"].seq, progress["p3"].closed) == ("idle", 0, True)
+
+
+def test_the_change_token_moves_on_every_slot_write_of_any_connection(slots: SlotStore, slot_kind: StoreKind) -> None:
+    """A wait reads its slots again only when the token moved: it must move on this connection's own
+    writes and on another process's, and stay put while nothing is written."""
+    idle = insert(slots, agent(1))
+
+    def token() -> object:
+        return slots.change_token()
+
+    first = token()
+    if first is None:
+        pytest.skip("this adapter cannot tell (its waits read every tick)")
+    assert token() == first, "nothing was written"
+    with slots.write() as tx:
+        working = tx.put_slot(replace(idle, status="working", seq=1, run=1), idle.seq)
+    mine = token()
+    assert mine != first, "this connection's own write"
+    assert token() == mine
+    with slot_kind.open(slots.store.url) as second, slot_store(second).write() as tx:
+        tx.put_slot(replace(working, status="done", seq=2, exit_status=0), working.seq)
+    theirs = token()
+    assert theirs not in (first, mine), "another connection's commit"
+    assert token() == theirs
