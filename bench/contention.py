@@ -58,7 +58,7 @@ db, cache, name = sys.argv[1:4]
 service = Service(SQLiteStore(db), Library(cache_dir=Path(cache)), actor=name)
 sha = hashlib.sha256(b"contention").hexdigest()
 cred = service.acquire(AcquireInput(name, "BENCH-1", sha, 86400, name)).credential
-for _ in range(20):  # warm: spec cache, statement cache, page cache
+for _ in range(5):  # warm: spec cache, statement cache, page cache
     service.renew(RenewInput(name, cred))
 print(json.dumps({"ready": runner.__file__}), flush=True)
 for line in sys.stdin:

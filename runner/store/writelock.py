@@ -11,19 +11,26 @@ two stores in one process, exclude each other like two processes do). The kernel
 the last descriptor closes, so a writer killed with ``kill -9`` while waiting or holding leaves no
 stale entry behind. The protocol:
 
-1. Take a ticket: under a short write lock on byte 0, read the 8-byte counter at the start of the
-   file, write it back plus one (page cache only: a lost counter after a crash is harmless,
-   because the kernel dropped every lock with it).
-2. Write-lock byte ``BASE + ticket`` for the whole wait and hold: everyone behind sees us.
+1. Take a ticket: one more than the 8-byte counter at the start of the file (page cache only: a
+   counter lost in a crash is harmless, the kernel dropped every lock with it).
+2. Write-lock byte ``BASE + ticket`` for the whole wait and hold, then write the counter: everyone
+   who comes later takes a higher ticket and sees us. (A byte already taken: try the next one.)
 3. Wait for a shared lock on ``[BASE, BASE + ticket)``: the kernel grants it once no earlier ticket
    is held, whether its owner finished, gave up or died. That is the FIFO: a later ticket's range
    covers ours, an earlier one's does not.
 4. Release: unlock everything from ``BASE`` on (one call).
 
+Uncontended, steps 2 and 3 are one call (a write lock on ``[BASE, BASE + ticket]``), so a write
+pays four system calls (read counter, lock, write counter, unlock). Reading and writing the counter
+is not atomic: two writers arriving together may read the same value (the second finds the byte
+taken and moves on), and a writer that read the counter just before another locked its byte can
+end up one place ahead of it. That is a tie between two arrivals, never a starvation, and never a
+safety issue: the queue only orders writers, SQLite's own lock is what excludes them.
+
 The blocking wait of step 3 has no timeout in the kernel, so a contended wait runs it in a helper
 thread and waits for that thread up to the deadline; a waiter that gives up unlocks its ticket
 (those behind it move up) and leaves the descriptor to the helper, which closes it when its call
-returns. Uncontended, step 3 succeeds at once without a thread: about seven ``fcntl`` calls in all.
+returns.
 
 Where the queue cannot work (no OFD locks on this platform, or the lock file cannot be created or
 opened for writing), :meth:`WriteQueue.open` returns None and the store falls back to SQLite's own
@@ -55,14 +62,25 @@ F_OFD_SETLKW: int | None = getattr(fcntl_module, "F_OFD_SETLKW", None)
 # (l_pid must be 0 for OFD locks), padded to the native alignment of off_t.
 _FLOCK = struct.Struct("@hhqqi4x")
 _SEEK_SET = 0
-MUTEX = 0  # byte 0: held for microseconds while a ticket is taken
-BASE = 8  # tickets are bytes BASE + 1, BASE + 2, ... (the counter's 8 bytes sit at the file's start)
+BASE = 8  # ticket t is byte BASE + t (t >= 1); the counter is the file's first 8 bytes
 _BUSY = (errno.EAGAIN, errno.EACCES)
 
 
 def lock_path(database: Path) -> Path:
     """Where the queue of ``database`` lives: ``<db>.lock`` beside it."""
     return database.with_name(database.name + ".lock")
+
+
+def _counter(fd: int) -> int:
+    raw = os.pread(fd, 8, 0)
+    return int.from_bytes(raw, "little") if len(raw) == 8 else 0
+
+
+def _set_counter(fd: int, ticket: int) -> None:
+    # Not atomic with the read: two writers may read the same value; the one whose byte lock fails
+    # moves on (see ``_join``), and a counter written back a little low only costs a later writer a
+    # few busy tries. The queue orders writers; SQLite's own lock is what excludes them.
+    os.pwrite(fd, ticket.to_bytes(8, "little"), 0)
 
 
 def _lock(fd: int, kind: int, start: int, length: int, *, wait: bool) -> bool:
@@ -171,12 +189,17 @@ class WriteQueue:
         started = time.monotonic()
         fd = self._descriptor()
         try:
-            ticket = self._ticket(fd)
+            ticket = _counter(fd) + 1
+            # Uncontended, one call: our ticket's byte and every byte below it, written-locked.
+            if _lock(fd, F_WRLCK, BASE, ticket + 1, wait=False):
+                _set_counter(fd, ticket)
+                return Place(fd, ticket, time.monotonic() - started, 1)
+            ticket = self._join(fd, ticket)
+            if _lock(fd, F_RDLCK, BASE, ticket, wait=False):  # the one before us just left
+                return Place(fd, ticket, time.monotonic() - started, 1)
         except BaseException:
-            self._give_back(fd)
+            self._discard(fd)  # closing drops whatever this description holds
             raise
-        if _lock(fd, F_RDLCK, BASE, ticket, wait=False):
-            return Place(fd, ticket, time.monotonic() - started, 1)
         # Contended: the kernel's wait has no timeout, so a helper thread makes it for us.
         done = threading.Event()
         state: dict[str, object] = {}
@@ -209,19 +232,14 @@ class WriteQueue:
             raise error
         return Place(fd, ticket, waited, 2)
 
-    def _ticket(self, fd: int) -> int:
-        _lock(fd, F_WRLCK, MUTEX, 1, wait=True)
-        try:
-            raw = os.pread(fd, 8, 0)
-            ticket = (int.from_bytes(raw, "little") if len(raw) == 8 else 0) + 1
-            # Invariant: the ticket's byte is locked before the mutex is let go, so a later ticket
-            # can never find the range below it free while we are still in line. A taken byte means
-            # the counter went back (someone rewrote the file): skip to a free one.
-            while not _lock(fd, F_WRLCK, BASE + ticket, 1, wait=False):
-                ticket += 1
-            os.pwrite(fd, ticket.to_bytes(8, "little"), 0)
-        finally:
-            _lock(fd, F_UNLCK, MUTEX, 1, wait=False)
+    def _join(self, fd: int, ticket: int) -> int:
+        """Take the first free ticket from ``ticket`` on: lock its byte, then advance the counter."""
+        # Invariant: the ticket's byte is locked before the counter moves past it, so every ticket
+        # handed out later is above ours and waits for us. A byte that is taken (an earlier ticket,
+        # or a holder's range over it when our counter read was stale) sends us one further.
+        while not _lock(fd, F_WRLCK, BASE + ticket, 1, wait=False):
+            ticket += 1
+        _set_counter(fd, ticket)
         return ticket
 
     def release(self, place: Place) -> None:
