@@ -20,8 +20,9 @@ stale entry behind. The protocol:
    covers ours, an earlier one's does not.
 4. Release: unlock everything from ``BASE`` on (one call).
 
-Uncontended, steps 2 and 3 are one call (a write lock on ``[BASE, BASE + ticket]``), so a write
-pays four system calls (read counter, lock, write counter, unlock). Reading and writing the counter
+Uncontended, steps 2 and 3 are one call (a write lock on ``[BASE, BASE + ticket]``) and the counter
+is left as it was (a later writer finds the byte taken and moves on), so a write pays three system
+calls: read the counter, lock, unlock. Reading and writing the counter
 is not atomic: two writers arriving together may read the same value (the second finds the byte
 taken and moves on), and a writer that read the counter just before another locked its byte can
 end up one place ahead of it. That is a tie between two arrivals, never a starvation, and never a
@@ -64,6 +65,14 @@ _FLOCK = struct.Struct("@hhqqi4x")
 _SEEK_SET = 0
 BASE = 8  # ticket t is byte BASE + t (t >= 1); the counter is the file's first 8 bytes
 _BUSY = (errno.EAGAIN, errno.EACCES)
+_forks = [0]  # forks of this process so far, as seen by the child (getpid per write is a syscall)
+
+
+def _forked() -> None:
+    _forks[0] += 1
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def lock_path(database: Path) -> Path:
@@ -126,7 +135,7 @@ class WriteQueue:
         self.path = path
         self._pool: list[int] = []
         self._guard = threading.Lock()
-        self._pid = os.getpid()
+        self._forks = _forks[0]
         self._closed = False
 
     @classmethod
@@ -165,16 +174,16 @@ class WriteQueue:
 
     def _descriptor(self) -> int:
         with self._guard:
-            if self._pid != os.getpid():  # a forked child must not share its parent's descriptions
+            if self._forks != _forks[0]:  # a forked child must not share its parent's descriptions
                 self._pool.clear()  # (the parent's: left open, closing them here would not unlock)
-                self._pid = os.getpid()
+                self._forks = _forks[0]
             if self._pool:
                 return self._pool.pop()
         return self._open_file()
 
     def _give_back(self, fd: int) -> None:
         with self._guard:
-            if not self._closed and self._pid == os.getpid():
+            if not self._closed and self._forks == _forks[0]:
                 self._pool.append(fd)
                 return
         os.close(fd)
@@ -190,9 +199,9 @@ class WriteQueue:
         fd = self._descriptor()
         try:
             ticket = _counter(fd) + 1
-            # Uncontended, one call: our ticket's byte and every byte below it, written-locked.
+            # Uncontended, one call: our ticket's byte and every byte below it, written-locked. The
+            # counter stays: whoever comes meanwhile finds this byte taken and queues above it.
             if _lock(fd, F_WRLCK, BASE, ticket + 1, wait=False):
-                _set_counter(fd, ticket)
                 return Place(fd, ticket, time.monotonic() - started, 1)
             ticket = self._join(fd, ticket)
             if _lock(fd, F_RDLCK, BASE, ticket, wait=False):  # the one before us just left
