@@ -83,7 +83,7 @@ def new(instance_id: str = "thing/1") -> Instance:
 
 
 def tickets_taken(db: Path) -> int:
-    """The queue's ticket counter: how many writers ever entered it."""
+    """The queue's ticket counter: it moves when a writer queues behind another (not when the queue is free)."""
     raw = lock_path(db).read_bytes()[:8]
     return int.from_bytes(raw, "little") if len(raw) == 8 else 0
 
@@ -136,10 +136,10 @@ def test_the_lock_file_is_made_by_the_first_write_with_the_store_files_mode(db: 
             tx.put(new(), "a", {})
     assert stat.S_ISREG(lock_path(db).lstat().st_mode)
     assert stat.S_IMODE(lock_path(db).stat().st_mode) == 0o640
-    assert tickets_taken(db) == 1
+    inode = lock_path(db).stat().st_ino
     with SQLiteStore(db) as store, store.write() as tx:  # it stays and is reused
         tx.put(tx.get("thing/1") or new(), "b", {})
-    assert tickets_taken(db) == 2
+    assert lock_path(db).stat().st_ino == inode
 
 
 def test_the_deadline_raises_store_busy_with_the_budget(db: Path) -> None:
@@ -323,7 +323,7 @@ def test_threads_and_processes_writing_at_once_lose_no_update(db: Path) -> None:
         with store.write() as tx:
             assert tx.next_number("writes") == total + 1
         assert store.integrity() == "ok"
-    assert tickets_taken(db) >= total
+    assert tickets_taken(db) > 0, "writers queued behind each other"
 
 
 def test_a_writer_without_the_lock_file_is_still_waited_for_within_the_budget(db: Path) -> None:
