@@ -15,8 +15,9 @@ fairness over the window, two ways:
 Before and after in one run: workers are started against two source trees, ``--root`` (this
 checkout, the default) and ``--baseline-root`` (default ``/work/main`` if it exists, i.e. the code
 before the fair write lock; ``--baseline-root ''`` skips it), each on its own store file, by
-putting the tree first on ``PYTHONPATH``. Each tree's workers stay alive across windows (idle
-workers block on their stdin), and the windows of both trees are interleaved over ``--rounds``
+putting the tree first on ``PYTHONPATH``; each tree's workers are forked from one process that
+imported its code (no store connection crosses the fork). They stay alive across windows (idle
+workers block on their command pipe), and the windows of both trees are interleaved over ``--rounds``
 rounds so that drift hits both alike; latencies are pooled over the rounds.
 
 Figures (issue 13): "renew p99 with 8 processes / with 1 process" (target <= 5x) and "fairness with
@@ -41,12 +42,18 @@ from common import percentile
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BASELINE = Path("/work/main")
+PYCACHE = Path(tempfile.gettempdir()) / "corral-bench-pycache"  # mirrors each tree's path inside
 COUNTS = (1, 8)
 P99_TARGET = 5.0
 FAIRNESS_TARGET = 0.9
 
-WORKER = r"""
-import hashlib, json, sys, time
+# One "zygote" process per tree imports the tree's code once, creates the store file and fills the
+# spec cache, closes them, then forks the workers (no connection crosses the fork): sixteen cold
+# imports cost more than the measurement on a loaded 2-CPU machine. Each worker has its own
+# connection, lease and command pipe; it writes its latencies to a file and says "done" in one
+# short write (atomic on a pipe).
+ZYGOTE = r"""
+import hashlib, json, os, sys, time
 from pathlib import Path
 
 import runner
@@ -54,30 +61,70 @@ from runner.definitions.library import Library
 from runner.service import AcquireInput, RenewInput, Service
 from runner.store.sqlite import SQLiteStore
 
-db, cache, name = sys.argv[1:4]
-service = Service(SQLiteStore(db), Library(cache_dir=Path(cache)), actor=name)
+db, cache, outdir, workers = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
+Library(cache_dir=cache).builtin("controller")
+SQLiteStore(db).close()
 sha = hashlib.sha256(b"contention").hexdigest()
-cred = service.acquire(AcquireInput(name, "BENCH-1", sha, 86400, name)).credential
-for _ in range(5):  # warm: spec cache, statement cache, page cache
-    service.renew(RenewInput(name, cred))
-print(json.dumps({"ready": runner.__file__}), flush=True)
+
+
+def say(text):
+    os.write(1, (text + "\n").encode())
+
+
+def work(i, commands):
+    name = f"w{i}"
+    service = Service(SQLiteStore(db), Library(cache_dir=cache), actor=name)
+    cred = service.acquire(AcquireInput(name, "BENCH-1", sha, 86400, name)).credential
+    for _ in range(5):  # warm: statement cache, page cache
+        service.renew(RenewInput(name, cred))
+    say(json.dumps({"ready": runner.__file__, "worker": i}))
+    for line in commands:
+        words = line.split()
+        if words[0] == "quit":
+            break
+        start, stop, run = float(words[1]), float(words[2]), words[3]
+        while time.time() < start:
+            time.sleep(max(0.0, min(0.01, start - time.time())))
+        latencies = []
+        clock = time.perf_counter_ns
+        while True:
+            began = clock()
+            service.renew(RenewInput(name, cred))
+            latencies.append((clock() - began) / 1000)
+            if time.time() >= stop:
+                break
+        (outdir / f"{run}-{i}.json").write_text(json.dumps(latencies))
+        say(json.dumps({"done": i}))
+    service.store.close()
+
+
+pipes, pids = [], []
+for i in range(workers):
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(write)
+        for other in pipes:
+            os.close(other)
+        try:
+            work(i, os.fdopen(read))
+        finally:
+            os._exit(0)
+    os.close(read)
+    pipes.append(write)
+    pids.append(pid)
 for line in sys.stdin:
     words = line.split()
+    targets = pipes if words[0] == "quit" else pipes[: int(words[1])]
+    command = (" ".join(words[:1] + words[2:]) + "\n").encode()
+    for fd in targets:
+        os.write(fd, command)
     if words[0] == "quit":
         break
-    start, stop = float(words[1]), float(words[2])
-    while time.time() < start:
-        time.sleep(max(0.0, min(0.01, start - time.time())))
-    latencies = []
-    clock = time.perf_counter_ns
-    while True:
-        began = clock()
-        service.renew(RenewInput(name, cred))
-        latencies.append((clock() - began) / 1000)
-        if time.time() >= stop:
-            break
-    print(json.dumps({"latencies_us": latencies}), flush=True)
-service.store.close()
+status = 0
+for pid in pids:
+    status |= os.waitpid(pid, 0)[1]
+sys.exit(1 if status else 0)
 """
 
 
@@ -87,54 +134,47 @@ class Tree:
     def __init__(self, label: str, root: Path, tmp: Path, workers: int) -> None:
         self.label = label
         self.root = root
-        directory = tmp / label
-        directory.mkdir()
+        self.directory = tmp / label
+        self.directory.mkdir()
+        self.workers = workers
+        self.runs = 0
         env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_")}
         env["PYTHONPATH"] = str(root)
-        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-        db, cache = directory / "corral.db", directory / "spec-cache"
-        self.procs = []
-        for i in range(workers):
-            argv = [sys.executable, "-c", WORKER, str(db), str(cache), f"w{i}"]
-            self.procs.append(
-                subprocess.Popen(
-                    argv, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
-                )
-            )
-            if i == 0:  # the first creates the store and fills the spec cache alone
-                self._ready(self.procs[0])
-        for proc in self.procs[1:]:
-            self._ready(proc)
+        env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+        db, cache = self.directory / "corral.db", self.directory / "spec-cache"
+        argv = [sys.executable, "-c", ZYGOTE, str(db), str(cache), str(self.directory), str(workers)]
+        self.proc = subprocess.Popen(
+            argv, cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        for _ in range(workers):
+            loaded = Path(json.loads(self._line())["ready"]).resolve()
+            if not loaded.is_relative_to(self.root.resolve()):
+                raise SystemExit(f"{self.label}: the worker imported runner from {loaded}, not from {self.root}")
 
-    def _ready(self, proc: subprocess.Popen[str]) -> None:
-        line = self._line(proc)
-        loaded = Path(json.loads(line)["ready"]).resolve()
-        if not loaded.is_relative_to(self.root.resolve()):
-            raise SystemExit(f"{self.label}: the worker imported runner from {loaded}, not from {self.root}")
-
-    def _line(self, proc: subprocess.Popen[str]) -> str:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
         if not line:
-            raise SystemExit(f"{self.label}: a worker exited early with status {proc.wait()}")
+            raise SystemExit(f"{self.label}: the workers exited early with status {self.proc.wait()}")
         return line
 
     def window(self, n: int, seconds: float) -> list[list[float]]:
         """Latencies (µs) of each of ``n`` workers renewing for ``seconds``, all starting at once."""
+        self.runs += 1
         start = time.time() + 0.2
-        for proc in self.procs[:n]:
-            assert proc.stdin is not None
-            proc.stdin.write(f"run {start} {start + seconds}\n")
-        return [json.loads(self._line(proc))["latencies_us"] for proc in self.procs[:n]]
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"run {n} {start} {start + seconds} r{self.runs}\n")
+        for _ in range(n):
+            json.loads(self._line())
+        return [json.loads((self.directory / f"r{self.runs}-{i}.json").read_text()) for i in range(n)]
 
     def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                assert proc.stdin is not None
-                proc.stdin.write("quit\n")
-                proc.stdin.close()
-        for proc in self.procs:
-            proc.wait(timeout=30)
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+        if self.proc.wait(timeout=60) != 0:
+            raise SystemExit(f"{self.label}: a worker failed (status {self.proc.returncode})")
 
 
 def summarize(per_worker: list[list[list[float]]], seconds: float) -> dict[str, Any]:
