@@ -226,12 +226,19 @@ class WriteQueue:
             done.set()
 
         threading.Thread(target=wait, name=f"corral-write-queue-{ticket}", daemon=True).start()
-        done.wait(max(0.0, deadline - time.monotonic()))
-        with decided:
-            outcome = state.setdefault("outcome", "abandoned")
-            if outcome == "abandoned":
-                # Still under ``decided``: the helper closes the descriptor only after this.
-                _lock(fd, F_UNLCK, BASE + ticket, 1, wait=False)  # those behind us move up at once
+        returned = False
+        outcome = "abandoned"
+        try:
+            done.wait(max(0.0, deadline - time.monotonic()))
+            returned = True
+        finally:  # also on KeyboardInterrupt: then we give up our place as on a timeout
+            with decided:
+                outcome = str(state.setdefault("outcome", "abandoned"))
+                if outcome == "abandoned":
+                    # Still under ``decided``: the helper closes the descriptor only after this.
+                    _lock(fd, F_UNLCK, BASE + ticket, 1, wait=False)  # those behind us move up at once
+            if not returned and outcome != "abandoned":
+                self._discard(fd)  # granted just as we were interrupted: closing hands the lock on
         waited = time.monotonic() - started
         if outcome == "abandoned":
             raise QueueTimeout(waited, 2)

@@ -341,3 +341,25 @@ def test_a_writer_without_the_lock_file_is_still_waited_for_within_the_budget(db
     assert details["attempts"] > 2, "SQLite answered busy more than once"
     with SQLiteStore(db) as store, store.write() as tx:
         tx.put(new(), "a", {})
+
+
+def test_an_interrupted_waiter_leaves_the_queue(db: Path) -> None:
+    """Ctrl-C while waiting in the queue: the place is given up, nobody behind is held up."""
+    with held(db) as release, SQLiteStore(db) as waiter:
+        before = tickets_taken(db)
+
+        def interrupt() -> None:
+            wait_until(lambda: tickets_taken(db) > before, "the waiter queued")
+            time.sleep(0.05)  # into the wait proper (a KeyboardInterrupt anywhere must leave it clean)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        thread = threading.Thread(target=interrupt)
+        thread.start()
+        with pytest.raises(KeyboardInterrupt), waiter.write():
+            pass
+        thread.join()
+        release.set()
+    with SQLiteStore(db, busy_deadline=30) as store, store.write() as tx:
+        tx.put(new(), "after", {})
+    with SQLiteStore(db) as store:
+        assert store.get("thing/1") is not None
