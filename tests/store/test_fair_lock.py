@@ -363,3 +363,19 @@ def test_an_interrupted_waiter_leaves_the_queue(db: Path) -> None:
         tx.put(new(), "after", {})
     with SQLiteStore(db) as store:
         assert store.get("thing/1") is not None
+
+
+def test_without_a_usable_lock_file_writers_fall_back_to_sqlites_own_waits(
+    db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lock_path(db).mkdir()  # something that cannot be the lock file
+    with caplog.at_level("WARNING", logger="runner.store.writelock"), SQLiteStore(db) as store:
+        with store.write() as tx:
+            tx.put(new(), "a", {})
+        waiter = SQLiteStore(db, busy_deadline=0.3)
+        with held(db), pytest.raises(StoreBusyError) as caught, waiter.write():
+            pass
+        waiter.close()
+    assert "without a FIFO queue" in caplog.text
+    assert caught.value.details["budget_seconds"] == 0.3, "the budget is reported without the queue too"
+    assert lock_path(db).is_dir(), "left as it was"
