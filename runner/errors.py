@@ -249,7 +249,12 @@ class OutcomeUnrecordedError(ConflictError):
 
 
 class StoreBusyError(ConflictError):
-    """The store stayed write-locked past the retry deadline. Try again later; nothing was written."""
+    """The store stayed write-locked past its busy budget. Try again later; nothing was written.
+
+    Raised by a store's ``write()`` (SQLite: after waiting in its FIFO write queue and SQLite's own
+    retries, together at most ``busy_deadline`` seconds). ``details``: ``path``, ``budget_seconds``
+    (the budget), ``waited_seconds`` (how long this writer waited) and ``attempts`` (tries at the lock).
+    """
 
     default_code = "store_busy"
 

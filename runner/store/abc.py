@@ -75,7 +75,8 @@ class Store(ABC):
         """A serialized writing transaction; commits on a clean exit, rolls back on an exception.
 
         Raises:
-            StoreBusyError: when the store stays locked past the adapter's retry deadline.
+            StoreBusyError: when the store stays locked past the adapter's busy budget; its details
+                carry ``budget_seconds`` (that budget), ``waited_seconds`` and ``attempts``.
         """
 
     @abstractmethod

@@ -1,10 +1,14 @@
 """The embedded default store: one SQLite file, WAL, every write a ``BEGIN IMMEDIATE`` transaction.
 
 Durability: ``synchronous=FULL`` in WAL mode, so an acknowledged commit survives a crash of the
-process and of the machine. Writers serialize on SQLite's write lock. Waiting for it uses a short
-busy timeout plus bounded retries with full jitter (sleep a random time below an exponentially
-growing cap) up to a deadline: a long busy handler alone lets an unlucky writer starve while others
-keep winning, and then fail after the same wait as everyone else.
+process and of the machine. Writers serialize on SQLite's write lock, and wait for it in arrival
+order: a FIFO queue of kernel byte-range locks in a lock file beside the database
+(``runner.store.writelock``) stands in front of ``BEGIN IMMEDIATE``, so waiters sleep in the kernel
+and the next in line is woken at each release (SQLite's own waits poll, and a writer that commits
+and begins again keeps winning while the sleepers starve). Behind the queue stays SQLite's own
+handling, for programs that write the file without our lock file: a short busy timeout plus bounded
+retries with full jitter (a random sleep below an exponentially growing cap). Queue and retries
+share one busy budget (``busy_deadline``); ``store_busy`` reports it and the time waited.
 
 The schema is versioned in ``PRAGMA user_version`` and migrated forward on open; a database whose
 version is newer than this code knows is refused rather than misread. The file is created whole
@@ -31,6 +35,7 @@ from runner.errors import ConflictError, CorralError, StoreBusyError, StoreCorru
 from runner.log import get_logger
 from runner.store.abc import Clock, Reader, Store, Transaction
 from runner.store.sqlite_file import APPLICATION_ID, check_header, corruption_refused, create_exclusive, recognise
+from runner.store.writelock import Place, QueueTimeout, WriteQueue
 
 logger = get_logger(__name__)  # imports logging only to log (cold start)
 
@@ -277,6 +282,10 @@ class SQLiteStore(Store):
         self._clock = clock or _wall_clock
         self._deadline = busy_deadline
         self._lock = threading.RLock()  # one connection; transactions on it must not interleave
+        self._writing = threading.local()  # depth of this thread's write transactions (a nested one skips the queue)
+        self._queue: WriteQueue | None = None  # opened at the first write: readers never make a lock file
+        self._queue_opened = False
+        self._queue_guard = threading.Lock()
         try:
             # Invariant: a store file is made only where no name exists, whole (created 0600:
             # SQLite gives its -wal and -shm files the same mode); an existing one is never remade.
@@ -294,6 +303,8 @@ class SQLiteStore(Store):
             self._setup()
         except BaseException:
             self._conn.close()
+            if self._queue is not None:  # a migration opened it
+                self._queue.close()
             raise
 
     # --- setup ----------------------------------------------------------------------------------
@@ -345,8 +356,13 @@ class SQLiteStore(Store):
 
     # --- transactions ---------------------------------------------------------------------------
 
-    def _retry(self, attempt: Callable[[], Any]) -> Any:
+    def _retry(
+        self, attempt: Callable[[], Any], *, started: float | None = None, deadline: float | None = None, tries: int = 0
+    ) -> Any:
         """Run ``attempt`` until SQLite stops answering busy/locked, or ``store_busy`` at the deadline.
+
+        ``started``, ``deadline`` (``time.monotonic()``) and ``tries`` carry on a wait begun in the
+        write queue, so the budget is spent once; by default a fresh budget starts now.
 
         This blocks its thread (``time.sleep`` between attempts, up to ``busy_deadline`` seconds in
         all), as every method of this synchronous store may. That is allowed only because the store
@@ -354,8 +370,8 @@ class SQLiteStore(Store):
         (``anyio.to_thread.run_sync``, as the process host's waits do), so a busy store stalls that
         thread, never an event loop.
         """
-        deadline = time.monotonic() + self._deadline
-        tries = 0
+        started = time.monotonic() if started is None else started
+        deadline = started + self._deadline if deadline is None else deadline
         while True:
             try:
                 return attempt()
@@ -365,29 +381,73 @@ class SQLiteStore(Store):
                 tries += 1
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise StoreBusyError(
-                        f"the store {self.path} stayed locked for {self._deadline:.0f} s ({tries} attempts)",
-                        path=str(self.path),
-                        attempts=tries,
-                    ) from None
+                    raise self._busy(time.monotonic() - started, tries) from None
                 # Full jitter: a random sleep below an exponentially growing cap.
                 time.sleep(min(remaining, random.uniform(0, min(RETRY_CAP, RETRY_BASE * 2**tries))))
 
+    def _busy(self, waited: float, attempts: int) -> StoreBusyError:
+        return StoreBusyError(
+            f"the store {self.path} stayed locked: waited {waited:.1f} s of its {self._deadline:g} s busy budget "
+            f"({attempts} attempts); nothing was written",
+            path=str(self.path),
+            attempts=attempts,
+            budget_seconds=self._deadline,
+            waited_seconds=round(waited, 3),
+        )
+
+    def _depth(self) -> int:
+        return int(getattr(self._writing, "depth", 0))
+
+    def _enter_queue(self, started: float) -> Place | None:
+        """Our turn in the FIFO write queue (None: no queue, or this thread is already writing)."""
+        if self._depth() > 0:
+            return None  # a nested write reaches BEGIN IMMEDIATE, and SQLite refuses it as before
+        if not self._queue_opened:
+            with self._queue_guard:
+                if not self._queue_opened:
+                    self._queue = WriteQueue.open(self.path)  # None: SQLite's own busy handling alone
+                    self._queue_opened = True
+        if self._queue is None:
+            return None
+        try:
+            return self._queue.acquire(started + self._deadline)
+        except QueueTimeout as exc:
+            raise self._busy(exc.waited, exc.attempts) from None
+        except OSError as exc:
+            raise CorralError(
+                f"the write queue {self._queue.path} of the store failed: {exc}",
+                code="store_unavailable",
+                path=str(self.path),
+            ) from None
+
     @contextmanager
     def _immediate(self) -> Iterator[None]:
-        with self._lock, corruption_refused(self.path):
-            self._retry(lambda: self._conn.execute("BEGIN IMMEDIATE"))
-            try:
-                yield
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            try:
-                self._retry(lambda: self._conn.execute("COMMIT"))
-            except BaseException:
-                if self._conn.in_transaction:
+        # Invariant: the queue is entered before the connection's lock is taken, so threads of this
+        # process wait their turn in the kernel like other processes do, and readers are not held
+        # up meanwhile; it is left after COMMIT or ROLLBACK, never inside the transaction.
+        started = time.monotonic()
+        place = self._enter_queue(started)
+        self._writing.depth = self._depth() + 1
+        try:
+            with self._lock, corruption_refused(self.path):
+                begin = lambda: self._conn.execute("BEGIN IMMEDIATE")  # noqa: E731 - reason: one statement, retried
+                tries = place.attempts if place is not None else 0
+                self._retry(begin, started=started, deadline=started + self._deadline, tries=tries)
+                try:
+                    yield
+                except BaseException:
                     self._conn.execute("ROLLBACK")
-                raise
+                    raise
+                try:
+                    self._retry(lambda: self._conn.execute("COMMIT"))
+                except BaseException:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
+        finally:
+            self._writing.depth -= 1
+            if place is not None:
+                self._queue.release(place)  # type: ignore[union-attr]  # reason: a place implies a queue
 
     @contextmanager
     def write(self) -> Iterator[Transaction]:
@@ -463,6 +523,8 @@ class SQLiteStore(Store):
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+            if self._queue is not None:
+                self._queue.close()
 
 
 def _statements(script: str) -> list[str]:
