@@ -34,6 +34,9 @@ Clock = Callable[[], datetime]
 EVENT_PAGE = 1000
 """Events per page of a streaming read: bounds a reader's memory and the length of each snapshot."""
 
+PRUNE_BATCH = 2000
+"""Events deleted per transaction by :meth:`Store.prune_events`: each holds the write lock briefly."""
+
 
 @dataclass(frozen=True)
 class Pruned:
@@ -158,7 +161,7 @@ class Store(ABC):
         before: int | None = None,
         recorded_before: datetime | None = None,
         dry_run: bool = False,
-        batch: int = 10_000,
+        batch: int = PRUNE_BATCH,
     ) -> Pruned:
         """Delete the oldest events: a prefix of the log, chosen by exactly one criterion.
 
@@ -170,8 +173,9 @@ class Store(ABC):
 
         Deletes in transactions of at most ``batch`` events, each raising the floor before deleting
         the rows at or below it, so no transaction holds the write lock long and every reader sees
-        either the events or the floor that says they are gone. ``dry_run`` writes nothing and says
-        what would go.
+        either the events or the floor that says they are gone; between two batches the adapter
+        leaves the lock free for a while (as long as the batch took, at most 50 ms) so waiting
+        writers get in. ``dry_run`` writes nothing and says what would go.
 
         Raises:
             InputError: no criterion or more than one, or a negative one.

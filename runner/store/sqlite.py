@@ -37,7 +37,7 @@ from runner.errors import (
     StoreCorruptError,
     StoreVersionError,
 )
-from runner.store.abc import Clock, Pruned, Reader, Store, Transaction
+from runner.store.abc import PRUNE_BATCH, Clock, Pruned, Reader, Store, Transaction
 from runner.store.sqlite_file import APPLICATION_ID, check_header, corruption_refused, create_exclusive, recognise
 
 logger = logging.getLogger(__name__)
@@ -510,7 +510,7 @@ class SQLiteStore(Store):
         before: int | None = None,
         recorded_before: datetime | None = None,
         dry_run: bool = False,
-        batch: int = 10_000,
+        batch: int = PRUNE_BATCH,
     ) -> Pruned:
         criteria = {"keep": keep, "before": before, "recorded_before": recorded_before}
         given = [name for name, value in criteria.items() if value is not None]
@@ -529,7 +529,11 @@ class SQLiteStore(Store):
         if dry_run:
             return Pruned(floor, target, count, dry_run=True)
         deleted = batches = 0
+        took = 0.0
         while True:
+            if batches:
+                time.sleep(min(0.05, took))  # the lock free for a while: waiting writers get in
+            began = time.monotonic()
             with self._immediate():
                 current = int(self._meta(self._conn, "retention_floor"))
                 if current >= target:
@@ -543,6 +547,7 @@ class SQLiteStore(Store):
                 self._conn.execute("UPDATE store_meta SET value = ? WHERE key = 'retention_floor'", (upto,))
                 deleted += self._conn.execute("DELETE FROM events WHERE seq <= ?", (upto,)).rowcount
                 batches += 1
+            took = time.monotonic() - began
         return Pruned(floor, max(target, current), deleted, batches=batches)
 
     def info(self) -> dict[str, Any]:
