@@ -211,3 +211,20 @@ def test_follow_streams_the_backlog_from_the_floor_then_follows(
         follower.communicate()
     stuck = corral("events", "--follow", "--json")
     assert (stuck.code, stuck.json()["error"]["code"]) == (5, "events_pruned")
+
+
+def test_draw_of_an_instance_after_a_prune_shows_the_events_kept(corral: Any) -> None:
+    sha = "c" * 64
+    acquired = corral(
+        "controller", "acquire", "--controller", "ctl", "--authority-ref", "T-1", "--authority-sha256", sha,
+    )  # fmt: skip
+    assert acquired.code == 0, acquired.err
+    for _ in range(2):
+        assert corral("controller", "renew", "--controller", "ctl").code == 0
+    whole = corral("draw", "controller", "--instance", "controller/ctl", "--json").json()
+    assert whole["path"] == ["absent", "active", "active", "active"]
+    assert corral("events", "prune", "--keep", "1").code == 0
+    drawn = corral("draw", "controller", "--instance", "controller/ctl", "--json")
+    assert drawn.code == 0, drawn.err
+    doc = drawn.json()
+    assert (doc["state"], doc["path"]) == ("active", ["active", "active"]), "its state is never pruned"
