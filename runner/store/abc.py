@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from runner.context import Event, Instance
+from runner.errors import InputError
 
 Clock = Callable[[], datetime]
 """A store's clock: tests inject one, adapters default to the system's UTC time."""
@@ -145,15 +146,15 @@ class Store(ABC):
                 the retention floor.
         """
 
-    @abstractmethod
     def retention_floor(self) -> int:
         """The highest sequence number pruned from the event log (0 if nothing ever was).
 
         Never decreases. Every event with ``seq <= floor`` is gone and every later one is kept
         (unless a later prune raises the floor past it); a reader with ``since >= floor`` misses nothing.
+        An adapter that cannot prune keeps this default: 0, for ever.
         """
+        return 0
 
-    @abstractmethod
     def prune_events(
         self,
         *,
@@ -178,8 +179,12 @@ class Store(ABC):
         writers get in. ``dry_run`` writes nothing and says what would go.
 
         Raises:
-            InputError: no criterion or more than one, or a negative one.
+            InputError: no criterion or more than one, or a negative one; ``prune_unsupported`` from
+                an adapter that cannot prune (this default: every adapter of corral's overrides it).
         """
+        raise InputError(
+            "prune", f"the store {self.url} cannot prune its event log", code="prune_unsupported", url=self.url
+        )
 
     @abstractmethod
     def info(self) -> dict[str, Any]:

@@ -453,14 +453,14 @@ def test_prune_keep_before_and_older_than_delete_a_prefix_and_never_an_instance(
 
 
 def test_older_than_stops_at_the_first_newer_event(any_store: Store, clock: FakeClock) -> None:
-    first = append_events(any_store, 2)
-    clock.advance(-3600)  # the clock stepped back: a later event recorded "earlier"
+    first = append_events(any_store, 2)  # recorded at T
+    clock.advance(-3600)  # the clock stepped back: later events recorded "earlier", at T - 1 h
     second = append_events(any_store, 2)
-    clock.advance(7200)
-    cutoff = clock.now - timedelta(seconds=1800)  # after the second pair's stamps, before the first's
-    assert any_store.prune_events(recorded_before=cutoff, dry_run=True).events == 0
-    clock.advance(3600)
-    assert any_store.prune_events(recorded_before=clock.now - timedelta(seconds=60)).floor == second[-1]
+    cutoff = clock.now + timedelta(seconds=1800)  # T - 30 min: the second pair is older, the first not
+    assert any_store.prune_events(recorded_before=cutoff, dry_run=True).events == 0, "a prefix, or nothing"
+    clock.advance(3600 + 60)
+    everything = any_store.prune_events(recorded_before=clock.now)
+    assert (everything.floor, everything.events) == (second[-1], 4)
     assert first[0] < second[0]
 
 
