@@ -679,6 +679,10 @@ def events(
         pass
 
 
+# What render.emit_json writes for one event (json.dumps with these options), built once, not per event.
+_encode_event = json.JSONEncoder(sort_keys=True, default=str).encode
+
+
 def _print_events(found: Iterable[Any], as_json: bool, flush_every: int = 1000) -> Iterator[Any]:
     """Write each event as it is read (one JSON line, or one text line), yielding it after; flushed
     every ``flush_every`` events and at the end, so a reader of the pipe sees them promptly."""
@@ -687,7 +691,7 @@ def _print_events(found: Iterable[Any], as_json: bool, flush_every: int = 1000) 
     try:
         for event in found:
             if as_json:
-                write(json.dumps(event.to_dict(), sort_keys=True, default=str) + "\n")
+                write(_encode_event(event.to_dict()) + "\n")
             else:
                 changed = event.payload.get("changed") or {}
                 shown = ", ".join(
