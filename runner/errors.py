@@ -20,7 +20,8 @@ on), a human ``message`` and structured ``details``. The category decides the ex
     │   └── AuthorityMovedError                              an effect's gate: the fence or instance moved
     ├── ConflictError                 conflict      exit 5   the world changed underneath; re-read
     │   ├── OutcomeUnrecordedError                           an effect acted; its instance moved meanwhile
-    │   └── StoreBusyError                                   the store stayed locked past the deadline
+    │   ├── StoreBusyError                                   the store stayed locked past the deadline
+    │   └── EventsPrunedError                                the events asked for were pruned (retention)
     └── AgentRunFailedError           agent_failed  exit 6   the agent's run failed (it exited non-zero)
 """
 
@@ -257,6 +258,28 @@ class StoreBusyError(ConflictError):
     """
 
     default_code = "store_busy"
+
+
+class EventsPrunedError(ConflictError):
+    """A reader asked for events after ``since``, but the log was pruned up to a higher sequence number.
+
+    Raised by every store read of the event log when ``since`` is below the store's retention floor
+    (``details["floor"]``, the highest pruned sequence number; ``details["since"]``): the reader
+    would otherwise miss events without knowing. Read again from the floor on purpose
+    (``corral events --from-floor``, or ``--since FLOOR``), knowing that the older events are gone.
+    """
+
+    default_code = "events_pruned"
+
+    def __init__(self, since: int, floor: int) -> None:
+        super().__init__(
+            f"the events after {since} were pruned up to {floor} (the retention floor): read from "
+            f"--since {floor} or --from-floor to start at the oldest event kept",
+            since=since,
+            floor=floor,
+        )
+        self.since = since
+        self.floor = floor
 
 
 class AgentRunFailedError(CorralError):

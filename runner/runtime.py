@@ -48,12 +48,16 @@ class Config:
     ``store_url``: an explicit URL (``--store``), else ``$CORRAL_STORE``, else the SQLite file in the
     state home. ``home``: ``--home``, else ``$CORRAL_HOME``, else ``$XDG_STATE_HOME/corral``.
     ``actor``: recorded on every event (default: ``<surface>:<user>@<host>:<pid>``).
+    ``events_keep``: the event-log retention policy ``corral events prune`` applies when given no
+    criterion (``$CORRAL_EVENTS_KEEP``: a count of newest events to keep, or a duration such as
+    ``30d``); nothing prunes on its own. Checked when applied, so a bad value breaks only the prune.
     """
 
     home: Home
     store_url: str
     actor: str | None = None
     surface: str = "cli"
+    events_keep: str | None = None
 
     @property
     def acting_as(self) -> str:
@@ -78,7 +82,7 @@ class Config:
         env = os.environ if environ is None else environ
         located = Home.locate(home, env)
         url = store or env.get("CORRAL_STORE") or located.default_store_url
-        return cls(located, url, actor, surface)
+        return cls(located, url, actor, surface, events_keep=env.get("CORRAL_EVENTS_KEEP") or None)
 
 
 class Runtime:

@@ -765,7 +765,9 @@ def status(app: App, as_json: bool) -> None:
     store = report["store"]
     click.echo(
         f"corral {report['version']}; store {store.get('adapter')} {store.get('path')} "
-        f"(schema {store.get('schema_version')})"
+        f"(schema {store.get('schema_version')}"
+        + (f", events pruned up to {store['retention_floor']}" if store.get("retention_floor") else "")
+        + ")"
     )
     for host in report.get("agent_hosts") or []:
         facts = ", ".join(

@@ -346,8 +346,8 @@ class Service:
 
     # --- events --------------------------------------------------------------------------
 
-    def follow_events(self, since: int) -> Iterator[Event]:
-        return self.events.follow(since)
+    def follow_events(self, since: int, *, from_floor: bool = False) -> Iterator[Event]:
+        return self.events.follow(since, from_floor=from_floor)
 
     def history(self, instance_id: str) -> tuple[Instance | None, list[Event]]:
         """An instance as it is now and every event it recorded (what ``corral draw --instance`` draws)."""

@@ -7,6 +7,14 @@ host's agent slots, ``runner.agents.slots``) have ports of their own, whose adap
 port's transactions. A writing :class:`Transaction` is serialized against every other
 writer of the same store (``BEGIN IMMEDIATE`` on SQLite, an advisory lock on PostgreSQL), so rules
 that span rows (one open receipt per target, scopes that must not overlap) can be checked inside it.
+
+The event log is append-only, with one exception: retention (:meth:`Store.prune_events`) deletes a
+prefix of it, oldest first, and records how far in the store's **retention floor** (the highest
+pruned sequence number), raised before the rows go, in the same transaction. Every read of the log
+after a cursor below the floor raises :class:`~runner.errors.EventsPrunedError` (``events_pruned``,
+naming the floor) instead of returning what is left: a reader either sees every event after its
+cursor or is told it cannot. Reads stream (:meth:`Store.iter_events`, keyset pages of bounded size,
+each its own short snapshot), so no reader holds the whole log in memory or a writer waiting.
 """
 
 from __future__ import annotations
@@ -14,13 +22,45 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from runner.context import Event, Instance
+from runner.errors import InputError
 
 Clock = Callable[[], datetime]
 """A store's clock: tests inject one, adapters default to the system's UTC time."""
+
+EVENT_PAGE = 1000
+"""Events per page of a streaming read: bounds a reader's memory and the length of each snapshot."""
+
+PRUNE_BATCH = 2000
+"""Events deleted per transaction by :meth:`Store.prune_events`: each holds the write lock briefly."""
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What :meth:`Store.prune_events` removed (or, with ``dry_run``, would remove).
+
+    ``floor_before`` and ``floor`` are the retention floor before and after; ``events`` how many
+    event rows went (would go); ``batches`` how many transactions it took (0 for a dry run).
+    """
+
+    floor_before: int
+    floor: int
+    events: int
+    dry_run: bool = False
+    batches: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "floor_before": self.floor_before,
+            "floor": self.floor,
+            "events": self.events,
+            "dry_run": self.dry_run,
+            "batches": self.batches,
+        }
 
 
 class Reader(ABC):
@@ -89,15 +129,70 @@ class Store(ABC):
 
     @abstractmethod
     def events(self, since: int = 0, limit: int | None = None, instance_id: str | None = None) -> list[Event]:
-        """Events with ``seq > since`` in sequence order."""
+        """Events with ``seq > since`` (of one instance, if given) in sequence order, at most ``limit``.
+
+        The retention floor and the events are read in one snapshot. For the whole log, or any read
+        that may be long, use :meth:`iter_events`: this builds a list.
+
+        Raises:
+            EventsPrunedError: ``events_pruned`` when ``since`` is below the retention floor.
+        """
 
     @abstractmethod
-    def wait_events(self, since: int, timeout: float) -> list[Event]:
-        """Events after ``since``, waiting up to ``timeout`` seconds for the first to appear."""
+    def wait_events(self, since: int, timeout: float, limit: int | None = None) -> list[Event]:
+        """Events after ``since`` (at most ``limit``), waiting up to ``timeout`` s for the first to appear.
+
+        Raises:
+            EventsPrunedError: ``events_pruned`` when ``since`` is (or, while waiting, falls) below
+                the retention floor.
+        """
+
+    def retention_floor(self) -> int:
+        """The highest sequence number pruned from the event log (0 if nothing ever was).
+
+        Never decreases. Every event with ``seq <= floor`` is gone and every later one is kept
+        (unless a later prune raises the floor past it); a reader with ``since >= floor`` misses nothing.
+        An adapter that cannot prune keeps this default: 0, for ever.
+        """
+        return 0
+
+    def prune_events(
+        self,
+        *,
+        keep: int | None = None,
+        before: int | None = None,
+        recorded_before: datetime | None = None,
+        dry_run: bool = False,
+        batch: int = PRUNE_BATCH,
+    ) -> Pruned:
+        """Delete the oldest events: a prefix of the log, chosen by exactly one criterion.
+
+        ``keep``: all but the newest ``keep`` events; ``before``: events with ``seq < before``;
+        ``recorded_before``: the longest prefix of events recorded (``at``) before that moment (it
+        stops at the first newer event, so the floor stays a prefix even if clocks stepped back).
+        Instances are never touched: only event rows go. The floor never moves past the newest event,
+        so events appended later are always above it.
+
+        Deletes in transactions of at most ``batch`` events, each raising the floor before deleting
+        the rows at or below it, so no transaction holds the write lock long and every reader sees
+        either the events or the floor that says they are gone; between two batches the adapter
+        leaves the lock free for a while (as long as the batch took, at most 50 ms) so waiting
+        writers get in. ``dry_run`` writes nothing and says what would go.
+
+        Raises:
+            InputError: no criterion or more than one, or a negative one; ``prune_unsupported`` from
+                an adapter that cannot prune (this default: every adapter of corral's overrides it).
+        """
+        raise InputError(
+            "prune", f"the store {self.url} cannot prune its event log", code="prune_unsupported", url=self.url
+        )
 
     @abstractmethod
     def info(self) -> dict[str, Any]:
-        """What the store is (adapter, location, schema version), for ``corral status``."""
+        """What the store is, for ``corral status``: ``adapter``, location, ``schema_version``,
+        ``store_id`` (a random id made when the store was created, or when an older store was
+        migrated, and never changed: two stores never share one, so a cursor can name its store) and
+        ``retention_floor``."""
 
     @abstractmethod
     def close(self) -> None:
@@ -113,10 +208,40 @@ class Store(ABC):
         with self.read() as reader:
             return reader.find(machine, states)
 
-    def follow(self, since: int, poll: float = 1.0) -> Iterator[Event]:
-        """Every event after ``since``, as it is appended, forever."""
+    def iter_events(
+        self, since: int = 0, instance_id: str | None = None, *, until: int | None = None, batch: int = EVENT_PAGE
+    ) -> Iterator[Event]:
+        """Events with ``since < seq <= until`` (of one instance, if given), oldest first, streamed.
+
+        Keyset-paged by ``seq``: each page of at most ``batch`` events is one :meth:`events` call (its
+        own short snapshot), so memory stays bounded and writers are never blocked; events appended
+        while the iteration runs are included up to ``until`` (None: until a page comes back short).
+        The same events as ``events(since, instance_id=instance_id)`` would return at once.
+
+        Raises:
+            EventsPrunedError: when ``since`` is below the retention floor, at the first page, or
+                at a later one if a prune overtakes the reader (never a silent hole).
+        """
+        if batch < 1:
+            raise ValueError("batch must be positive")
+        while until is None or since < until:
+            page = self.events(since, batch, instance_id)
+            for event in page:
+                if until is not None and event.seq > until:
+                    return
+                yield event
+            if len(page) < batch:
+                return
+            since = page[-1].seq
+
+    def follow(self, since: int, poll: float = 1.0, *, batch: int = EVENT_PAGE) -> Iterator[Event]:
+        """Every event after ``since``, as it is appended, forever; at most ``batch`` in memory.
+
+        Raises:
+            EventsPrunedError: when the cursor is (or falls) below the retention floor.
+        """
         while True:
-            for event in self.wait_events(since, poll):
+            for event in self.wait_events(since, poll, batch):
                 since = event.seq
                 yield event
 

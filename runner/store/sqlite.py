@@ -31,9 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from runner.context import Event, Instance, format_time
-from runner.errors import ConflictError, CorralError, StoreBusyError, StoreCorruptError, StoreVersionError
+from runner.errors import (
+    ConflictError,
+    CorralError,
+    EventsPrunedError,
+    InputError,
+    StoreBusyError,
+    StoreCorruptError,
+    StoreVersionError,
+)
 from runner.log import get_logger
-from runner.store.abc import Clock, Reader, Store, Transaction
+from runner.store.abc import PRUNE_BATCH, Clock, Pruned, Reader, Store, Transaction
 from runner.store.sqlite_file import APPLICATION_ID, check_header, corruption_refused, create_exclusive, recognise
 from runner.store.writelock import Place, QueueTimeout, WriteQueue
 
@@ -96,12 +104,34 @@ MIGRATIONS: tuple[str, ...] = (
         value  INTEGER NOT NULL
     );
     """,
+    # issue 13: event-log retention. The store's identity and its retention floor (the highest pruned
+    # seq) in a table of fixed keys; events may be deleted only at or below the floor, which only rises.
+    """
+    CREATE TABLE store_meta (
+        key    TEXT PRIMARY KEY,
+        value  NOT NULL
+    );
+    INSERT INTO store_meta (key, value) VALUES ('store_id', lower(hex(randomblob(16)))), ('retention_floor', 0);
+    CREATE TRIGGER store_meta_no_insert BEFORE INSERT ON store_meta
+        BEGIN SELECT RAISE(ABORT, 'the store''s metadata has fixed keys'); END;
+    CREATE TRIGGER store_meta_no_delete BEFORE DELETE ON store_meta
+        BEGIN SELECT RAISE(ABORT, 'the store''s metadata has fixed keys'); END;
+    CREATE TRIGGER store_meta_fixed BEFORE UPDATE ON store_meta
+        WHEN NEW.key IS NOT OLD.key OR OLD.key = 'store_id'
+            OR (OLD.key = 'retention_floor' AND (typeof(NEW.value) <> 'integer' OR NEW.value < OLD.value))
+        BEGIN SELECT RAISE(ABORT, 'the store id never changes and the retention floor only rises'); END;
+    DROP TRIGGER events_no_delete;
+    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+        WHEN OLD.seq > COALESCE((SELECT value FROM store_meta WHERE key = 'retention_floor'), 0)
+        BEGIN SELECT RAISE(ABORT, 'the event log is append-only: only events at or below the retention floor go'); END;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # The tables each schema version has: an existing file missing one of its version's is damaged.
 TABLES_BY_VERSION: dict[int, frozenset[str]] = {
     1: frozenset({"instances", "events"}),
     2: frozenset({"instances", "events", "agent_slots", "counters"}),
+    3: frozenset({"instances", "events", "agent_slots", "counters", "store_meta"}),
 }
 
 BUSY_TIMEOUT_MS = 20  # SQLite's own short wait before we take over with jittered retries
@@ -466,6 +496,30 @@ class SQLiteStore(Store):
     def now(self) -> datetime:
         return self._clock()
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read snapshot for a few statements (inside a transaction already open: that one)."""
+        with self._lock, corruption_refused(self.path):
+            if self._conn.in_transaction:
+                yield self._conn
+                return
+            self._conn.execute("BEGIN")  # deferred: a snapshot from the first read on, no write lock
+            try:
+                yield self._conn
+            finally:
+                self._conn.execute("COMMIT")
+
+    def _meta(self, conn: sqlite3.Connection, key: str) -> Any:
+        row = conn.execute("SELECT value FROM store_meta WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            raise StoreCorruptError(
+                f"the store {self.path} is damaged: its store_meta table lacks {key!r}; restore it from a backup",
+                path=str(self.path),
+                table="store_meta",
+                row=key,
+            )
+        return row[0]
+
     def events(self, since: int = 0, limit: int | None = None, instance_id: str | None = None) -> list[Event]:
         sql = (
             "SELECT seq, instance_id, machine, trigger, from_state, to_state, version, actor, payload, at"
@@ -479,10 +533,14 @@ class SQLiteStore(Store):
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        with self._lock, corruption_refused(self.path):
-            return [_event(row, self.path) for row in self._conn.execute(sql, args)]
+        with self._snapshot() as conn:  # the floor and the rows from one snapshot: no silent hole
+            floor = int(self._meta(conn, "retention_floor"))
+            if since < floor:
+                raise EventsPrunedError(since, floor)
+            rows = conn.execute(sql, args).fetchall()
+        return [_event(row, self.path) for row in rows]
 
-    def wait_events(self, since: int, timeout: float) -> list[Event]:
+    def wait_events(self, since: int, timeout: float, limit: int | None = None) -> list[Event]:
         # Blocks its thread up to ``timeout`` (like ``_retry``): async callers run it in a worker thread.
         # SQLite has no notifications across processes; PRAGMA data_version changes whenever another
         # connection commits, so polling it is a cheap check that reads no table.
@@ -493,7 +551,7 @@ class SQLiteStore(Store):
                 version = self._conn.execute("PRAGMA data_version").fetchone()[0]
             if version != seen:
                 seen = version
-                found = self.events(since)
+                found = self.events(since, limit)
                 if found:
                     return found
             remaining = deadline - time.monotonic()
@@ -509,11 +567,71 @@ class SQLiteStore(Store):
         with self._lock, corruption_refused(self.path):
             return int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._conn.total_changes
 
+    def retention_floor(self) -> int:
+        with self._snapshot() as conn:
+            return int(self._meta(conn, "retention_floor"))
+
+    def prune_events(
+        self,
+        *,
+        keep: int | None = None,
+        before: int | None = None,
+        recorded_before: datetime | None = None,
+        dry_run: bool = False,
+        batch: int = PRUNE_BATCH,
+    ) -> Pruned:
+        criteria = {"keep": keep, "before": before, "recorded_before": recorded_before}
+        given = [name for name, value in criteria.items() if value is not None]
+        if len(given) != 1:
+            raise InputError("prune", f"give exactly one of keep, before, recorded_before (got {given or 'none'})")
+        for name, number in (("keep", keep), ("before", before), ("batch", batch)):
+            if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 0):
+                raise InputError(name, f"{number!r} is not an integer >= 0")
+        if batch < 1:
+            raise InputError("batch", f"{batch!r} is not a positive integer")
+        # The target is chosen in one read snapshot; the batches below never go past it.
+        with self._snapshot() as conn:
+            floor = int(self._meta(conn, "retention_floor"))
+            target = max(floor, _prune_target(conn, keep, before, recorded_before) or 0)
+            count = conn.execute("SELECT count(*) FROM events WHERE seq <= ?", (target,)).fetchone()[0]
+        if dry_run:
+            return Pruned(floor, target, count, dry_run=True)
+        deleted = batches = 0
+        took = 0.0
+        while True:
+            if batches:
+                time.sleep(min(0.05, took))  # the lock free for a while: waiting writers get in
+            began = time.monotonic()
+            with self._immediate():
+                current = int(self._meta(self._conn, "retention_floor"))
+                if current >= target:
+                    break
+                row = self._conn.execute(
+                    "SELECT seq FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT 1 OFFSET ?",
+                    (current, target, batch - 1),
+                ).fetchone()
+                upto = row[0] if row else target
+                # The floor first: the delete trigger admits only rows at or below it.
+                self._conn.execute("UPDATE store_meta SET value = ? WHERE key = 'retention_floor'", (upto,))
+                deleted += self._conn.execute("DELETE FROM events WHERE seq <= ?", (upto,)).rowcount
+                batches += 1
+            took = time.monotonic() - began
+        return Pruned(floor, max(target, current), deleted, batches=batches)
+
     def info(self) -> dict[str, Any]:
-        with self._lock, corruption_refused(self.path):
-            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
-        return {"adapter": "sqlite", "path": str(self.path), "schema_version": version, "journal_mode": mode}
+        with self._snapshot() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            store_id = str(self._meta(conn, "store_id"))
+            floor = int(self._meta(conn, "retention_floor"))
+        return {
+            "adapter": "sqlite",
+            "path": str(self.path),
+            "schema_version": version,
+            "journal_mode": mode,
+            "store_id": store_id,
+            "retention_floor": floor,
+        }
 
     def integrity(self) -> str:
         """SQLite's own ``integrity_check`` verdict (``ok`` when the file is sound)."""
@@ -525,6 +643,27 @@ class SQLiteStore(Store):
             self._conn.close()
             if self._queue is not None:
                 self._queue.close()
+
+
+def _prune_target(
+    conn: sqlite3.Connection, keep: int | None, before: int | None, recorded_before: datetime | None
+) -> int | None:
+    """The highest seq that one pruning criterion removes (None: none), never past the newest event."""
+    if keep is not None:
+        row = conn.execute("SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?", (keep,)).fetchone()
+        return int(row[0]) if row else None
+    if before is None:
+        assert recorded_before is not None
+        # The longest prefix recorded before the moment: up to the first event that is not.
+        first_kept = conn.execute(
+            "SELECT seq FROM events WHERE at >= ? ORDER BY seq LIMIT 1", (format_time(recorded_before),)
+        ).fetchone()
+        if first_kept is None:
+            newest = conn.execute("SELECT max(seq) FROM events").fetchone()[0]
+            return None if newest is None else int(newest)
+        before = int(first_kept[0])
+    below = conn.execute("SELECT max(seq) FROM events WHERE seq < ?", (before,)).fetchone()[0]
+    return None if below is None else int(below)
 
 
 def _statements(script: str) -> list[str]:

@@ -8,18 +8,28 @@ one URL stand for two processes; threads stand for concurrent writers.
 from __future__ import annotations
 
 import itertools
+import random
 import sqlite3
 import stat
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from runner.context import Instance, format_time
-from runner.errors import ConflictError, StoreBusyError, StoreCorruptError, StoreVersionError
+from runner.errors import (
+    ConflictError,
+    EventsPrunedError,
+    InputError,
+    StoreBusyError,
+    StoreCorruptError,
+    StoreVersionError,
+)
 from runner.store import STORES, Store
-from runner.store.sqlite import SCHEMA_VERSION, SQLiteStore
+from runner.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore, _statements
+from runner.store.sqlite_file import APPLICATION_ID
 from tests.conftest import FakeClock
 from tests.support.stores import KINDS, StoreKind
 
@@ -343,6 +353,231 @@ def test_follow_yields_every_later_event_as_it_is_appended(any_store: Store, sto
     assert [e.seq for e in followed] == sorted(e.seq for e in followed)
 
 
+# --- streaming reads ----------------------------------------------------------------------------------
+
+
+def append_events(store: Store, count: int, names: tuple[str, ...] = ("a/1",), per_tx: int = 1) -> list[int]:
+    """``count`` events spread over the instances ``names``, ``per_tx`` to a transaction; their seqs."""
+    seqs: list[int] = []
+    index = 0
+    while index < count:
+        with store.write() as tx:
+            for _ in range(min(per_tx, count - index)):
+                name = names[index % len(names)]
+                current = tx.get(name) or new(name, machine=name.split("/")[0])
+                written = tx.put(current, f"s{index}", {"i": index})
+                seqs.append(tx.append(written, f"t{index}", current.state, "tester", {"i": index}).seq)
+                index += 1
+    return seqs
+
+
+def test_iter_events_returns_what_the_list_did_for_random_logs(any_store: Store) -> None:
+    rng = random.Random(13)
+    names = ("x/1", "y/1", "z/1", "y/2")
+    seqs: list[int] = []
+    for _ in range(40):
+        chosen = tuple(rng.sample(names, rng.randint(1, 4)))
+        seqs += append_events(any_store, rng.randint(1, 6), chosen, rng.randint(1, 3))
+    whole = any_store.events()
+    assert [e.seq for e in whole] == seqs and len(seqs) > 60
+    for _ in range(60):
+        since = rng.choice([0, *seqs])
+        instance = rng.choice([None, *names, "never/1"])
+        batch = rng.randint(1, 9)
+        until = rng.choice([None, rng.choice(seqs)])
+        expected = [e for e in any_store.events(since, instance_id=instance) if until is None or e.seq <= until]
+        streamed = list(any_store.iter_events(since, instance, until=until, batch=batch))
+        assert streamed == expected, (since, instance, batch, until)
+    assert list(any_store.iter_events()) == whole
+    assert list(any_store.iter_events(seqs[-1])) == []
+
+
+def test_iter_events_reads_page_by_page_and_sees_later_appends(any_store: Store) -> None:
+    seqs = append_events(any_store, 5)
+    stream = any_store.iter_events(batch=2)
+    assert next(stream).seq == seqs[0]
+    later = append_events(any_store, 3)  # appended while the iteration runs: the next pages have them
+    assert [e.seq for e in stream] == seqs[1:] + later
+    with pytest.raises(ValueError, match="positive"):
+        next(any_store.iter_events(batch=0))
+
+
+def test_wait_events_and_follow_bound_their_pages(any_store: Store) -> None:
+    seqs = append_events(any_store, 7, per_tx=7)
+    assert [e.seq for e in any_store.wait_events(0, 1, limit=3)] == seqs[:3]
+    assert [e.seq for e in itertools.islice(any_store.follow(seqs[1], poll=0.05, batch=2), 5)] == seqs[2:]
+
+
+# --- retention --------------------------------------------------------------------------------------
+
+
+def test_prune_keep_before_and_older_than_delete_a_prefix_and_never_an_instance(
+    any_store: Store, clock: FakeClock
+) -> None:
+    seqs = []
+    for index in range(10):
+        seqs += append_events(any_store, 1, (f"i/{index % 3}",))
+        clock.advance(60)
+    instances = {name: any_store.get(name) for name in ("i/0", "i/1", "i/2")}
+    assert any_store.retention_floor() == 0
+
+    dry = any_store.prune_events(keep=7, dry_run=True)
+    assert (dry.floor_before, dry.floor, dry.events, dry.dry_run, dry.batches) == (0, seqs[2], 3, True, 0)
+    assert [e.seq for e in any_store.events()] == seqs, "a dry run deletes nothing"
+    assert any_store.retention_floor() == 0
+
+    kept = any_store.prune_events(keep=7)
+    assert (kept.floor_before, kept.floor, kept.events, kept.dry_run) == (0, seqs[2], 3, False)
+    assert any_store.retention_floor() == seqs[2]
+    assert [e.seq for e in any_store.events(seqs[2])] == seqs[3:]
+
+    before = any_store.prune_events(before=seqs[5], batch=1)
+    assert (before.floor, before.events, before.batches) == (seqs[4], 2, 2)
+    assert [e.seq for e in any_store.events(seqs[4])] == seqs[5:]
+
+    # Event i was recorded at start + 60 i s; the clock now stands at start + 600 s.
+    older = any_store.prune_events(recorded_before=clock.now - timedelta(seconds=600 - 7 * 60))
+    assert (older.floor, older.events) == (seqs[6], 2)
+    assert [e.seq for e in any_store.events(seqs[6])] == seqs[7:]
+
+    assert any_store.prune_events(before=seqs[1]).events == 0, "the floor never goes down"
+    assert any_store.prune_events(keep=100).floor == seqs[6]
+    assert any_store.retention_floor() == seqs[6]
+    assert {name: any_store.get(name) for name in instances} == instances, "instances are never pruned"
+
+    everything = any_store.prune_events(keep=0)
+    assert (everything.floor, everything.events) == (seqs[-1], 3)
+    assert any_store.events(seqs[-1]) == []
+    (after,) = append_events(any_store, 1)
+    assert after > seqs[-1] and [e.seq for e in any_store.events(any_store.retention_floor())] == [after]
+    assert any_store.prune_events(before=10**9).floor == after, "the floor never passes the newest event"
+
+
+def test_older_than_stops_at_the_first_newer_event(any_store: Store, clock: FakeClock) -> None:
+    first = append_events(any_store, 2)  # recorded at T
+    clock.advance(-3600)  # the clock stepped back: later events recorded "earlier", at T - 1 h
+    second = append_events(any_store, 2)
+    cutoff = clock.now + timedelta(seconds=1800)  # T - 30 min: the second pair is older, the first not
+    assert any_store.prune_events(recorded_before=cutoff, dry_run=True).events == 0, "a prefix, or nothing"
+    clock.advance(3600 + 60)
+    everything = any_store.prune_events(recorded_before=clock.now)
+    assert (everything.floor, everything.events) == (second[-1], 4)
+    assert first[0] < second[0]
+
+
+def test_prune_needs_exactly_one_criterion(any_store: Store, clock: FakeClock) -> None:
+    append_events(any_store, 2)
+    for kwargs in ({}, {"keep": 1, "before": 2}, {"keep": -1}, {"before": -5}, {"keep": 1, "batch": 0}):
+        with pytest.raises(InputError):
+            any_store.prune_events(**kwargs)  # type: ignore[arg-type]
+    assert len(any_store.events()) == 2 and any_store.retention_floor() == 0
+
+
+def test_a_reader_below_the_floor_is_told_never_given_a_hole(any_store: Store) -> None:
+    seqs = append_events(any_store, 6, ("a/1", "b/1"))
+    any_store.prune_events(keep=3)
+    floor = seqs[2]
+    reads = {
+        "events": any_store.events,
+        "events of one instance": lambda since: any_store.events(since, instance_id="b/1"),
+        "events with a limit": lambda since: any_store.events(since, limit=1),
+        "iter_events": lambda since: list(any_store.iter_events(since)),
+        "wait_events": lambda since: any_store.wait_events(since, 0.1),
+        "follow": lambda since: next(any_store.follow(since, poll=0.05)),
+    }
+    for name, read in reads.items():
+        for since in (0, seqs[0], floor - 1):
+            with pytest.raises(EventsPrunedError) as caught:
+                read(since)
+            assert caught.value.code == "events_pruned", name
+            assert caught.value.details == {"since": since, "floor": floor}, name
+            assert caught.value.status.exit == 5
+    assert [e.seq for e in any_store.events(floor)] == seqs[3:]
+    assert [e.seq for e in any_store.iter_events(seqs[3])] == seqs[4:]
+
+
+def test_a_prune_that_overtakes_a_stream_stops_it_with_events_pruned(any_store: Store) -> None:
+    seqs = append_events(any_store, 10)
+    stream = any_store.iter_events(batch=3)
+    assert [next(stream).seq for _ in range(3)] == seqs[:3]
+    any_store.prune_events(keep=2)
+    with pytest.raises(EventsPrunedError) as caught:
+        list(stream)
+    assert caught.value.details == {"since": seqs[2], "floor": seqs[7]}
+
+
+def test_follow_across_a_prune(any_store: Store, store_kind: StoreKind) -> None:
+    seqs = append_events(any_store, 4)
+    follower = any_store.follow(seqs[-1], poll=0.05)  # caught up
+    behind = any_store.follow(seqs[0], poll=0.05, batch=1)  # one page of one event in hand
+    assert next(behind).seq == seqs[1]
+    with other(store_kind, any_store) as second:
+        assert second.prune_events(keep=0).floor == seqs[-1]
+        later = append_events(second, 2)
+    assert [next(follower).seq for _ in range(2)] == later, "a follower at or above the floor misses nothing"
+    with pytest.raises(EventsPrunedError):
+        next(behind)
+
+
+def test_concurrent_prune_and_tails_never_yield_a_hole(any_store: Store, store_kind: StoreKind) -> None:
+    """A tail either sees every event after its cursor, in order, or is told they were pruned."""
+    appended: list[int] = append_events(any_store, 20)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            with other(store_kind, any_store, busy_deadline=30) as mine:
+                for _ in range(150):
+                    appended.extend(append_events(mine, 1))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    def prune() -> None:
+        try:
+            with other(store_kind, any_store, busy_deadline=30) as mine:
+                while not done.is_set():
+                    mine.prune_events(keep=15, batch=4)
+                    time.sleep(0.003)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    outcomes: list[str] = []
+
+    def tail(start_index: int, batch: int) -> None:
+        try:
+            with other(store_kind, any_store, busy_deadline=30) as mine:
+                cursor = appended[start_index]
+                seen: list[int] = []
+                try:
+                    for event in mine.iter_events(cursor, batch=batch):
+                        seen.append(event.seq)
+                        time.sleep(0.002)  # a slow reader, so that prunes overtake some
+                except EventsPrunedError as exc:
+                    assert exc.floor > (seen[-1] if seen else cursor)
+                    outcomes.append("pruned")
+                else:
+                    outcomes.append("complete")
+                expected = [seq for seq in appended if cursor < seq <= (seen[-1] if seen else cursor)]
+                assert seen == expected, "a hole in what the tail saw"
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write), threading.Thread(target=prune)]
+    threads += [threading.Thread(target=tail, args=(index, batch)) for index, batch in ((0, 2), (5, 5), (19, 3))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert len(outcomes) == 3
+    # Whatever the interleaving, the store ends consistent: everything above the floor is there.
+    floor = any_store.retention_floor()
+    assert [e.seq for e in any_store.iter_events(floor)] == [seq for seq in sorted(appended) if seq > floor]
+
+
 # --- counters ---------------------------------------------------------------------------------------
 
 
@@ -412,6 +647,21 @@ def test_info_names_the_adapter_and_its_schema(any_store: Store, store_kind: Sto
     info = any_store.info()
     assert info["adapter"] == store_kind.scheme
     assert isinstance(info["schema_version"], int) and info["schema_version"] >= 1
+    assert info["retention_floor"] == 0
+
+
+def test_info_names_the_store_and_its_retention_floor(any_store: Store, store_kind: StoreKind, tmp_path: Path) -> None:
+    store_id = any_store.info()["store_id"]
+    assert isinstance(store_id, str) and len(store_id) >= 16
+    seqs = append_events(any_store, 3)
+    any_store.prune_events(keep=1)
+    with other(store_kind, any_store) as again:
+        assert again.info()["store_id"] == store_id, "the identity is the store's, not the connection's"
+        assert again.info()["retention_floor"] == seqs[1] == again.retention_floor()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with store_kind.open(store_kind.url(elsewhere)) as second:
+        assert second.info()["store_id"] != store_id
 
 
 def test_a_store_reopens_from_its_own_url(any_store: Store, store_kind: StoreKind) -> None:
@@ -472,3 +722,73 @@ def test_sqlite_busy_against_a_raw_lock_holder(tmp_path: Path) -> None:
         stored = store.get("thing/1")
         assert stored is not None
         assert (stored.state, stored.version, dict(stored.data)) == ("a", 1, {"n": 1})
+
+
+def test_only_events_at_or_below_the_floor_can_be_deleted_even_by_raw_sql(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "s.db") as store:
+        seqs = append_events(store, 4)
+        store.prune_events(keep=2)
+    conn = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    try:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("DELETE FROM events WHERE seq = ?", (seqs[2],))
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("UPDATE events SET actor = 'forged' WHERE seq = ?", (seqs[3],))
+        for statement in (
+            "UPDATE store_meta SET value = 0 WHERE key = 'retention_floor'",
+            "UPDATE store_meta SET value = 'x' WHERE key = 'retention_floor'",
+            "UPDATE store_meta SET value = 'forged' WHERE key = 'store_id'",
+            "DELETE FROM store_meta WHERE key = 'retention_floor'",
+            "INSERT INTO store_meta (key, value) VALUES ('other', 1)",
+        ):
+            with pytest.raises(sqlite3.IntegrityError):
+                conn.execute(statement)
+        assert conn.execute("SELECT seq FROM events ORDER BY seq").fetchall() == [(seqs[2],), (seqs[3],)]
+        # Raising the floor by hand is a prune, and readers are told of it like any other.
+        conn.execute("UPDATE store_meta SET value = ? WHERE key = 'retention_floor'", (seqs[2],))
+        conn.execute("DELETE FROM events WHERE seq <= ?", (seqs[2],))
+    finally:
+        conn.close()
+    with SQLiteStore(tmp_path / "s.db") as store, pytest.raises(EventsPrunedError):
+        store.events(seqs[1])
+
+
+def test_a_version_2_store_migrates_forward_and_works(tmp_path: Path) -> None:
+    """A store written before retention existed (schema version 2) opens, gains its floor and id, prunes."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("BEGIN")
+    for script in MIGRATIONS[:2]:  # the schema as version 2 left it
+        for statement in _statements(script):
+            conn.execute(statement)
+    conn.execute("INSERT INTO instances VALUES ('a/1', 'a', 's2', 3, '{}', 't', 't')")
+    for index in range(3):
+        conn.execute(
+            "INSERT INTO events (instance_id, machine, trigger, from_state, to_state, version, actor, payload, at)"
+            " VALUES ('a/1', 'a', ?, 's', 's', ?, 'old', '{}', '2026-01-01T00:00:00.000000Z')",
+            (f"t{index}", index + 1),
+        )
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 2")
+    conn.execute("COMMIT")
+    conn.close()
+    with SQLiteStore(path) as store:
+        info = store.info()
+        assert info["schema_version"] == SCHEMA_VERSION
+        assert info["retention_floor"] == 0 and len(info["store_id"]) == 32
+        assert [e.trigger for e in store.iter_events()] == ["t0", "t1", "t2"]
+        assert store.prune_events(keep=1).events == 2
+        assert [e.trigger for e in store.events(store.retention_floor())] == ["t2"]
+        stored = store.get("a/1")
+        assert stored is not None and (stored.state, stored.version) == ("s2", 3)
+        (appended,) = append_events(store, 1, ("a/2",))
+        assert appended == 4
+    conn = sqlite3.connect(path)
+    try:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("DELETE FROM events")
+    finally:
+        conn.close()
+    with SQLiteStore(path) as again:
+        assert again.info()["store_id"] == info["store_id"], "migrated once, its id kept"
