@@ -787,12 +787,12 @@ def plan_steps(db: Path, plan_id: str) -> list[tuple[str, str]]:
     try:
         with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
             rows = conn.execute(
-                "SELECT payload FROM events WHERE instance_id = ? AND trigger = 'step' ORDER BY seq",
+                "SELECT payload FROM events WHERE instance_id = ? ORDER BY seq",
                 (f"plan/{plan_id}",),
             ).fetchall()
     except sqlite3.OperationalError:
         return []
-    return [(p["params"]["step_id"], p["params"]["record"]["state"]) for p in (json.loads(r[0]) for r in rows)]
+    return [(step, record["state"]) for step, record in step_records(json.loads(r[0]) for r in rows)]
 
 
 class Held:
