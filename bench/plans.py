@@ -1,21 +1,31 @@
-"""What the plan runner costs per step: a 200-step plan of instant steps, against its bare transitions.
+"""What the plan runner costs per step, and whether that cost stays flat as the plan grows.
 
-Each step of a plan is two durable transitions of the plan machine (``step`` running, then ``step``
-succeeded) around the operation; with ``flow.pass`` the operation does nothing, so what is left is
-the runner's own work: resolving references, choosing the next step, recording outputs. Measured in
-one run on real SQLite files (WAL, synchronous=FULL):
+A generated recipe of N ``flow.pass`` steps (each passing on the previous step's counter) is
+submitted and run on a real SQLite file (WAL, synchronous=FULL); the operation does nothing, so what
+is measured is the runner's own work: choosing the next step, resolving references, recording each
+step durably. For one run of N steps (:func:`run_plan_steps`):
 
-* the plan: submit + run of a generated recipe with N ``flow.pass`` steps, steps per second;
-* the bare transitions: the same 2 x N ``step`` transitions fired straight through the engine;
-* the runner's overhead per step = (plan time - bare time) / N, and the ratio plan / bare.
+* wall seconds and steps per second (``bench/peers.py`` compares the 200-step figure with LangGraph);
+* CPU seconds (``time.process_time``: fsync waits excluded) per step;
+* bytes written per step (the process's ``wchar`` in ``/proc/self/io``: the WAL frames and checkpoints);
+* commits of write transactions (``BEGIN IMMEDIATE`` ... ``COMMIT`` on the store's connection, counted
+  with ``sqlite3``'s trace callback).
 
-Figures are to be read as ratios from one run: the machines are noisy.
+The figures of issue 13 are ratios in one run: CPU per step at 800 steps over 200 steps (``<= 1.2x``),
+bytes written per step at 800 over 200 (constant: ``<= 1.1x``), and commits per plan step (the extra
+commits of the 600 extra steps, per step: ``1``). The scaling runs use ``/dev/shm`` when it exists
+(fsync is then cheap; CPU and bytes do not depend on it), the steps/s run the system's temporary
+directory. ``--root DIR`` runs another checkout's code (e.g. ``--root /work/main`` for the figures
+before a change) with this same script.
+
+    python bench/plans.py [--quick] [--json] [--root DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -23,18 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
-
-from runner import lockstatus
-from runner.definitions.library import Library
-from runner.definitions.recipes import RecipeLibrary
-from runner.engine import Request
-from runner.plans import plan_instance_id
-from runner.plans.keeper import MemoryKeeper
-from runner.plans.ops import OPERATIONS
-from runner.service import Service
-from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
-from runner.store.sqlite import SQLiteStore
+SCALE = (200, 800)  # the plan sizes the CPU and bytes ratios compare
+RATE_STEPS = 200  # the plan size of the steps/s figure
 
 
 def write_recipe(directory: Path, steps: int) -> None:
@@ -53,90 +53,166 @@ def write_recipe(directory: Path, steps: int) -> None:
     (directory / "instant.yaml").write_text("\n".join(lines) + "\n")
 
 
-def run_plan(root: Path, steps: int, label: str) -> float:
-    store = SQLiteStore(root / f"{label}.db")
-    service = Service(store, Library(cache_dir=root / "cache"), actor="bench")
-    plans = Plans(service, RecipeLibrary([root / "recipes"]), MemoryKeeper(), OPERATIONS)
-    plans.submit(PlanSubmitInput({"plan": label, "recipe": "instant", "controller": "bench"}))
-    started = time.perf_counter()
-    final = anyio.run(plans.run, PlanRunInput(label))
-    elapsed = time.perf_counter() - started
-    assert final.state == "succeeded", final.state
-    assert len(final.data["steps"]) == steps
-    store.close()
-    return elapsed
+def _written() -> int | None:
+    """Bytes this process has passed to write(2) so far (Linux), or None where unknown."""
+    try:
+        for line in Path("/proc/self/io").read_text().splitlines():
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
 
 
-def run_bare(root: Path, steps: int, label: str) -> float:
-    """The same transitions (start, 2 x N step, finish) fired directly, with the same records."""
-    store = SQLiteStore(root / f"{label}.db")
-    library = Library(cache_dir=root / "cache")
-    service = Service(store, library, actor="bench")
-    plans = Plans(service, RecipeLibrary([root / "recipes"]), MemoryKeeper(), OPERATIONS)
-    plans.submit(PlanSubmitInput({"plan": label, "recipe": "instant", "controller": "bench"}))
-    spec = library.builtin("plan")
-    me = lockstatus.current()
-    engine = service.engine
+def run_plan_steps(n: int, directory: str | Path) -> dict[str, Any]:
+    """Submit and run an ``n``-step plan of instant steps in a fresh store under ``directory``.
 
-    def fire(trigger: str, **params: Any) -> None:
-        engine.fire(spec, Request(plan_instance_id(label), trigger, params={"runner": me, **params}, actor="bench"))
+    Returns ``steps``, ``seconds`` (wall, the run only: submit excluded), ``steps_per_second``,
+    ``cpu_seconds``, ``bytes_written`` (None off Linux) and ``commits`` of the run. ``directory`` must
+    exist; the function makes its own subdirectory there and leaves it behind (the caller owns it)."""
+    import anyio
 
-    started = time.perf_counter()
-    fire("start")
-    for i in range(steps):
-        fire("step", step_id=f"s{i}", record={"state": "running", "attempt": 1, "do": "flow.pass"})
-        fire(
-            "step",
-            step_id=f"s{i}",
-            record={"state": "succeeded", "attempt": 1, "do": "flow.pass", "outputs": {"n": 0}, "seconds": 0.0},
-        )
-    fire("finish")
-    elapsed = time.perf_counter() - started
-    store.close()
-    return elapsed
+    from runner.definitions.library import Library
+    from runner.definitions.recipes import RecipeLibrary
+    from runner.plans.keeper import MemoryKeeper
+    from runner.plans.ops import OPERATIONS
+    from runner.service import Service
+    from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
+    from runner.store.sqlite import SQLiteStore
+
+    root = Path(tempfile.mkdtemp(prefix=f"plan-{n}-", dir=directory))
+    (root / "recipes").mkdir()
+    write_recipe(root / "recipes", n)
+    store = SQLiteStore(root / "corral.db")
+    commits = 0
+    writing = False
+
+    def trace(statement: str) -> None:
+        # A write transaction is BEGIN IMMEDIATE ... COMMIT (a read snapshot's BEGIN/COMMIT is not counted).
+        nonlocal commits, writing
+        verb = statement.lstrip().upper()
+        if verb.startswith("BEGIN IMMEDIATE"):
+            writing = True
+        elif verb.startswith(("COMMIT", "ROLLBACK")):
+            commits += writing and verb.startswith("COMMIT")
+            writing = False
+
+    try:
+        service = Service(store, Library(cache_dir=root / "cache"), actor="bench")
+        plans = Plans(service, RecipeLibrary([root / "recipes"]), MemoryKeeper(), OPERATIONS)
+        plans.submit(PlanSubmitInput({"plan": "p", "recipe": "instant", "controller": "bench"}))
+        store._conn.set_trace_callback(trace)  # the bench's own counter on the adapter's connection
+        written, cpu, wall = _written(), time.process_time(), time.perf_counter()
+        final = anyio.run(plans.run, PlanRunInput("p"))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        after = _written()
+        store._conn.set_trace_callback(None)
+        assert final.state == "succeeded", final.state
+        assert len(final.data["steps"]) == n
+    finally:
+        store.close()
+    return {
+        "steps": n,
+        "seconds": wall,
+        "steps_per_second": n / wall,
+        "cpu_seconds": cpu,
+        "bytes_written": None if written is None or after is None else after - written,
+        "commits": commits,
+    }
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float:
+    values = [r[key] for r in runs if r[key] is not None]
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def measure(rounds: int) -> dict[str, Any]:
+    """Every figure, from ``rounds`` interleaved rounds of each plan size (medians)."""
+    scratch = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    with (
+        tempfile.TemporaryDirectory(prefix="corral-bench-plans-", dir=scratch) as fast,
+        tempfile.TemporaryDirectory(prefix="corral-bench-plans-") as disk,
+    ):
+        run_plan_steps(20, fast)  # warm-up: imports, the library cache
+        scale: dict[int, list[dict[str, Any]]] = {n: [] for n in SCALE}
+        rate: list[dict[str, Any]] = []
+        for _ in range(rounds):
+            for n in SCALE:
+                scale[n].append(run_plan_steps(n, fast))
+            rate.append(run_plan_steps(RATE_STEPS, disk))
+    small, large = SCALE
+    cpu = {n: _median(scale[n], "cpu_seconds") / n for n in SCALE}
+    written = {n: _median(scale[n], "bytes_written") / n for n in SCALE}
+    commits = {n: _median(scale[n], "commits") for n in SCALE}
+    per_step_commits = (commits[large] - commits[small]) / (large - small)
+    steps_per_second = _median(rate, "steps_per_second")
+    cpu_ratio = cpu[large] / cpu[small]
+    bytes_ratio = written[large] / written[small]
+    where = f"on {scratch or 'the temporary directory'}, median of {rounds}"
+    figures = [
+        {
+            "figure": "plan CPU per step at 800 steps / at 200 steps",
+            "value": round(cpu_ratio, 3),
+            "unit": "x",
+            "target": "<= 1.2x",
+            "met": cpu_ratio <= 1.2,
+            "detail": f"CPU per step {cpu[small] * 1000:.3f} ms at {small} steps, {cpu[large] * 1000:.3f} ms at "
+            f"{large} ({where})",
+        },
+        {
+            "figure": "bytes written per step (800 / 200)",
+            "value": round(bytes_ratio, 3),
+            "unit": "x",
+            "target": "constant (<= 1.1x)",
+            "met": bytes_ratio <= 1.1,
+            "detail": f"{written[small] / 1024:.2f} KiB per step at {small} steps, {written[large] / 1024:.2f} KiB "
+            f"at {large} (write(2) bytes, {where})",
+        },
+        {
+            "figure": "commits per plan step",
+            "value": round(per_step_commits, 3),
+            "unit": "commits",
+            "target": "1",
+            "met": per_step_commits <= 1.0,
+            "detail": f"{commits[small]:.0f} commits for {small} steps, {commits[large]:.0f} for {large}: "
+            f"({commits[large]:.0f} - {commits[small]:.0f}) / {large - small} per extra step (the rest: start, "
+            "finish)",
+        },
+        {
+            "figure": "200-step plan, steps/s",
+            "value": round(steps_per_second, 1),
+            "unit": "steps/s",
+            "target": "value only (bench/peers.py compares it with LangGraph)",
+            "met": True,
+            "detail": f"{RATE_STEPS} steps in {_median(rate, 'seconds') * 1000:.1f} ms wall, "
+            f"{_median(rate, 'cpu_seconds') * 1000:.1f} ms CPU, synchronous=FULL on the temporary directory, "
+            f"median of {rounds}",
+        },
+    ]
+    return {"figures": figures, "runs": {"scale": scale, "rate": rate}}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200, help="steps in the plan (default: 200)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: 3)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: 3; --quick: 1)")
+    parser.add_argument("--quick", action="store_true", help="one round: a few seconds")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--root", type=Path, help="run the code of another checkout (e.g. main, for a before figure)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="corral-bench-plans-") as tmp:
-        root = Path(tmp)
-        (root / "recipes").mkdir()
-        write_recipe(root / "recipes", args.steps)
-        run_plan(root, args.steps, "warmup-plan")
-        run_bare(root, args.steps, "warmup-bare")
-        plan_times, bare_times = [], []
-        for round_ in range(args.rounds):
-            plan_times.append(run_plan(root, args.steps, f"plan-{round_}"))
-            bare_times.append(run_bare(root, args.steps, f"bare-{round_}"))
-    plan_s, bare_s = statistics.median(plan_times), statistics.median(bare_times)
-    figures = {
-        "steps": args.steps,
-        "rounds": args.rounds,
-        "plan_seconds": round(plan_s, 4),
-        "bare_seconds": round(bare_s, 4),
-        "steps_per_second": round(args.steps / plan_s, 1),
-        "bare_transitions_per_second": round((2 * args.steps + 2) / bare_s, 1),
-        "overhead_ms_per_step": round((plan_s - bare_s) / args.steps * 1000, 3),
-        "plan_over_bare": round(plan_s / bare_s, 2),
-    }
+    if args.root is not None:
+        sys.path.insert(0, str(args.root.absolute()))
+    import runner
+
+    result = measure(1 if args.quick else args.rounds)
+    result["code"] = str(Path(runner.__file__).parent.parent)
     if args.json:
-        print(json.dumps(figures, indent=2))
+        print(json.dumps(result, indent=2))
         return
-    print(
-        f"corral plan runner: {args.steps} instant steps (flow.pass), median of {args.rounds} interleaved rounds, "
-        f"Python {sys.version.split()[0]}"
-    )
-    print(f"  plan (submit excluded)      {plan_s * 1000:9.1f} ms   {figures['steps_per_second']:8.1f} steps/s")
-    print(
-        f"  bare step transitions       {bare_s * 1000:9.1f} ms   "
-        f"{figures['bare_transitions_per_second']:8.1f} transitions/s (2 per step)"
-    )
-    print(f"  runner overhead per step    {figures['overhead_ms_per_step']:9.3f} ms")
-    print(f"  plan / bare transitions     {figures['plan_over_bare']:9.2f}x")
+    print(f"corral plan runner: instant steps (flow.pass), code from {result['code']}, Python {sys.version.split()[0]}")
+    for figure in result["figures"]:
+        verdict = "met" if figure["met"] else "MISSED"
+        print(f"  {figure['figure']:<48} {figure['value']:>9} {figure['unit']:<8} {figure['target']:<24} {verdict}")
+        print(f"      {figure['detail']}")
 
 
 if __name__ == "__main__":

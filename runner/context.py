@@ -70,6 +70,8 @@ class View(Protocol):
 
     def find(self, machine: str, states: Iterable[str] | None = None) -> list[Instance]: ...
 
+    def part(self, instance_id: str, key: str) -> dict[str, Any] | None: ...
+
 
 @dataclass(frozen=True)
 class Rejection:
@@ -126,10 +128,18 @@ class Gate(Protocol):
 
 @dataclass(frozen=True)
 class Update:
-    """What an update contributes: new data values, and values for the caller's reply only."""
+    """What an update contributes: new data values, and values for the caller's reply only.
+
+    ``parts`` are entries of an object field kept beside the instance rather than in its data (see
+    :meth:`runner.store.abc.Transaction.put_part`): the key ``"FIELD/NAME"`` is entry ``NAME`` of the
+    declared object field ``FIELD``. The engine writes them in the transition's transaction and logs
+    them as that field's changed entries (never for a secret field), so writing one entry costs the
+    size of that entry, not of the whole field.
+    """
 
     data: Mapping[str, Any] = field(default_factory=dict)
     reply: Mapping[str, Any] = field(default_factory=dict)
+    parts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def format_time(moment: datetime) -> str:

@@ -13,7 +13,8 @@ started) and ``<machine>.<trigger>:effect`` (the effect done, its outcome not re
 two-phase transition of every machine (:mod:`runner.engine.engine`); ``credential_before_grant`` (a
 grant's proposal saved, the grant not yet asked for),
 ``credential_after_grant`` (a grant committed, its credential not yet saved) and
-``release_before_discard`` (a release committed, its credential file not yet removed). Agents never
+``release_before_discard`` (a release committed, its credential file not yet removed);
+``plan.step:<step id>:done`` (a plan step's operation returned, the step's outcome not yet recorded). Agents never
 inherit ``CORRAL_*`` variables, so an agent cannot arm them for its coordinator.
 """
 

@@ -163,9 +163,12 @@ class Engine:
         chosen = firing.chosen
         if chosen is None:
             raise _refused(before, request.trigger, firing.rejections)
-        data, reply = _apply_updates(spec, chosen, ctx)
+        data, reply, parts = _apply_updates(spec, chosen, ctx)
         after = tx.put(before, chosen.dest, data)
-        payload: dict[str, Any] = {"params": dict(request.params), "changed": _changed(spec, before.data, data)}
+        changed = _changed(spec, before.data, data)
+        if parts:
+            _put_parts(tx, spec, after, parts, changed)
+        payload: dict[str, Any] = {"params": dict(request.params), "changed": changed}
         if chosen.two_phase:
             payload["phase"] = "intent"
         first = tx.append(after, request.trigger, before.state, request.actor, payload)
@@ -404,6 +407,9 @@ class _NoView:
     def find(self, machine: str, states: Any = None) -> list[Instance]:
         raise CorralError("effects may not read the store", code="internal")
 
+    def part(self, instance_id: str, key: str) -> dict[str, Any] | None:
+        raise CorralError("effects may not read the store", code="internal")
+
 
 def _guard(ref: Ref) -> Any:
     entry = GUARDS.get(ref.name)
@@ -445,12 +451,15 @@ def _run_effects(chosen: TransitionSpec, ctx: Context) -> EffectResult:
     return EffectResult("success", merged_data, merged_reply)
 
 
-def _apply_updates(spec: MachineSpec, chosen: TransitionSpec, ctx: Context) -> tuple[dict[str, Any], dict[str, Any]]:
+def _apply_updates(
+    spec: MachineSpec, chosen: TransitionSpec, ctx: Context
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Mapping[str, Any]]]:
     # ctx.data is the engine's working copy: each update sees what the earlier ones wrote.
     data = ctx.data
     assert isinstance(data, dict)
     written: dict[str, Any] = {}
     reply: dict[str, Any] = {}
+    parts: dict[str, Mapping[str, Any]] = {}
     for ref in chosen.updates:
         entry = UPDATES.get(ref.name)
         if entry is None:
@@ -459,8 +468,33 @@ def _apply_updates(spec: MachineSpec, chosen: TransitionSpec, ctx: Context) -> t
         data.update(update.data)
         written.update(update.data)
         reply.update(update.reply)
+        parts.update(update.parts)
     _check_data(spec, data, written, f"updates of {chosen.trigger!r}")
-    return data, reply
+    return data, reply, parts
+
+
+def _put_parts(
+    tx: Transaction, spec: MachineSpec, after: Instance, parts: Mapping[str, Mapping[str, Any]], changed: dict[str, Any]
+) -> None:
+    """Write an update's parts beside the instance; log each public field's written entries in ``changed``.
+
+    Invariant: a part is an entry (a JSON object) of a declared object field, named ``FIELD/NAME``."""
+    hidden = spec.secret_field_names
+    for key, value in parts.items():
+        name, _, entry = key.partition("/")
+        declared = spec.fields.get(name)
+        if not entry or declared is None or declared.type != "object" or not isinstance(value, Mapping):
+            raise CorralError(
+                f"an update wrote the part {key!r}, not an object entry of a declared object field of {spec.name!r}",
+                code="data_invalid",
+                field=name,
+            )
+        tx.put_part(after.id, key, value)
+        if name not in hidden:
+            logged = changed.get(name)
+            if not isinstance(logged, dict):
+                logged = changed[name] = {}
+            logged[entry] = dict(value)
 
 
 def _check_data(spec: MachineSpec, data: Mapping[str, Any], written: Mapping[str, Any], who: str) -> None:

@@ -1,8 +1,10 @@
 """Plans as a service component: submit once (idempotent by plan id), run step by step, resume after
 any crash; retry (redrive), cancel, decide, show and list. One typed ``Plan*Input`` per operation.
 
-The plan is an instance of ``machines/plan.yaml``; every step's start and outcome is a ``step``
-transition, so the store always knows which step was in flight. A runner that finds a step
+The plan is an instance of ``machines/plan.yaml``; every step's start and outcome is recorded by a
+``step`` transition (the outcome of one step with the start of the next: one commit per step), so the
+store always knows which step was in flight. The step records are parts of the plan instance, one
+per step (see :mod:`runner.updates.plans`): a step writes its own record only. A runner that finds a step
 ``running`` (its predecessor died) asks the step's operation to resolve it from the instances the
 step creates under its deterministic key (see :mod:`runner.service.steps`): done, not started, or
 a decision for a person (the plan pauses). One runner at a time: the plan records its runner (pid,
@@ -26,12 +28,12 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runner import lockstatus
+from runner import faults, lockstatus
 from runner.context import Instance, parse_time
 from runner.definitions.model import MachineSpec
 from runner.definitions.plans import check_plan_document
@@ -57,6 +59,7 @@ from runner.service.steps import (
     StepOperation,
     attempt_keys,
 )
+from runner.updates.plans import PRIVATE, STEP
 
 if TYPE_CHECKING:
     from runner.service import Service
@@ -72,6 +75,27 @@ logger = logging.getLogger(__name__)
 
 def plan_instance_id(plan_id: str) -> str:
     return f"plan/{plan_id}"
+
+
+def plan_view(header: Instance, parts: Mapping[str, Mapping[str, Any]]) -> Instance:
+    """The plan as readers know it: its data with ``steps`` and ``private`` filled in from its parts.
+
+    The store keeps a plan's step records as parts (``steps/STEP``, ``private/STEP``) beside a small
+    header; a plan written before that layout has them in its data, and a part (written later)
+    wins over such an entry."""
+    steps = dict(header.data.get("steps") or {})
+    private = dict(header.data.get("private") or {})
+    for key, value in parts.items():
+        if key.startswith(STEP):
+            steps[key[len(STEP) :]] = dict(value)
+        elif key.startswith(PRIVATE):
+            private[key[len(PRIVATE) :]] = dict(value)
+    data = {**header.data, "steps": steps}
+    if private:
+        data["private"] = private
+    else:
+        data.pop("private", None)
+    return replace(header, data=data)
 
 
 class CredentialKeeper(Protocol):
@@ -227,10 +251,22 @@ class Plans:
         Raises:
             NotFoundError: ``plan_unknown``.
         """
-        found = self.service.store.get(plan_instance_id(plan_id))
+        found = self._read(plan_id)
         if found is None:
             raise NotFoundError(f"no plan {plan_id!r}", code="plan_unknown", plan=plan_id)
         return found
+
+    def _viewed(self, instance: Instance) -> Instance:
+        """A plan instance just written (a header), with its step records read back."""
+        with self.service.store.read() as reader:
+            return plan_view(instance, reader.parts(instance.id))
+
+    def _read(self, plan_id: str) -> Instance | None:
+        """The plan with its step records (:func:`plan_view`), from one snapshot; None if never submitted."""
+        instance_id = plan_instance_id(plan_id)
+        with self.service.store.read() as reader:
+            header = reader.get(instance_id)
+            return None if header is None else plan_view(header, reader.parts(instance_id))
 
     def show(self, inp: PlanShowInput) -> PlanDetail:
         """The plan, what its running or waiting steps wait on, and the agent output its steps collected
@@ -302,7 +338,7 @@ class Plans:
             "inputs": inputs,
         }
         content_sha256 = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
-        existing = self.service.store.get(plan_instance_id(doc["plan"]))
+        existing = self._read(doc["plan"])
         if existing is not None:
             if existing.data.get("content_sha256") != content_sha256:
                 raise PlanConflictError(
@@ -330,7 +366,7 @@ class Plans:
                 actor=self.service.actor,
             ),
         )
-        return Submitted(result.instance, True)
+        return Submitted(plan_view(result.instance, {}), True)  # a new plan: no step records yet
 
     def _fire(
         self,
@@ -388,17 +424,18 @@ class Plans:
         if failed_step not in ids:  # no recorded failed step: from the first step that did not succeed
             failed_step = next((i for i in ids if (records.get(i) or {}).get("state") != "succeeded"), ids[-1])
         reset = ids[ids.index(failed_step) :]
-        return self._fire(
+        redriven = self._fire(
             plan_id,
             "retry",
             {"reset": reset, "from_step": failed_step},
             observations={"runner_status": lockstatus.status(plan.data.get("runner"))},
         )
+        return self._viewed(redriven)
 
     def cancel(self, inp: PlanCancelInput) -> Instance:
         """Cancel the plan: no further step runs (a step in flight finishes; its runner then stops)."""
         self.plan(inp.plan_id)
-        return self._fire(inp.plan_id, "cancel")
+        return self._viewed(self._fire(inp.plan_id, "cancel"))
 
     def decide(self, inp: PlanDecideInput) -> Instance:
         """A person's decision on a step that waits on one (a blocked agent): recorded on the plan as an
@@ -417,7 +454,9 @@ class Plans:
             )
         if not reason or not reason.strip() or len(reason) > 1000:
             raise InputError("reason", "a decision's reason is 1-1000 characters of text")
-        return self._fire(plan_id, "decide", {"step_id": step_id, "approve": bool(inp.approve), "reason": reason})
+        return self._viewed(
+            self._fire(plan_id, "decide", {"step_id": step_id, "approve": bool(inp.approve), "reason": reason})
+        )
 
     def recipe_of(self, plan: Instance) -> Recipe:
         """The plan's recipe, refused (``recipe_changed``) if it is not the one the plan was submitted with."""
@@ -432,17 +471,31 @@ class Plans:
         return recipe
 
     def list(self, inp: PlanListInput) -> builtins.list[Instance]:
-        """Every plan (defined last: in the class body the name hides the builtin)."""
-        return self.service.store.find("plan")
+        """Every plan, each with its step records (defined last: in the class body the name hides the builtin)."""
+        with self.service.store.read() as reader:
+            return [plan_view(header, reader.parts(header.id)) for header in reader.find("plan")]
 
 
 class _Run:
-    """One runner of one plan: the step loop. A nested plan (``recipe.call``) gets its own."""
+    """One runner of one plan: the step loop. A nested plan (``recipe.call``) gets its own.
+
+    Invariant: an operation runs only after its step's ``running`` record is committed, and every
+    outcome is committed with the next write, which comes before the next operation runs: the outcome
+    of one step and the start of the next are one ``step`` transition (one commit per step), the last
+    outcome rides on ``finish``, ``fail`` or ``pause``. A runner killed between an operation and that
+    commit leaves the step ``running``, which its successor resolves through the operation's
+    ``resume``, as after a kill during the operation. The loop keeps the records in memory (read once
+    when the run starts): no step re-reads or re-encodes the others."""
 
     def __init__(self, plans: Plans, progress: Progress | None) -> None:
         self.plans = plans
         self.progress = progress
-        self._private: dict[str, dict[str, dict[str, Any]]] = {}
+        self.plan_id = ""
+        self.records: dict[str, dict[str, Any]] = {}
+        self.private: dict[str, dict[str, Any]] = {}
+        self.outputs: dict[str, dict[str, Any]] = {}  # the results of the steps that succeeded or were caught
+        self._pending: list[tuple[str, dict[str, Any], Mapping[str, Any] | None]] = []
+        self._later: list[dict[str, Any]] = []  # progress events of the pending records
 
     def _fire(
         self,
@@ -459,13 +512,41 @@ class _Run:
         if self.progress is not None:
             self.progress({"plan": plan, "event": event, **fields})
 
-    def _record(
-        self, plan_id: str, step: Step, record: dict[str, Any], private: Mapping[str, Any] | None = None
-    ) -> Instance:
-        secrets = {"private": json.dumps(private)} if private else None
-        instance = self._fire(plan_id, "step", {"step_id": step.id, "record": record}, secrets=secrets)
+    def _settle(
+        self, step: Step, record: dict[str, Any], private: Mapping[str, Any] | None, event: str, **fields: Any
+    ) -> None:
+        """A step's record, to be committed with the next write (its progress event is heard then)."""
+        self._pending.append((step.id, record, private))
+        self._later.append({"event": event, "step": step.id, **fields})
+        self._remember(step.id, record, private)
+
+    def _remember(self, step_id: str, record: dict[str, Any], private: Mapping[str, Any] | None) -> None:
+        self.records[step_id] = record
         if private:
-            self._private[plan_id][step.id] = dict(private)
+            self.private[step_id] = dict(private)
+        if record.get("state") in ("succeeded", "caught"):  # a failed step's outputs are not its result
+            self.outputs[step_id] = {**(record.get("outputs") or {}), **self.private.get(step_id, {})}
+        else:
+            self.outputs.pop(step_id, None)
+
+    def _write(
+        self, trigger: str, params: Mapping[str, Any] | None = None, start: tuple[Step, dict[str, Any]] | None = None
+    ) -> Instance:
+        """Fire ``trigger`` carrying the pending records (and ``start``, the next step's running record)."""
+        records = [{"step_id": step_id, "record": record} for step_id, record, _ in self._pending]
+        privates = {step_id: dict(private) for step_id, _, private in self._pending if private}
+        if start is not None:
+            records.append({"step_id": start[0].id, "record": start[1]})
+            self._remember(start[0].id, start[1], None)
+        sent = dict(params or {})
+        if records:
+            sent["records"] = records
+        secrets = {"privates": json.dumps(privates)} if privates else None
+        instance = self._fire(self.plan_id, trigger, sent, secrets=secrets)
+        self._pending.clear()
+        heard, self._later = self._later, []
+        for fields in heard:
+            self._emit(self.plan_id, **fields)
         return instance
 
     async def run(self, plan_id: str) -> Instance:
@@ -474,45 +555,51 @@ class _Run:
         if plans.spec.states[plan.state].terminal or plan.state == "failed":
             return plan  # a failed plan runs again only through retry (a redrive)
         recipe = plans.recipe_of(plan)
+        self.plan_id = plan_id
         plan = self._fire(plan_id, "start", observations={"runner_status": lockstatus.status(plan.data.get("runner"))})
         self._emit(plan_id, "plan_started", recipe=recipe.name, steps=[s.id for s in recipe.steps])
-        self._private[plan_id] = dict(plan.data.get("private") or {})
+        started = plans.plan(plan_id)  # the step records, once (start moved an old-layout plan's to parts)
+        self.private = {k: dict(v) for k, v in (started.data.get("private") or {}).items() if isinstance(v, dict)}
+        for step_id, record in (started.data.get("steps") or {}).items():
+            self._remember(step_id, dict(record), None)
         try:
-            return await self._steps(plan_id, plan, recipe)
+            await self._steps(plan_id, plan, recipe)
         except TransitionNotAllowedError:
             current = plans.service.store.get(plan_instance_id(plan_id))
             if current is not None and current.state == "cancelled":
                 self._emit(plan_id, "plan_cancelled")
-                return current
+                return plans.plan(plan_id)
             raise
+        return plans.plan(plan_id)
 
     async def _steps(self, plan_id: str, plan: Instance, recipe: Recipe) -> Instance:
         inputs = dict(plan.data.get("inputs") or {})
         failure: dict[str, Any] | None = None
         index = 0
         steps = recipe.steps
+        positions = {s.id: i for i, s in enumerate(steps)}
         while index < len(steps):
             step = steps[index]
-            records: dict[str, Any] = dict(plan.data.get("steps") or {})
-            record = records.get(step.id)
+            record = self.records.get(step.id)
             if record is not None and record["state"] in ("succeeded", "skipped", "failed", "caught"):
                 if record["state"] == "failed" and failure is None:
                     failure = {"step": step.id, **(record.get("error") or {})}
                 if record["state"] == "caught":
-                    index = next(i for i, s in enumerate(steps) if s.id == record["next"])
+                    index = positions[record["next"]]
                     continue
                 index += 1
                 continue
             if failure is not None and not step.final:
-                plan = self._record(plan_id, step, {"state": "skipped", "reason": "an earlier step failed"})
-                self._emit(plan_id, "step_skipped", step=step.id, reason="an earlier step failed")
+                self._settle(
+                    step,
+                    {"state": "skipped", "reason": "an earlier step failed"},
+                    None,
+                    "step_skipped",
+                    reason="an earlier step failed",
+                )
                 index += 1
                 continue
-            outputs = {
-                sid: {**(rec.get("outputs") or {}), **self._private[plan_id].get(sid, {})}
-                for sid, rec in records.items()
-                if rec.get("state") in ("succeeded", "caught")  # a failed step's outputs are not its result
-            }
+            outputs = self.outputs
             if step.when is not None and (record is None or record.get("state") == "pending"):
                 try:
                     left = resolve(step.when["left"], inputs, outputs)
@@ -524,18 +611,21 @@ class _Run:
                         # A condition on the outputs of a step that produced none (it failed or was
                         # skipped) does not hold.
                         reason = f"when: step {referenced!r} produced no outputs"
-                        plan = self._record(plan_id, step, {"state": "skipped", "reason": reason})
-                        self._emit(plan_id, "step_skipped", step=step.id, reason=reason)
+                        self._settle(step, {"state": "skipped", "reason": reason}, None, "step_skipped", reason=reason)
                         index += 1
                         continue
                     outcome = self._failed(plan, step, record, exc, 0.0)
-                    plan = outcome.plan
                     failure = failure or {"step": step.id, **(outcome.error or {})}
                     index += 1
                     continue
                 if not holds:
-                    plan = self._record(plan_id, step, {"state": "skipped", "reason": "when is false"})
-                    self._emit(plan_id, "step_skipped", step=step.id, reason="when is false")
+                    self._settle(
+                        step,
+                        {"state": "skipped", "reason": "when is false"},
+                        None,
+                        "step_skipped",
+                        reason="when is false",
+                    )
                     index += 1
                     continue
             if record is not None and record.get("state") == "waiting":
@@ -544,20 +634,20 @@ class _Run:
                 outcome = await self._attempts(plan, step, record, inputs, outputs)
             plan = outcome.plan
             if outcome.kind == "paused":
-                plan = self._fire(plan_id, "pause", {"reason": outcome.reason, "waiting_on": outcome.waiting_on})
+                plan = self._write("pause", {"reason": outcome.reason, "waiting_on": outcome.waiting_on})
                 self._emit(plan_id, "plan_paused", step=step.id, reason=outcome.reason, waiting_on=outcome.waiting_on)
                 return plan
             if outcome.kind == "caught":
-                index = next(i for i, s in enumerate(steps) if s.id == outcome.next)
+                index = positions[outcome.next]
                 continue
             if outcome.kind == "failed" and failure is None:
                 failure = {"step": step.id, **(outcome.error or {})}
             index += 1
         if failure is not None:
-            plan = self._fire(plan_id, "fail", {"failure": failure})
+            plan = self._write("fail", {"failure": failure})
             self._emit(plan_id, "plan_failed", failure=failure)
         else:
-            plan = self._fire(plan_id, "finish")
+            plan = self._write("finish")
             self._emit(plan_id, "plan_succeeded")
         return plan
 
@@ -588,7 +678,7 @@ class _Run:
                 exc.code == "reference_unresolved"
                 and step.do in CLEANUP_OPERATIONS
                 and referenced is not None
-                and (plan.data.get("steps") or {}).get(referenced, {}).get("state") not in ("succeeded", "caught")
+                and self.records.get(referenced, {}).get("state") not in ("succeeded", "caught")
             ):
                 # A clean-up whose target's step never produced it: the plan created nothing to clean up.
                 return self._skipped(plan, step, attempt, f"step {referenced!r} created nothing")
@@ -600,6 +690,8 @@ class _Run:
             error: CorralError | None = None
             if resuming:
                 resuming = False
+                if self._pending:  # no operation acts before the records settled before it are committed
+                    plan = self._write("step")
                 try:
                     resolution = implementation.resume(ctx, args)
                 except Exception as exc:  # noqa: BLE001 - any error in a step fails the step, never strands the plan
@@ -612,10 +704,10 @@ class _Run:
                 elif resolution.kind == "fail":
                     error = resolution.error
             else:
-                running = {"state": "running", "attempt": attempt, "do": step.do}
+                running: dict[str, Any] = {"state": "running", "attempt": attempt, "do": step.do}
                 if step.timeout is not None:
                     running["timeout"] = step.timeout
-                plan = self._record(plan_id, step, running)
+                plan = self._write("step", start=(step, running))
                 self._emit(plan_id, "step_started", step=step.id, do=step.do, attempt=attempt)
             if result is None and error is None:
                 try:
@@ -635,9 +727,9 @@ class _Run:
                 except Exception as exc:  # noqa: BLE001 - any error in a step fails the step, never strands the plan
                     error = _as_corral_error(exc, step)
             elapsed = round(time.monotonic() - started, 3)
+            faults.point(f"plan.step:{step.id}:done")  # the operation acted, its outcome is not recorded
             if result is not None:
-                plan = self._record(
-                    plan_id,
+                self._settle(
                     step,
                     {
                         "state": "succeeded",
@@ -647,9 +739,10 @@ class _Run:
                         "seconds": elapsed,
                     },
                     result.private,
-                )
-                self._emit(
-                    plan_id, "step_succeeded", step=step.id, attempt=attempt, outputs=result.public, seconds=elapsed
+                    "step_succeeded",
+                    attempt=attempt,
+                    outputs=result.public,
+                    seconds=elapsed,
                 )
                 return _Outcome("succeeded", plan)
             assert error is not None
@@ -667,8 +760,7 @@ class _Run:
                 continue
             for catch in step.catch:
                 if "*" in catch.errors or error.code in catch.errors:
-                    plan = self._record(
-                        plan_id,
+                    self._settle(
                         step,
                         {
                             "state": "caught",
@@ -679,8 +771,11 @@ class _Run:
                             "seconds": elapsed,
                             **({"outputs": failed_outputs} if failed_outputs is not None else {}),
                         },
+                        None,
+                        "step_caught",
+                        error=summary,
+                        next=catch.next,
                     )
-                    self._emit(plan_id, "step_caught", step=step.id, error=summary, next=catch.next)
                     return _Outcome("caught", plan, next=catch.next)
             if failed_outputs is not None:
                 error.details["outputs"] = failed_outputs
@@ -690,7 +785,6 @@ class _Run:
         self, plan: Instance, step: Step, record: Mapping[str, Any] | None, error: CorralError, elapsed: float
     ) -> _Outcome:
         """Record the step failed with ``error``'s code (and any outputs it carries)."""
-        plan_id = str(plan.data["plan_id"])
         attempt = int((record or {}).get("attempt") or 1)
         summary = {"code": error.code, "message": error.message}
         outputs = error.details.pop("outputs", None)
@@ -700,13 +794,11 @@ class _Run:
             entry["decision"] = record["decision"]  # a person rejected it: the record keeps who and why
         if outputs is not None:
             entry["outputs"] = outputs
-        plan = self._record(plan_id, step, entry)
-        self._emit(plan_id, "step_failed", step=step.id, attempt=attempt, error=summary, seconds=elapsed)
+        self._settle(step, entry, None, "step_failed", attempt=attempt, error=summary, seconds=elapsed)
         return _Outcome("failed", plan, error=summary)
 
     def _waiting(self, plan: Instance, step: Step, attempt: int, blocked: AgentBlocked) -> _Outcome:
         """Record the step waiting on a person (what was collected kept) and pause the plan."""
-        plan_id = str(plan.data["plan_id"])
         waiting_on = {"kind": "agent_blocked", "step": step.id, **blocked.details}
         entry = {
             "state": "waiting",
@@ -715,14 +807,12 @@ class _Run:
             "outputs": blocked.outputs.public,
             "waiting_on": waiting_on,
         }
-        plan = self._record(plan_id, step, entry, blocked.outputs.private)
-        self._emit(plan_id, "step_waiting", step=step.id, waiting_on=waiting_on)
+        self._settle(step, entry, blocked.outputs.private, "step_waiting", waiting_on=waiting_on)
         return _Outcome("paused", plan, reason=f"step {step.id}: {blocked.message}", waiting_on=waiting_on)
 
     def _decided(self, plan: Instance, step: Step, record: Mapping[str, Any]) -> _Outcome:
         """A waiting step after a person's decision: approved, it succeeds with what it collected;
         rejected, it fails with ``decision_rejected`` (a ``catch`` may take it); undecided, it waits."""
-        plan_id = str(plan.data["plan_id"])
         decision = record.get("decision")
         attempt = int(record.get("attempt") or 1)
         if not isinstance(decision, Mapping):
@@ -732,22 +822,28 @@ class _Run:
             )
         if decision.get("approve"):
             entry = {"state": "succeeded", "attempt": attempt, "do": step.do, "outputs": record.get("outputs") or {}}
-            plan = self._record(plan_id, step, {**entry, "decision": dict(decision)})
-            self._emit(plan_id, "step_succeeded", step=step.id, attempt=attempt, decision="approved")
+            self._settle(
+                step,
+                {**entry, "decision": dict(decision)},
+                None,
+                "step_succeeded",
+                attempt=attempt,
+                decision="approved",
+            )
             return _Outcome("succeeded", plan)
         error = CorralError(f"a person rejected step {step.id}: {decision.get('reason')}", code="decision_rejected")
         summary = {"code": error.code, "message": error.message}
         for catch in step.catch:
             if "*" in catch.errors or error.code in catch.errors:
                 entry = {"state": "caught", "attempt": attempt, "do": step.do, "error": summary, "next": catch.next}
-                plan = self._record(plan_id, step, {**entry, "decision": dict(decision)})
-                self._emit(plan_id, "step_caught", step=step.id, error=summary, next=catch.next)
+                self._settle(
+                    step, {**entry, "decision": dict(decision)}, None, "step_caught", error=summary, next=catch.next
+                )
                 return _Outcome("caught", plan, next=catch.next)
         return self._failed(plan, step, {"attempt": attempt, "decision": dict(decision)}, error, 0.0)
 
     def _skipped(self, plan: Instance, step: Step, attempt: int, why: str) -> _Outcome:
         """Record a clean-up step skipped because its target was not created by this plan."""
-        plan_id = str(plan.data["plan_id"])
         entry = {
             "state": "skipped",
             "attempt": attempt,
@@ -755,8 +851,7 @@ class _Run:
             "skipped": NOT_CREATED,
             "reason": f"{NOT_CREATED}: {why}",
         }
-        plan = self._record(plan_id, step, entry)
-        self._emit(plan_id, "step_skipped", step=step.id, reason=entry["reason"], skipped=NOT_CREATED)
+        self._settle(step, entry, None, "step_skipped", reason=entry["reason"], skipped=NOT_CREATED)
         return _Outcome("skipped", plan)
 
 

@@ -1,4 +1,5 @@
-"""The store port: durable instances, compare-and-set, named counters and an append-only event log.
+"""The store port: durable instances, compare-and-set, named counters, an append-only event log,
+and keyed parts of an instance (its per-key records, written and read one key at a time).
 
 That is all a store holds. Every adapter (``sqlite``, later ``postgresql``) implements :class:`Store`
 and registers an opener in :data:`runner.store.STORES`; one conformance suite in ``tests/store/`` runs
@@ -74,6 +75,21 @@ class Reader(ABC):
     def find(self, machine: str, states: Iterable[str] | None = None) -> list[Instance]:
         """Instances of ``machine`` (in the given states, if any), ordered by id."""
 
+    @abstractmethod
+    def part(self, instance_id: str, key: str) -> dict[str, Any] | None:
+        """One keyed part of an instance (see :meth:`Transaction.put_part`), or None if never written.
+
+        Reads that one part only: no other part, nor the instance's data, is decoded.
+        """
+
+    @abstractmethod
+    def parts(self, instance_id: str, prefix: str = "") -> dict[str, dict[str, Any]]:
+        """Every part of an instance whose key starts with ``prefix``, by key.
+
+        Ordered by when each key was *first* written (a rewrite keeps a key's place); ties inside one
+        transaction keep the order of the writes. Empty for an instance with no parts (or none at all).
+        """
+
 
 class Transaction(Reader):
     """One serialized writing transaction; everything in it commits together or not at all.
@@ -92,6 +108,18 @@ class Transaction(Reader):
 
         Raises:
             ConflictError: ``version_conflict`` if the row moved (or exists, for an insert).
+        """
+
+    @abstractmethod
+    def put_part(self, instance_id: str, key: str, value: Mapping[str, Any]) -> None:
+        """Write one keyed part of an instance (insert, or replace the value under that key).
+
+        Why: an instance whose data would grow with its history (a plan's step records) keeps a small
+        header in its data and one part per record, so a write touches one record and a read decodes
+        only what it asks for. A part commits or rolls back with the transaction, so writing it beside
+        the instance's compare-and-set (:meth:`put`) records both or neither; that compare-and-set is
+        what serializes writers of the instance, parts have no version of their own. ``value`` is a
+        JSON object, stored as :meth:`put` stores data. Parts are never deleted (nor are instances).
         """
 
     @abstractmethod

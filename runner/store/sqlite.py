@@ -125,6 +125,17 @@ MIGRATIONS: tuple[str, ...] = (
         WHEN OLD.seq > COALESCE((SELECT value FROM store_meta WHERE key = 'retention_floor'), 0)
         BEGIN SELECT RAISE(ABORT, 'the event log is append-only: only events at or below the retention floor go'); END;
     """,
+    # issue 13: plan steps as rows. An instance's keyed parts (Transaction.put_part); the rowid orders
+    # them by first write (an upsert keeps it). Plans written before keep their steps in their data
+    # until their next run converts them (runner.updates.plans), so nothing is rewritten here.
+    """
+    CREATE TABLE instance_parts (
+        instance_id  TEXT NOT NULL,
+        key          TEXT NOT NULL,
+        value        TEXT NOT NULL,
+        PRIMARY KEY (instance_id, key)
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # The tables each schema version has: an existing file missing one of its version's is damaged.
@@ -132,6 +143,7 @@ TABLES_BY_VERSION: dict[int, frozenset[str]] = {
     1: frozenset({"instances", "events"}),
     2: frozenset({"instances", "events", "agent_slots", "counters"}),
     3: frozenset({"instances", "events", "agent_slots", "counters", "store_meta"}),
+    4: frozenset({"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts"}),
 }
 
 BUSY_TIMEOUT_MS = 20  # SQLite's own short wait before we take over with jittered retries
@@ -171,6 +183,22 @@ class _Reader(Reader):
             sql += f" AND state IN ({', '.join('?' * len(wanted))})" if wanted else " AND 0"
             args += wanted
         return [_instance(row, self._path) for row in self._conn.execute(sql + " ORDER BY id", args)]
+
+    def part(self, instance_id: str, key: str) -> dict[str, Any] | None:
+        row = self._conn.execute(
+            "SELECT value FROM instance_parts WHERE instance_id = ? AND key = ?", (instance_id, key)
+        ).fetchone()
+        return decode_object(row[0], self._path, "instance_parts", f"{instance_id} {key}", "value") if row else None
+
+    def parts(self, instance_id: str, prefix: str = "") -> dict[str, dict[str, Any]]:
+        rows = self._conn.execute(
+            "SELECT key, value FROM instance_parts WHERE instance_id = ? AND substr(key, 1, ?) = ? ORDER BY rowid",
+            (instance_id, len(prefix), prefix),
+        )
+        path = self._path
+        return {
+            key: decode_object(value, path, "instance_parts", f"{instance_id} {key}", "value") for key, value in rows
+        }
 
 
 class _Transaction(_Reader, Transaction):
@@ -212,6 +240,13 @@ class _Transaction(_Reader, Transaction):
             )
         return Instance(
             instance.id, instance.machine, state, instance.version + 1, dict(data), instance.created_at, stamp
+        )
+
+    def put_part(self, instance_id: str, key: str, value: Mapping[str, Any]) -> None:
+        self._conn.execute(
+            "INSERT INTO instance_parts (instance_id, key, value) VALUES (?, ?, ?)"
+            " ON CONFLICT (instance_id, key) DO UPDATE SET value = excluded.value",
+            (instance_id, key, encode_json(dict(value))),
         )
 
     def next_number(self, counter: str) -> int:

@@ -4,14 +4,17 @@ again: the plan finishes, no operation ran twice and no prompt was delivered twi
 The runner is the real executable with ``CORRAL_HOME`` and ``CORRAL_STORE`` in a temporary directory.
 The test watches the store's event log through its own SQLite connection, lets the runner commit one
 transaction at a time (see ``World.kill_when``) and sends SIGKILL as soon as the chosen event is
-committed: a step's ``running`` record (the step started, its operation has not acted), the
-operation's last event (it acted, the plan has not recorded it) and the step's ``succeeded`` record
-(the boundary before the next step). A kill that lands later than that boundary (the runner got
-further before the signal) is retried in a fresh directory, so every boundary is really exercised.
-After the second run the store and the agent's slot directory are checked directly: one ``running``
-record per step and attempt, one instance and one event per operation, one receipt, one
-``run-*.log`` (one per delivered prompt). Also: a kill while a collect waits, and a relay left
-``reserved`` (delivered, never confirmed), which pauses the plan until ``corral abandon``.
+committed: a step's ``running`` record (the step started, its operation has not acted; committed
+with the previous step's ``succeeded`` record, one transaction per step) and the step's ``succeeded``
+record (the boundary before the next step, which that same commit opens; for the last step, the
+plan's ``finish``). A kill that lands later than that boundary (the runner got further before the
+signal) is retried in a fresh directory, so every boundary is really exercised. Between an
+operation's last event and the plan's record of it (it acted, the plan has not recorded it) the
+runner is killed by the fault point ``plan.step:<step>:done``. After the second run the store and
+the agent's slot directory are checked directly: one ``running`` record per step and attempt, one
+instance and one event per operation, one receipt, one ``run-*.log`` (one per delivered prompt).
+Also: a kill while a collect waits, and a relay left ``reserved`` (delivered, never confirmed), which
+pauses the plan until ``corral abandon``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from runner.definitions.library import Library
 from runner.plans.ops import OpContext
 from runner.service import AcquireInput, DeliveryError, RelayInput, Service
 from runner.store.sqlite import SQLiteStore
+from tests.support.plans import records_of
 
 pytestmark = pytest.mark.slow
 
@@ -76,11 +80,16 @@ class Row:
     payload: dict[str, Any]
 
     @property
+    def plan_steps(self) -> list[tuple[str, str]]:
+        """(step, record state) of each record this plan event committed, in order (none for another)."""
+        if self.machine != "plan":
+            return []
+        return [(step, str(record["state"])) for step, record in records_of(self.payload)]
+
+    @property
     def plan_step(self) -> tuple[str, str] | None:
-        if self.machine == "plan" and self.trigger == "step":
-            params = self.payload["params"]
-            return str(params["step_id"]), str(params["record"]["state"])
-        return None
+        """The last record this event committed (a step's start, or the last outcome), if any."""
+        return self.plan_steps[-1] if self.plan_steps else None
 
 
 def read_rows(db: Path, since: int = 0) -> list[Row]:
@@ -144,14 +153,15 @@ class World:
             check=False,
         )
 
-    def start(self, nice: int = 0) -> subprocess.Popen[bytes]:
+    def start(self, nice: int = 0, faults: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         """``corral run`` in the background; ``nice`` lowers its priority (and its agents'), so that on a
-        busy machine the watcher is on a CPU when the runner gives the store's lock back."""
+        busy machine the watcher is on a CPU when the runner gives the store's lock back. ``faults``
+        arms a fault point (:mod:`runner.faults`) for this run only."""
         return subprocess.Popen(
             ["nice", "-n", str(nice), str(Path(sys.executable).parent / "corral"), "run", str(self.plan), "--json"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=self.env,
+            env={**self.env, **(faults or {})},
             cwd=self.root,
         )
 
@@ -243,8 +253,15 @@ class World:
         return conn
 
     def plan_row(self) -> tuple[str, dict[str, Any]]:
-        ((state, data),) = query(self.db, "SELECT state, data FROM instances WHERE id = ?", f"plan/{self.plan_id}")
-        return str(state), json.loads(data)
+        """The plan's state and data, its step records read from its parts (one row per step)."""
+        plan = f"plan/{self.plan_id}"
+        ((state, data),) = query(self.db, "SELECT state, data FROM instances WHERE id = ?", plan)
+        loaded = json.loads(data)
+        loaded["steps"], loaded["private"] = {}, {}
+        for key, value in query(self.db, "SELECT key, value FROM instance_parts WHERE instance_id = ?", plan):
+            field, _, step = str(key).partition("/")
+            loaded[field][step] = json.loads(value)
+        return str(state), loaded
 
     def run_logs(self) -> list[Path]:
         return sorted((self.home / "agents").glob("*/run-*.log"))
@@ -255,13 +272,10 @@ class World:
         ]
 
 
-def crash(
-    tmp_path: Path, env: dict[str, str], name: str, hit: Any, after_ok: Any, credential_saved: bool = False
-) -> tuple[World, Row]:
+def crash(tmp_path: Path, env: dict[str, str], name: str, hit: Any, after_ok: Any) -> tuple[World, Row]:
     """Run the plan, kill the runner at ``hit``; retry in a fresh world until ``after_ok(target, later)``.
 
-    With ``credential_saved``, the kill also waits for the controller's credential file to exist. The
-    runner's priority changes from try to try (``NICE``): a low one makes the watcher win the race for
+    The runner's priority changes from try to try (``NICE``): a low one makes the watcher win the race for
     the store's lock on a busy machine, but could starve the runner on a saturated one.
     """
     landed: list[str] = []
@@ -269,7 +283,6 @@ def crash(
     attempt = 0
     while time.monotonic() < budget:
         world = World(tmp_path / f"{name}-{attempt}", env)
-        saved = world.home / "credentials" / "ctl.json"
         nice = NICE[attempt % len(NICE)]
         attempt += 1
         try:
@@ -277,7 +290,6 @@ def crash(
                 world.start(nice),
                 hit,
                 timeout=min(30.0, max(budget - time.monotonic(), 1.0)),
-                then=saved.exists if credential_saved else None,
             )
         except Starved as exc:
             landed.append(f"nice {nice}: {exc}")
@@ -303,7 +315,7 @@ def check_exactly_once(world: World) -> dict[str, Any]:
     state, data = world.plan_row()
     assert state == "succeeded"
     rows = read_rows(world.db)
-    records = Counter(r.plan_step for r in rows if r.plan_step)
+    records = Counter(found for r in rows for found in r.plan_steps)
     for step in STEPS:
         assert records[(step, "running")] == 1, f"{step}: one running record per attempt, got {records}"
         assert records[(step, "succeeded")] == 1, f"{step}: one outcome, got {records}"
@@ -335,11 +347,8 @@ def check_exactly_once(world: World) -> dict[str, Any]:
 
 
 def at_boundary(target: Row, later: list[Row]) -> bool:
-    """Nothing after the step's ``succeeded`` record but (at most) the next step's ``running`` record."""
-    steps = [r.plan_step for r in later]
-    if any(step is None for step in steps):
-        return False  # the next step's operation (or the plan's finish) was already committed
-    return len(steps) == 0 or (len(steps) == 1 and steps[0] is not None and steps[0][1] == "running")
+    """Nothing after the commit of the step's ``succeeded`` record (which also started the next step)."""
+    return not later
 
 
 def nothing_after(target: Row, later: list[Row]) -> bool:
@@ -347,20 +356,25 @@ def nothing_after(target: Row, later: list[Row]) -> bool:
 
 
 def step_event(step: str, state: str) -> Any:
-    return lambda row: row.plan_step == (step, state)
-
-
-def operation_event(step: str) -> Any:
-    machine, trigger = OPERATION_DONE[step]
-    return lambda row: (row.machine, row.trigger) == (machine, trigger)
+    return lambda row: (step, state) in row.plan_steps
 
 
 @pytest.mark.parametrize("step", STEPS)
 def test_kill_when_a_step_starts(tmp_path: Path, cli_env: dict[str, str], step: str) -> None:
-    """Killed right after ``running`` was recorded: the resumed step asks its operation and runs it once."""
-    world, _ = crash(tmp_path, cli_env, step, step_event(step, "running"), nothing_after)
+    """Killed right after ``running`` was recorded: the resumed step asks its operation and runs it once.
+
+    That one commit also recorded the previous step's outcome (the fused transition): it is settled
+    and does not run again."""
+    world, target = crash(tmp_path, cli_env, step, step_event(step, "running"), nothing_after)
     state, data = world.plan_row()
     assert (state, data["steps"][step]["state"]) == ("running", "running")
+    index = STEPS.index(step)
+    if index > 0:
+        previous = STEPS[index - 1]
+        assert target.plan_steps == [(previous, "succeeded"), (step, "running")], "one commit for both"
+        assert data["steps"][previous]["state"] == "succeeded"
+    else:
+        assert target.plan_steps == [(step, "running")]
     resume_and_check(world)
 
 
@@ -370,10 +384,17 @@ def test_kill_after_the_operation_acted_before_the_plan_recorded_it(
 ) -> None:
     """Killed between the operation's last event and the step's outcome: found done under its key.
 
-    For ``acquire`` the kill waits for the credential file too (the operation is done only then; a
-    kill before it is the bug shown by ``test_a_kill_between_the_lease_and_its_credential_file``).
-    """
-    world, _ = crash(tmp_path, cli_env, step, operation_event(step), nothing_after, step == "acquire")
+    The kill is the fault point ``plan.step:<step>:done`` (the operation returned: its last event is
+    committed, and for ``acquire`` its credential file is written; the outcome is not): the outcome of
+    a step is committed only with the next step's start, so no watcher can reliably stop the runner
+    between the two."""
+    world = World(tmp_path / step, cli_env)
+    proc = world.start(faults={"CORRAL_TEST_FAULTS": "1", "CORRAL_FAULT": f"after:plan.step:{step}:done"})
+    assert proc.wait(timeout=90) == -signal.SIGKILL, "the runner died at the fault point"
+    rows = read_rows(world.db)
+    assert (rows[-1].machine, rows[-1].trigger) == OPERATION_DONE[step], "the operation's last event is the last"
+    plan_rows = [r for r in rows if r.plan_steps]
+    assert plan_rows[-1].plan_steps[-1] == (step, "running"), "the plan recorded nothing after the step started"
     _, data = world.plan_row()
     assert data["steps"][step]["state"] == "running", "the plan never heard of the operation's outcome"
     resume_and_check(world)
@@ -381,10 +402,17 @@ def test_kill_after_the_operation_acted_before_the_plan_recorded_it(
 
 @pytest.mark.parametrize("step", STEPS)
 def test_kill_at_the_step_boundary(tmp_path: Path, cli_env: dict[str, str], step: str) -> None:
-    """Killed as soon as the step's ``succeeded`` record (or the next step's ``running`` record) is committed."""
-    world, _ = crash(tmp_path, cli_env, step, step_event(step, "succeeded"), at_boundary)
+    """Killed as soon as the step's ``succeeded`` record is committed: with the next step's ``running``
+    record (its operation has not acted), or for the last step with the plan's ``finish``."""
+    world, target = crash(tmp_path, cli_env, step, step_event(step, "succeeded"), at_boundary)
     state, data = world.plan_row()
-    assert state == "running" and data["steps"][step]["state"] == "succeeded"
+    assert data["steps"][step]["state"] == "succeeded"
+    if step == STEPS[-1]:
+        assert (state, target.trigger) == ("succeeded", "finish")
+    else:
+        following = STEPS[STEPS.index(step) + 1]
+        assert state == "running" and data["steps"][following]["state"] == "running"
+        assert target.plan_steps == [(step, "succeeded"), (following, "running")]
     resume_and_check(world)
 
 
@@ -473,7 +501,7 @@ def test_a_relay_left_reserved_pauses_the_plan_until_abandoned(tmp_path: Path, c
     assert (steps["relay"]["state"], steps["relay"]["error"]["code"]) == ("failed", "abandoned")
     assert steps["collect"]["state"] == "skipped"
     assert steps["close"]["state"] == "succeeded", "the finally step ran once the plan continued"
-    records = Counter(r.plan_step for r in read_rows(world.db) if r.plan_step)
+    records = Counter(found for r in read_rows(world.db) for found in r.plan_steps)
     assert records[("relay", "running")] == 1
     assert query(world.db, "SELECT state FROM instances WHERE machine = 'receipt'") == [("abandoned",)]
     assert [p.name for p in world.run_logs()] == ["run-1.log"], "no prompt was delivered twice"

@@ -4,7 +4,8 @@ replayed through the machines' own transition tables.
 ``tests/plans/golden/review.json`` holds, for every event of one run of the review plan (scripted
 agent, in-process executor), the instance (as ``machine#n`` in order of first appearance: no ids), its
 machine, trigger, from and to state, and for the plan's ``step`` events the step and the record's
-state; then every instance's final state. Any change to the order or shape of the transitions a plan
+states (a ``step`` event commits the outcome of one step and the start of the next; ``finish`` the
+last outcome); then every instance's final state. Any change to the order or shape of the transitions a plan
 makes fails the comparison until the file is deliberately re-recorded::
 
     .venv/bin/python tests/plans/test_golden.py      # or CORRAL_UPDATE_GOLDEN=1 pytest tests/plans/test_golden.py
@@ -37,6 +38,7 @@ from runner.plans.ops import OPERATIONS
 from runner.service import Service
 from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
 from runner.store.sqlite import SQLiteStore
+from tests.support.plans import records_of
 
 GOLDEN = Path(__file__).with_name("golden") / "review.json"
 AUTHORITY = hashlib.sha256(b"golden authority").hexdigest()
@@ -83,9 +85,9 @@ def record(root: Path) -> dict[str, Any]:
                 "from": event.from_state,
                 "to": event.to_state,
             }
-            if event.machine == "plan" and event.trigger == "step":
-                entry["step"] = event.payload["params"]["step_id"]
-                entry["record"] = event.payload["params"]["record"]["state"]
+            if event.machine == "plan" and records_of(event.payload):
+                # The records the event committed: the outcome of one step and the start of the next.
+                entry["records"] = [[step, record["state"]] for step, record in records_of(event.payload)]
             history.append(entry)
         finals = {}
         for instance_id, name in names.items():
@@ -168,8 +170,12 @@ def test_the_recorded_history_replays_through_the_transition_tables(golden: dict
 
 def test_the_recorded_history_is_the_review_recipe(golden: dict[str, Any]) -> None:
     steps = [s.id for s in RecipeLibrary([]).get("review").steps]
-    recorded = [(e["step"], e["record"]) for e in golden["events"] if e.get("step")]
+    recorded = [(step, state) for e in golden["events"] for step, state in e.get("records", [])]
     assert recorded == [(s, state) for s in steps for state in ("running", "succeeded")]
+    # One commit per step: each step event settles the last step and starts the next; finish the last.
+    plan_steps = [e for e in golden["events"] if e["trigger"] == "step"]
+    assert len(plan_steps) == len(steps)
+    assert [len(e["records"]) for e in plan_steps] == [1] + [2] * (len(steps) - 1)
     plan = [(e["trigger"], e["to"]) for e in golden["events"] if e["machine"] == "plan" and e["trigger"] != "step"]
     assert plan == [("submit", "submitted"), ("start", "running"), ("finish", "succeeded")]
 

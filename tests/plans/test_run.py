@@ -39,6 +39,7 @@ from runner.service import AcquireInput, Service, WriterStartInput
 from runner.service.plans import PlanCancelInput, PlanConflictError, PlanRunInput, Plans, PlanSubmitInput
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import git, status_digest
+from tests.support.plans import step_records
 
 AUTHORITY = hashlib.sha256(b"the plan's authority").hexdigest()
 VALIDATE = """\
@@ -120,13 +121,8 @@ class Rig:
     def step_log(self, plan_id: str) -> list[tuple[str, str, int | None]]:
         """(step, record state, attempt) for every ``step`` event of the plan, in order."""
         return [
-            (
-                e.payload["params"]["step_id"],
-                e.payload["params"]["record"]["state"],
-                e.payload["params"]["record"].get("attempt"),
-            )
-            for e in self.events()
-            if e.instance_id == f"plan/{plan_id}" and e.trigger == "step"
+            (step, record["state"], record.get("attempt"))
+            for step, record in step_records(e.payload for e in self.events() if e.instance_id == f"plan/{plan_id}")
         ]
 
     def run_logs(self) -> list[str]:
@@ -791,12 +787,12 @@ def plan_steps(db: Path, plan_id: str) -> list[tuple[str, str]]:
     try:
         with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
             rows = conn.execute(
-                "SELECT payload FROM events WHERE instance_id = ? AND trigger = 'step' ORDER BY seq",
+                "SELECT payload FROM events WHERE instance_id = ? ORDER BY seq",
                 (f"plan/{plan_id}",),
             ).fetchall()
     except sqlite3.OperationalError:
         return []
-    return [(p["params"]["step_id"], p["params"]["record"]["state"]) for p in (json.loads(r[0]) for r in rows)]
+    return [(step, record["state"]) for step, record in step_records(json.loads(r[0]) for r in rows)]
 
 
 class Held:

@@ -20,6 +20,7 @@ from runner.service import AcquireInput, ReviewerStartInput, WriterStartInput
 from runner.service.plans import PlanRetryInput, PlanRunInput, PlanSubmitInput
 from tests.plans.test_run import AUTHORITY, GOOD_CHANGE, Rig, corral, json_lines, make_lane, recipe_dir, writer_plan
 from tests.support.gitrepo import git, status_digest
+from tests.support.plans import step_records
 
 pytestmark = pytest.mark.usefixtures("hermetic_git")
 
@@ -49,8 +50,8 @@ def test_a_finally_close_leaves_a_same_named_reviewer_alone(rig: Rig) -> None:
     assert close["state"] == "skipped" and close["skipped"] == "not created by this plan", close
     (other,) = rig.store.find("reviewer")
     assert other.id == theirs.id and other.state == "active", "the pre-existing reviewer is untouched"
-    logged = [e for e in rig.events() if e.instance_id == "plan/taken-1" and e.trigger == "step"]
-    assert logged[-1].payload["params"]["record"]["skipped"] == "not created by this plan", "in the event log"
+    logged = step_records(e.payload for e in rig.events() if e.instance_id == "plan/taken-1")
+    assert logged[-1][1]["skipped"] == "not created by this plan", "in the event log"
 
 
 def test_a_close_by_name_acts_only_on_a_lease_this_plan_started(rig: Rig, tmp_path: Path) -> None:

@@ -608,6 +608,72 @@ def test_counters_never_hand_a_number_out_twice_across_connections(any_store: St
     assert sorted(taken) == list(range(1, 41))
 
 
+# --- keyed parts of an instance --------------------------------------------------------------------
+
+
+def test_parts_are_written_beside_the_instance_and_read_one_key_or_by_prefix(any_store: Store) -> None:
+    with any_store.write() as tx:
+        plan = tx.put(new("plan/1", "plan"), "running", {"header": True})
+        tx.put_part(plan.id, "steps/b", {"state": "running"})
+        tx.put_part(plan.id, "steps/a", {"state": "running", "n": [1, 2.5, None, "x"]})
+        tx.put_part(plan.id, "private/a", {"text": "secret"})
+        tx.put_part("plan/2", "steps/a", {"state": "other"})  # parts are per instance
+        assert tx.part(plan.id, "steps/b") == {"state": "running"}, "a transaction reads its own parts"
+    with any_store.write() as tx:
+        tx.put(plan, "running", {"header": True})
+        tx.put_part(plan.id, "steps/b", {"state": "succeeded"})  # a rewrite keeps the key's place
+        tx.put_part(plan.id, "steps/c", {"state": "running"})
+    with any_store.read() as reader:
+        assert reader.part("plan/1", "steps/a") == {"state": "running", "n": [1, 2.5, None, "x"]}
+        assert reader.part("plan/1", "steps/zzz") is None and reader.part("plan/9", "steps/a") is None
+        assert list(reader.parts("plan/1").items()) == [
+            ("steps/b", {"state": "succeeded"}),
+            ("steps/a", {"state": "running", "n": [1, 2.5, None, "x"]}),
+            ("private/a", {"text": "secret"}),
+            ("steps/c", {"state": "running"}),
+        ], "in the order each key was first written"
+        assert list(reader.parts("plan/1", "steps/")) == ["steps/b", "steps/a", "steps/c"]
+        assert reader.parts("plan/1", "private/") == {"private/a": {"text": "secret"}}
+        assert reader.parts("plan/2") == {"steps/a": {"state": "other"}}
+        assert reader.parts("plan/9") == {} and reader.parts("plan/1", "nothing/") == {}
+        header = reader.get("plan/1")
+        assert header is not None and header.data == {"header": True}, "parts are not in the instance's data"
+
+
+def test_parts_commit_and_roll_back_with_the_compare_and_set(any_store: Store) -> None:
+    with any_store.write() as tx:
+        plan = tx.put(new("plan/1", "plan"), "running", {})
+        tx.put_part(plan.id, "steps/a", {"state": "running"})
+    with pytest.raises(ConflictError), any_store.write() as tx:
+        tx.put_part(plan.id, "steps/a", {"state": "succeeded"})
+        tx.put_part(plan.id, "steps/b", {"state": "running"})
+        tx.put(Instance(plan.id, "plan", "running", 7, {}), "running", {})  # a stale version: the whole write fails
+    with pytest.raises(RuntimeError), any_store.write() as tx:
+        tx.put_part(plan.id, "steps/a", {"state": "failed"})
+        raise RuntimeError("boom")
+    with any_store.read() as reader:
+        assert reader.parts(plan.id) == {"steps/a": {"state": "running"}}, "nothing of either write landed"
+
+
+def test_parts_are_seen_by_another_connection_and_a_snapshot_keeps_its_own(
+    any_store: Store, store_kind: StoreKind
+) -> None:
+    second = other(store_kind, any_store)
+    try:
+        with any_store.write() as tx:
+            tx.put_part(tx.put(new("plan/1", "plan"), "running", {}).id, "steps/a", {"v": 1})
+        with second.read() as reader:
+            assert reader.part("plan/1", "steps/a") == {"v": 1}
+            with any_store.write() as tx:
+                tx.put_part("plan/1", "steps/a", {"v": 2})
+                tx.put_part("plan/1", "steps/b", {"v": 1})
+            assert reader.parts("plan/1") == {"steps/a": {"v": 1}}, "a snapshot does not move"
+        with second.read() as reader:
+            assert reader.parts("plan/1") == {"steps/a": {"v": 2}, "steps/b": {"v": 1}}
+    finally:
+        second.close()
+
+
 # --- the database: version, damage, info ------------------------------------------------------------
 
 
@@ -624,17 +690,28 @@ def test_a_database_from_a_newer_corral_is_refused(any_store: Store, store_kind:
 
 @pytest.mark.parametrize(
     ("table", "column"),
-    [("instances", "data"), ("events", "payload")],
+    [("instances", "data"), ("events", "payload"), ("instance_parts", "value")],
 )
 def test_a_row_that_does_not_decode_is_refused(
     any_store: Store, store_kind: StoreKind, table: str, column: str
 ) -> None:
     with any_store.write() as tx:
         event = tx.append(tx.put(new(), "a", {}), "go", "start", "tester", {})
-    store_kind.corrupt(any_store.url, table, "thing/1" if table == "instances" else event.seq, column)
+        tx.put_part("thing/1", "steps/a", {"state": "running"})
+    store_kind.corrupt(any_store.url, table, event.seq if table == "events" else "thing/1", column)
+
+    def part() -> object:
+        with any_store.read() as reader:
+            return reader.part("thing/1", "steps/a")
+
+    def parts() -> object:
+        with any_store.read() as reader:
+            return reader.parts("thing/1")
+
     reads = {
         "instances": [lambda: any_store.get("thing/1"), lambda: any_store.find("thing")],
         "events": [any_store.events, lambda: any_store.wait_events(0, 0.1)],
+        "instance_parts": [part, parts],
     }[table]
     for read in reads:
         with pytest.raises(StoreCorruptError) as caught:

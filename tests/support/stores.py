@@ -54,7 +54,12 @@ class StoreKind(ABC):
 
 class SQLiteKind(StoreKind):
     scheme = "sqlite"
-    _keys: ClassVar[dict[str, str]] = {"instances": "id", "events": "seq", "agent_slots": "pane_id"}
+    _keys: ClassVar[dict[str, str]] = {
+        "instances": "id",
+        "events": "seq",
+        "agent_slots": "pane_id",
+        "instance_parts": "instance_id",  # the tests damage an instance's only part
+    }
 
     def url(self, directory: Path) -> str:
         return f"sqlite://{directory / 'conformance.db'}"
