@@ -63,12 +63,38 @@ class Event:
         }
 
 
+@dataclass(frozen=True)
+class Claim:
+    """One entry of the store's claim index: instance ``instance_id`` holds ``scope`` as a ``kind`` in ``space``.
+
+    A scope is a ``/``-separated path relative to its space's root (:mod:`runner.scopes`); two claims of
+    one space overlap when their scopes are equal or one is an ancestor directory of the other. A writer
+    lane claims its ``owned`` and ``locked`` scopes and its ``branch`` in its repository's common dir, and
+    its ``worktree`` in the filesystem space ``/`` (the resolved path without its leading ``/``). Claims
+    are written by an :class:`Update` in the transaction of the compare-and-set they belong to, so
+    guards of other instances look them up instead of decoding every instance's data.
+    """
+
+    space: str
+    kind: str
+    scope: str
+    instance_id: str
+
+
 class View(Protocol):
     """Read access to the store from inside the serialized transaction a guard runs in."""
 
     def get(self, instance_id: str) -> Instance | None: ...
 
     def find(self, machine: str, states: Iterable[str] | None = None) -> list[Instance]: ...
+
+    def overlapping_claims(
+        self,
+        space: str | None,
+        scopes: Iterable[str],
+        kinds: Iterable[str] | None = None,
+        states: Iterable[str] | None = None,
+    ) -> list[Claim]: ...
 
 
 @dataclass(frozen=True)
@@ -126,10 +152,16 @@ class Gate(Protocol):
 
 @dataclass(frozen=True)
 class Update:
-    """What an update contributes: new data values, and values for the caller's reply only."""
+    """What an update contributes: new data values, values for the caller's reply only, and claims.
+
+    ``claims``, when not None, replaces every claim the instance holds in the store's claim index
+    (:class:`Claim`) with these ``(space, kind, scope)`` triples (empty: it holds none), in the same
+    transaction as its compare-and-set. None leaves its claims as they are.
+    """
 
     data: Mapping[str, Any] = field(default_factory=dict)
     reply: Mapping[str, Any] = field(default_factory=dict)
+    claims: tuple[tuple[str, str, str], ...] | None = None
 
 
 def format_time(moment: datetime) -> str:

@@ -27,6 +27,8 @@ from runner.service.views import AgentLeaseView, CloseResult, ValidationFailedEr
 
 __all__ = ["ValidationFailedError", "VerifyResult", "Writers"]
 
+OVERLAPS = (scopes.OWNED, scopes.LOCKED)  # what an owned scope may not overlap (a locked one: only owned)
+
 
 class Writers:
     """Writer lanes."""
@@ -254,7 +256,18 @@ class Writers:
 
             links = preflight.scope_links(inp.worktree, str(facts["head"]), [*inp.owned_scopes, *inp.locked_scopes])
         conflicts = []
-        for lane in self.core.store.find("writer", LANE_STATES):
+        # The claim index names the lanes whose scopes overlap (of the worktree's repository, or of
+        # every repository); only those are read.
+        with self.core.store.read() as reader:
+            ids = {
+                c.instance_id for c in reader.overlapping_claims(common_dir, inp.owned_scopes, OVERLAPS, LANE_STATES)
+            }
+            ids.update(
+                c.instance_id
+                for c in reader.overlapping_claims(common_dir, inp.locked_scopes, (scopes.OWNED,), LANE_STATES)
+            )
+            lanes = [lane for lane in map(reader.get, sorted(ids)) if lane is not None and lane.machine == "writer"]
+        for lane in lanes:
             if common_dir is not None and lane.data.get("common_dir") != common_dir:
                 continue
             for kind, mine, theirs in (
