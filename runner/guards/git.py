@@ -210,9 +210,7 @@ def lane_candidates(
         if isinstance(branch, str):
             found = view.overlapping_claims(common_dir, [branch], [scopes.BRANCH], LANE_STATES)
             ids.update(c.instance_id for c in found if c.scope == branch)
-        found = view.overlapping_claims(common_dir, owned, [scopes.OWNED, scopes.LOCKED], LANE_STATES)
-        ids.update(c.instance_id for c in found)
-        ids.update(c.instance_id for c in view.overlapping_claims(common_dir, locked, [scopes.OWNED], LANE_STATES))
+        ids.update(scope_conflicting(view, common_dir, owned, locked))
     ids.discard(exclude or "")
     lanes = []
     for lane_id in sorted(ids):
@@ -220,6 +218,19 @@ def lane_candidates(
         if lane is not None and lane.machine == "writer" and lane.state in LANE_STATES:
             lanes.append(lane)
     return lanes
+
+
+def scope_conflicting(view: View, space: str | None, owned: Iterable[str], locked: Iterable[str]) -> set[str]:
+    """The ids of live lanes (in ``space``, or any) that own a scope overlapping ``owned`` or ``locked``,
+    or lock one overlapping ``owned``: one probe of the claim index for both kinds."""
+    owned = tuple(owned)
+    found = view.overlapping_claims(space, (*owned, *locked), [scopes.OWNED, scopes.LOCKED], LANE_STATES)
+    ids = {c.instance_id for c in found if c.kind == scopes.OWNED}
+    their_locks = [c for c in found if c.kind == scopes.LOCKED and c.instance_id not in ids]
+    if their_locks:  # locks may overlap locks: only those overlapping an owned scope count
+        hit = {theirs for _, theirs in scopes.conflicts(owned, {c.scope for c in their_locks})}
+        ids.update(c.instance_id for c in their_locks if c.scope in hit)
+    return ids
 
 
 def lane_rejection(

@@ -20,14 +20,12 @@ from runner.agents.abc import SETTLED
 from runner.context import Instance
 from runner.errors import ConflictError, InputError, RefusedError
 from runner.guards.agents import same_identity
-from runner.guards.git import LANE_STATES, inside
+from runner.guards.git import LANE_STATES, inside, scope_conflicting
 from runner.service.core import Core
 from runner.service.inputs import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
 from runner.service.views import AgentLeaseView, CloseResult, ValidationFailedError, VerifyResult
 
 __all__ = ["ValidationFailedError", "VerifyResult", "Writers"]
-
-OVERLAPS = (scopes.OWNED, scopes.LOCKED)  # what an owned scope may not overlap (a locked one: only owned)
 
 
 class Writers:
@@ -259,13 +257,7 @@ class Writers:
         # The claim index names the lanes whose scopes overlap (of the worktree's repository, or of
         # every repository); only those are read.
         with self.core.store.read() as reader:
-            ids = {
-                c.instance_id for c in reader.overlapping_claims(common_dir, inp.owned_scopes, OVERLAPS, LANE_STATES)
-            }
-            ids.update(
-                c.instance_id
-                for c in reader.overlapping_claims(common_dir, inp.locked_scopes, (scopes.OWNED,), LANE_STATES)
-            )
+            ids = scope_conflicting(reader, common_dir, inp.owned_scopes, inp.locked_scopes)
             lanes = [lane for lane in map(reader.get, sorted(ids)) if lane is not None and lane.machine == "writer"]
         for lane in lanes:
             if common_dir is not None and lane.data.get("common_dir") != common_dir:

@@ -190,7 +190,7 @@ class _Reader(Reader):
             "SELECT m.instance_id, m.space, m.kind, m.scope FROM ("
             " SELECT c.instance_id, c.space, c.kind, c.scope FROM json_each(?) AS p CROSS JOIN claims AS c"
             "  WHERE c.space = ? AND c.scope = p.value"
-            " UNION"
+            " UNION ALL"
             " SELECT c.instance_id, c.space, c.kind, c.scope FROM json_each(?) AS p CROSS JOIN claims AS c"
             "  WHERE c.space = ? AND c.scope > p.value || '/' AND c.scope < p.value || '0'"
             ") AS m"
@@ -204,19 +204,15 @@ class _Reader(Reader):
             chosen = list(kinds)
             sql += f" WHERE m.kind IN ({', '.join('?' * len(chosen))})"
             tail += chosen
-        sql += " ORDER BY m.instance_id, m.space, m.kind, m.scope"
         if space is None:
             spaces = [row[0] for row in self._conn.execute("SELECT DISTINCT space FROM claims ORDER BY space")]
         else:
             spaces = [space]
         exact_json, wanted_json = encode_json(sorted(exact)), encode_json(wanted)
-        found: list[Claim] = []
+        rows: set[tuple[str, str, str, str]] = set()  # a claim may be under one scope and above another
         for one in spaces:
-            rows = self._conn.execute(sql, [exact_json, one, wanted_json, one, *tail])
-            found.extend(Claim(space=r[1], kind=r[2], scope=r[3], instance_id=r[0]) for r in rows)
-        if space is None:
-            found.sort(key=lambda c: (c.instance_id, c.space, c.kind, c.scope))
-        return found
+            rows.update(self._conn.execute(sql, [exact_json, one, wanted_json, one, *tail]))
+        return [Claim(space=r[1], kind=r[2], scope=r[3], instance_id=r[0]) for r in sorted(rows)]
 
 
 class _Transaction(_Reader, Transaction):
