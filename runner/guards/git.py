@@ -1,8 +1,9 @@
 """Guards of writer lanes: git facts re-read by the runner, and scopes that must not overlap.
 
 They judge ``observations["git"]`` (a :class:`~runner.git.preflight.GitFacts` as a dict, plus
-``base_is_ancestor``) against what the caller expects (``params``), and the lane's scopes against every
-live lane of the same repository, read inside the serialized transaction. A refusal says which fact
+``base_is_ancestor``) against what the caller expects (``params``), and the lane's worktree, branch and
+scopes against every live lane of the same repository, inside the serialized transaction: the store's
+claim index names the lanes that could conflict, and only those are read. A refusal says which fact
 differed and carries the expected and actual values (digests, never the status text).
 """
 
