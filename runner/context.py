@@ -63,6 +63,24 @@ class Event:
         }
 
 
+@dataclass(frozen=True)
+class Claim:
+    """One entry of the store's claim index: instance ``instance_id`` holds ``scope`` as a ``kind`` in ``space``.
+
+    A scope is a ``/``-separated path relative to its space's root (:mod:`runner.scopes`); two claims of
+    one space overlap when their scopes are equal or one is an ancestor directory of the other. A writer
+    lane claims its ``owned`` and ``locked`` scopes and its ``branch`` in its repository's common dir, and
+    its ``worktree`` in the filesystem space ``/`` (the resolved path without its leading ``/``). Claims
+    are written by an :class:`Update` in the transaction of the compare-and-set they belong to, so
+    guards of other instances look them up instead of decoding every instance's data.
+    """
+
+    space: str
+    kind: str
+    scope: str
+    instance_id: str
+
+
 class View(Protocol):
     """Read access to the store from inside the serialized transaction a guard runs in."""
 
@@ -71,6 +89,14 @@ class View(Protocol):
     def find(self, machine: str, states: Iterable[str] | None = None) -> list[Instance]: ...
 
     def part(self, instance_id: str, key: str) -> dict[str, Any] | None: ...
+
+    def overlapping_claims(
+        self,
+        space: str | None,
+        scopes: Iterable[str],
+        kinds: Iterable[str] | None = None,
+        states: Iterable[str] | None = None,
+    ) -> list[Claim]: ...
 
 
 @dataclass(frozen=True)
@@ -128,18 +154,23 @@ class Gate(Protocol):
 
 @dataclass(frozen=True)
 class Update:
-    """What an update contributes: new data values, and values for the caller's reply only.
+    """What an update contributes: new data values, values for the caller's reply only, parts and claims.
 
     ``parts`` are entries of an object field kept beside the instance rather than in its data (see
     :meth:`runner.store.abc.Transaction.put_part`): the key ``"FIELD/NAME"`` is entry ``NAME`` of the
     declared object field ``FIELD``. The engine writes them in the transition's transaction and logs
     them as that field's changed entries (never for a secret field), so writing one entry costs the
     size of that entry, not of the whole field.
+
+    ``claims``, when not None, replaces every claim the instance holds in the store's claim index
+    (:class:`Claim`) with these ``(space, kind, scope)`` triples (empty: it holds none), in the same
+    transaction as its compare-and-set. None leaves its claims as they are.
     """
 
     data: Mapping[str, Any] = field(default_factory=dict)
     reply: Mapping[str, Any] = field(default_factory=dict)
     parts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    claims: tuple[tuple[str, str, str], ...] | None = None
 
 
 def format_time(moment: datetime) -> str:

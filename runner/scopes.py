@@ -67,12 +67,44 @@ def overlaps(a: str, b: str) -> bool:
     return a == b or b.startswith(a + "/") or a.startswith(b + "/")
 
 
-def _ancestors(scope: str) -> Iterable[str]:
+def ancestors(scope: str) -> Iterable[str]:
     """The proper ancestor directories of a normalized scope, nearest last (``a/b/c``: ``a``, ``a/b``)."""
     index = scope.find("/")
     while index != -1:
         yield scope[:index]
         index = scope.find("/", index + 1)
+
+
+_ancestors = ancestors
+
+# What a writer lane claims in the store's claim index (runner.context.Claim): its owned and locked
+# scopes and its branch in its repository's common dir, and its worktree in the filesystem space.
+OWNED, LOCKED, BRANCH, WORKTREE = "owned", "locked", "branch", "worktree"
+FILESYSTEM = "/"
+"""The space of worktree claims: every repository's worktrees on this host, by resolved path."""
+
+
+def worktree_scope(realpath: str) -> str:
+    """A resolved absolute path as a scope of the :data:`FILESYSTEM` space (without its leading ``/``)."""
+    return realpath.lstrip("/")
+
+
+def lane_claims(
+    common_dir: object, branch: object, realpath: object, owned: Iterable[str], locked: Iterable[str]
+) -> tuple[tuple[str, str, str], ...]:
+    """The ``(space, kind, scope)`` claims of a lane: what ``record_writer_lane`` declares.
+
+    A fact that is missing (not a string) claims nothing: the guards refuse such a lane before.
+    """
+    claims: list[tuple[str, str, str]] = []
+    if isinstance(common_dir, str):
+        claims += [(common_dir, OWNED, scope) for scope in owned]
+        claims += [(common_dir, LOCKED, scope) for scope in locked]
+        if isinstance(branch, str):
+            claims.append((common_dir, BRANCH, branch))
+    if isinstance(realpath, str) and worktree_scope(realpath):
+        claims.append((FILESYSTEM, WORKTREE, worktree_scope(realpath)))
+    return tuple(claims)
 
 
 def conflicts(mine: Iterable[str], theirs: Iterable[str]) -> list[tuple[str, str]]:

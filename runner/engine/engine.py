@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runner import faults
-from runner.context import Context, EffectResult, Event, Instance, Rejection
+from runner.context import Claim, Context, EffectResult, Event, Instance, Rejection
 from runner.definitions.library import Library
 from runner.definitions.model import MachineSpec, Ref, TransitionSpec
 from runner.effects import EFFECTS
@@ -163,8 +163,9 @@ class Engine:
         chosen = firing.chosen
         if chosen is None:
             raise _refused(before, request.trigger, firing.rejections)
-        data, reply, parts = _apply_updates(spec, chosen, ctx)
+        data, reply, parts, claims = _apply_updates(spec, chosen, ctx)
         after = tx.put(before, chosen.dest, data)
+        _keep_claims(tx, spec, after, claims)
         changed = _changed(spec, before.data, data)
         if parts:
             _put_parts(tx, spec, after, parts, changed)
@@ -286,6 +287,7 @@ class Engine:
                 late = self._late(tx, current, request, result, refusal)
             else:
                 final = tx.put(intent, dest, data)
+                _keep_claims(tx, spec, final, None)
                 second = tx.append(final, f"{request.trigger}:{result.outcome}", intent.state, request.actor, payload)
                 late = None
         if late is not None:
@@ -410,6 +412,9 @@ class _NoView:
     def part(self, instance_id: str, key: str) -> dict[str, Any] | None:
         raise CorralError("effects may not read the store", code="internal")
 
+    def overlapping_claims(self, space: Any, scopes: Any, kinds: Any = None, states: Any = None) -> list[Claim]:
+        raise CorralError("effects may not read the store", code="internal")
+
 
 def _guard(ref: Ref) -> Any:
     entry = GUARDS.get(ref.name)
@@ -451,15 +456,28 @@ def _run_effects(chosen: TransitionSpec, ctx: Context) -> EffectResult:
     return EffectResult("success", merged_data, merged_reply)
 
 
+def _keep_claims(tx: Transaction, spec: MachineSpec, instance: Instance, claims: Any) -> None:
+    """Write the claims the updates declared, in the compare-and-set's transaction.
+
+    Invariant: an instance in a terminal state holds no claims (it never moves again, so they could
+    only ever grow the index); guards count claims only of instances in the states they name.
+    """
+    if claims is None and spec.states[instance.state].terminal:
+        claims = ()
+    if claims is not None:
+        tx.set_claims(instance.id, claims)
+
+
 def _apply_updates(
     spec: MachineSpec, chosen: TransitionSpec, ctx: Context
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Mapping[str, Any]]]:
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Mapping[str, Any]], tuple[tuple[str, str, str], ...] | None]:
     # ctx.data is the engine's working copy: each update sees what the earlier ones wrote.
     data = ctx.data
     assert isinstance(data, dict)
     written: dict[str, Any] = {}
     reply: dict[str, Any] = {}
     parts: dict[str, Mapping[str, Any]] = {}
+    claims: tuple[tuple[str, str, str], ...] | None = None
     for ref in chosen.updates:
         entry = UPDATES.get(ref.name)
         if entry is None:
@@ -469,8 +487,10 @@ def _apply_updates(
         written.update(update.data)
         reply.update(update.reply)
         parts.update(update.parts)
+        if update.claims is not None:
+            claims = update.claims
     _check_data(spec, data, written, f"updates of {chosen.trigger!r}")
-    return data, reply, parts
+    return data, reply, parts, claims
 
 
 def _put_parts(

@@ -1,19 +1,20 @@
 """Guards of writer lanes: git facts re-read by the runner, and scopes that must not overlap.
 
 They judge ``observations["git"]`` (a :class:`~runner.git.preflight.GitFacts` as a dict, plus
-``base_is_ancestor``) against what the caller expects (``params``), and the lane's scopes against every
-live lane of the same repository, read inside the serialized transaction. A refusal says which fact
+``base_is_ancestor``) against what the caller expects (``params``), and the lane's worktree, branch and
+scopes against every live lane of the same repository, inside the serialized transaction: the store's
+claim index names the lanes that could conflict, and only those are read. A refusal says which fact
 differed and carries the expected and actual values (digests, never the status text).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from runner import scopes
-from runner.context import Context, Rejection
+from runner.context import Context, Instance, Rejection, View
 from runner.guards import GUARDS
 from runner.guards.agents import LEASE_MACHINES, LIVE_LEASE_STATES
 
@@ -177,44 +178,98 @@ def lane_conflicts(ctx: Context) -> Rejection | None:
 
     Owned against owned, and owned against locked in both directions: a new lane may not own what
     another locks, nor lock what another owns.
+
+    The store's claim index (what ``record_writer_lane`` claims) names the candidates in index probes,
+    O(own scopes x depth): the lanes whose worktree is this one, inside it or around it, whose branch
+    is this one, or whose claims overlap these scopes. Only those lanes are read, in id order, and
+    judged by :func:`lane_rejection`; no other lane could be refused, so the verdict is the one a check
+    of every live lane would give, without decoding every lane inside the write transaction.
     """
     facts = _git(ctx)
     owned = tuple(ctx.params.get("owned_scopes") or ())
     locked = tuple(ctx.params.get("locked_scopes") or ())
+    for lane in lane_candidates(ctx.view, facts, owned, locked, exclude=ctx.instance.id):
+        refused = lane_rejection(lane, facts, owned, locked)
+        if refused is not None:
+            return refused
+    return None
+
+
+def lane_candidates(
+    view: View, facts: Mapping[str, Any], owned: Iterable[str], locked: Iterable[str], exclude: str | None = None
+) -> list[Instance]:
+    """The live lanes (by id) that the claim index says may conflict with a lane of these git facts
+    and scopes: a superset of those :func:`lane_rejection` refuses, found without reading the others."""
+    realpath, common_dir, branch = facts.get("realpath"), facts.get("common_dir"), facts.get("branch")
+    ids: set[str] = set()
+    if isinstance(realpath, str) and scopes.worktree_scope(realpath):
+        where = [scopes.worktree_scope(realpath)]
+        ids.update(
+            c.instance_id for c in view.overlapping_claims(scopes.FILESYSTEM, where, [scopes.WORKTREE], LANE_STATES)
+        )
+    if isinstance(common_dir, str):
+        if isinstance(branch, str):
+            found = view.overlapping_claims(common_dir, [branch], [scopes.BRANCH], LANE_STATES)
+            ids.update(c.instance_id for c in found if c.scope == branch)
+        ids.update(scope_conflicting(view, common_dir, owned, locked))
+    ids.discard(exclude or "")
+    lanes = []
+    for lane_id in sorted(ids):
+        lane = view.get(lane_id)
+        if lane is not None and lane.machine == "writer" and lane.state in LANE_STATES:
+            lanes.append(lane)
+    return lanes
+
+
+def scope_conflicting(view: View, space: str | None, owned: Iterable[str], locked: Iterable[str]) -> set[str]:
+    """The ids of live lanes (in ``space``, or any) that own a scope overlapping ``owned`` or ``locked``,
+    or lock one overlapping ``owned``: one probe of the claim index for both kinds."""
+    owned = tuple(owned)
+    found = view.overlapping_claims(space, (*owned, *locked), [scopes.OWNED, scopes.LOCKED], LANE_STATES)
+    ids = {c.instance_id for c in found if c.kind == scopes.OWNED}
+    their_locks = [c for c in found if c.kind == scopes.LOCKED and c.instance_id not in ids]
+    if their_locks:  # locks may overlap locks: only those overlapping an owned scope count
+        hit = {theirs for _, theirs in scopes.conflicts(owned, {c.scope for c in their_locks})}
+        ids.update(c.instance_id for c in their_locks if c.scope in hit)
+    return ids
+
+
+def lane_rejection(
+    lane: Instance, facts: Mapping[str, Any], owned: Iterable[str], locked: Iterable[str]
+) -> Rejection | None:
+    """Why a new lane with these git facts and scopes may not start beside the live ``lane``, or None."""
+    owned, locked = tuple(owned), tuple(locked)
     realpath = facts.get("realpath")
-    for lane in ctx.view.find("writer", LANE_STATES):
-        data = lane.data
-        if lane.id == ctx.instance.id:
-            continue
-        who = {"lane": lane.id, "name": data.get("name"), "state": lane.state}
-        theirs = data.get("cwd")
-        # Invariant: no live lane's worktree lies inside another's, in either direction and whatever
-        # the repository: the outer lane's agent could edit every file of the inner one.
-        if theirs != realpath and (inside(realpath, theirs) or inside(theirs, realpath)):
-            where = "inside" if inside(realpath, theirs) else "contains"
+    data = lane.data
+    who = {"lane": lane.id, "name": data.get("name"), "state": lane.state}
+    theirs = data.get("cwd")
+    # Invariant: no live lane's worktree lies inside another's, in either direction and whatever
+    # the repository: the outer lane's agent could edit every file of the inner one.
+    if theirs != realpath and (inside(realpath, theirs) or inside(theirs, realpath)):
+        where = "inside" if inside(realpath, theirs) else "contains"
+        return Rejection(
+            "worktree_nested",
+            f"this worktree {where} the worktree of lane {data.get('name')!r} ({theirs})",
+            {**who, "worktree": realpath, "their_worktree": theirs},
+        )
+    if data.get("common_dir") != facts.get("common_dir"):
+        return None
+    if data.get("cwd") == facts.get("realpath"):
+        return Rejection("worktree_taken", f"lane {data.get('name')!r} already works in this worktree", who)
+    if data.get("branch") == facts.get("branch"):
+        return Rejection("branch_taken", f"lane {data.get('name')!r} already works on {data.get('branch')!r}", who)
+    for code, mine, their_scopes, what in (
+        ("scope_overlap", owned, data.get("owned_scopes") or (), "owns"),
+        ("scope_locked", owned, data.get("locked_scopes") or (), "locks"),
+        ("scope_locked", locked, data.get("owned_scopes") or (), "owns"),
+    ):
+        pairs = scopes.conflicts(mine, their_scopes)
+        if pairs:
             return Rejection(
-                "worktree_nested",
-                f"this worktree {where} the worktree of lane {data.get('name')!r} ({theirs})",
-                {**who, "worktree": realpath, "their_worktree": theirs},
+                code,
+                f"lane {data.get('name')!r} {what} {pairs[0][1]}, which overlaps {pairs[0][0]}",
+                {**who, "pairs": [list(p) for p in pairs]},
             )
-        if data.get("common_dir") != facts.get("common_dir"):
-            continue
-        if data.get("cwd") == facts.get("realpath"):
-            return Rejection("worktree_taken", f"lane {data.get('name')!r} already works in this worktree", who)
-        if data.get("branch") == facts.get("branch"):
-            return Rejection("branch_taken", f"lane {data.get('name')!r} already works on {data.get('branch')!r}", who)
-        for code, mine, theirs, what in (
-            ("scope_overlap", owned, data.get("owned_scopes") or (), "owns"),
-            ("scope_locked", owned, data.get("locked_scopes") or (), "locks"),
-            ("scope_locked", locked, data.get("owned_scopes") or (), "owns"),
-        ):
-            pairs = scopes.conflicts(mine, theirs)
-            if pairs:
-                return Rejection(
-                    code,
-                    f"lane {data.get('name')!r} {what} {pairs[0][1]}, which overlaps {pairs[0][0]}",
-                    {**who, "pairs": [list(p) for p in pairs]},
-                )
     return None
 
 

@@ -20,7 +20,7 @@ from runner.agents.abc import SETTLED
 from runner.context import Instance
 from runner.errors import ConflictError, InputError, RefusedError
 from runner.guards.agents import same_identity
-from runner.guards.git import LANE_STATES, inside
+from runner.guards.git import LANE_STATES, inside, scope_conflicting
 from runner.service.core import Core
 from runner.service.inputs import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
 from runner.service.views import AgentLeaseView, CloseResult, ValidationFailedError, VerifyResult
@@ -254,7 +254,12 @@ class Writers:
 
             links = preflight.scope_links(inp.worktree, str(facts["head"]), [*inp.owned_scopes, *inp.locked_scopes])
         conflicts = []
-        for lane in self.core.store.find("writer", LANE_STATES):
+        # The claim index names the lanes whose scopes overlap (of the worktree's repository, or of
+        # every repository); only those are read.
+        with self.core.store.read() as reader:
+            ids = scope_conflicting(reader, common_dir, inp.owned_scopes, inp.locked_scopes)
+            lanes = [lane for lane in map(reader.get, sorted(ids)) if lane is not None and lane.machine == "writer"]
+        for lane in lanes:
             if common_dir is not None and lane.data.get("common_dir") != common_dir:
                 continue
             for kind, mine, theirs in (

@@ -1,5 +1,7 @@
 """The store port: durable instances, compare-and-set, named counters, an append-only event log,
-and keyed parts of an instance (its per-key records, written and read one key at a time).
+and keyed parts of an instance (its per-key records, written and read one key at a time),
+and a claim index (:class:`~runner.context.Claim`: what live instances hold, such as a writer lane's
+scopes, branch and worktree, looked up by overlap in index probes).
 
 That is all a store holds. Every adapter (``sqlite``, later ``postgresql``) implements :class:`Store`
 and registers an opener in :data:`runner.store.STORES`; one conformance suite in ``tests/store/`` runs
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from runner.context import Event, Instance
+from runner.context import Claim, Event, Instance
 from runner.errors import InputError
 
 Clock = Callable[[], datetime]
@@ -90,6 +92,27 @@ class Reader(ABC):
         transaction keep the order of the writes. Empty for an instance with no parts (or none at all).
         """
 
+    @abstractmethod
+    def overlapping_claims(
+        self,
+        space: str | None,
+        scopes: Iterable[str],
+        kinds: Iterable[str] | None = None,
+        states: Iterable[str] | None = None,
+    ) -> list[Claim]:
+        """Every claim in ``space`` whose scope overlaps one of ``scopes``, ordered by
+        (instance id, space, kind, scope).
+
+        A claim overlaps a scope when it is equal to it, one of its ancestor directories, or lies
+        under it (:func:`runner.scopes.overlaps`). Only claims of the given ``kinds`` count, and only
+        of instances now in one of ``states`` (if given): a claim left by an instance that moved on
+        is never returned. ``space=None`` means every space.
+
+        The cost is index probes, not a scan: for each given scope one equality probe per ancestor
+        (and itself) and one range probe for what lies under it (``s + "/" < scope < s + "0"`` in
+        binary collation), so O(len(scopes) x depth) plus the claims found.
+        """
+
 
 class Transaction(Reader):
     """One serialized writing transaction; everything in it commits together or not at all.
@@ -120,6 +143,16 @@ class Transaction(Reader):
         the instance's compare-and-set (:meth:`put`) records both or neither; that compare-and-set is
         what serializes writers of the instance, parts have no version of their own. ``value`` is a
         JSON object, stored as :meth:`put` stores data. Parts are never deleted (nor are instances).
+        """
+
+    @abstractmethod
+    def set_claims(self, instance_id: str, claims: Iterable[tuple[str, str, str]]) -> None:
+        """Replace every claim ``instance_id`` holds with these ``(space, kind, scope)`` triples.
+
+        Empty clears them; duplicates count once. The claims commit (or roll back) with the rest of
+        the transaction, so an instance's claims and its row are always of one version. The engine
+        calls this with what an :class:`~runner.context.Update` declared, and with nothing when an
+        instance reaches a terminal state.
         """
 
     @abstractmethod

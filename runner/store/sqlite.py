@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runner.context import Event, Instance, format_time
+from runner.context import Claim, Event, Instance, format_time
 from runner.errors import (
     ConflictError,
     CorralError,
@@ -41,6 +41,7 @@ from runner.errors import (
     StoreVersionError,
 )
 from runner.log import get_logger
+from runner.scopes import ancestors
 from runner.store.abc import PRUNE_BATCH, Clock, Pruned, Reader, Store, Transaction
 from runner.store.sqlite_file import APPLICATION_ID, check_header, corruption_refused, create_exclusive, recognise
 from runner.store.writelock import Place, QueueTimeout, WriteQueue
@@ -136,6 +137,38 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (instance_id, key)
     );
     """,
+    # issue 13: the lane-conflict index (the claim index of the store port, runner.store.abc), keyed
+    # for probes by space and scope. The backfill reads the writer machine's own fields (common_dir,
+    # branch, cwd, owned_scopes, locked_scopes) of every writer not in a terminal state: the claims
+    # record_writer_lane declares (runner.scopes.lane_claims) for lanes started before the index.
+    """
+    CREATE TABLE claims (
+        space        TEXT NOT NULL,
+        scope        TEXT NOT NULL,
+        kind         TEXT NOT NULL,
+        instance_id  TEXT NOT NULL,
+        PRIMARY KEY (space, scope, kind, instance_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX claims_by_instance ON claims (instance_id);
+    CREATE TEMP VIEW lanes_to_claim AS
+        SELECT id, data, json_extract(data, '$.common_dir') AS space FROM instances
+        WHERE machine = 'writer' AND state NOT IN ('absent', 'released', 'failed_closed') AND json_valid(data)
+        AND json_type(data, '$.common_dir') = 'text';
+    INSERT OR IGNORE INTO claims (space, scope, kind, instance_id)
+        SELECT l.space, s.value, 'owned', l.id FROM lanes_to_claim AS l, json_each(l.data, '$.owned_scopes') AS s
+        WHERE s.type = 'text';
+    INSERT OR IGNORE INTO claims (space, scope, kind, instance_id)
+        SELECT l.space, s.value, 'locked', l.id FROM lanes_to_claim AS l, json_each(l.data, '$.locked_scopes') AS s
+        WHERE s.type = 'text';
+    INSERT OR IGNORE INTO claims (space, scope, kind, instance_id)
+        SELECT l.space, json_extract(l.data, '$.branch'), 'branch', l.id FROM lanes_to_claim AS l
+        WHERE json_type(l.data, '$.branch') = 'text';
+    INSERT OR IGNORE INTO claims (space, scope, kind, instance_id)
+        SELECT '/', substr(json_extract(l.data, '$.cwd'), 2), 'worktree', l.id FROM lanes_to_claim AS l
+        WHERE json_type(l.data, '$.cwd') = 'text' AND length(json_extract(l.data, '$.cwd')) > 1
+        AND substr(json_extract(l.data, '$.cwd'), 1, 1) = '/';
+    DROP VIEW lanes_to_claim;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # The tables each schema version has: an existing file missing one of its version's is damaged.
@@ -144,6 +177,7 @@ TABLES_BY_VERSION: dict[int, frozenset[str]] = {
     2: frozenset({"instances", "events", "agent_slots", "counters"}),
     3: frozenset({"instances", "events", "agent_slots", "counters", "store_meta"}),
     4: frozenset({"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts"}),
+    5: frozenset({"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims"}),
 }
 
 BUSY_TIMEOUT_MS = 20  # SQLite's own short wait before we take over with jittered retries
@@ -200,6 +234,49 @@ class _Reader(Reader):
             key: decode_object(value, path, "instance_parts", f"{instance_id} {key}", "value") for key, value in rows
         }
 
+    def overlapping_claims(
+        self,
+        space: str | None,
+        scopes: Iterable[str],
+        kinds: Iterable[str] | None = None,
+        states: Iterable[str] | None = None,
+    ) -> list[Claim]:
+        wanted = sorted(set(scopes))
+        if not wanted:
+            return []
+        exact: set[str] = set(wanted)
+        for scope in wanted:
+            exact.update(ancestors(scope))
+        # The probes go in as JSON arrays (one parameter each, whatever their number); CROSS JOIN keeps
+        # them the outer loop, so each is one probe of the primary key (space, scope, ...).
+        sql = (
+            "SELECT m.instance_id, m.space, m.kind, m.scope FROM ("
+            " SELECT c.instance_id, c.space, c.kind, c.scope FROM json_each(?) AS p CROSS JOIN claims AS c"
+            "  WHERE c.space = ? AND c.scope = p.value"
+            " UNION ALL"
+            " SELECT c.instance_id, c.space, c.kind, c.scope FROM json_each(?) AS p CROSS JOIN claims AS c"
+            "  WHERE c.space = ? AND c.scope > p.value || '/' AND c.scope < p.value || '0'"
+            ") AS m"
+        )
+        tail: list[Any] = []
+        if states is not None:
+            live = list(states)
+            sql += f" JOIN instances AS i ON i.id = m.instance_id AND i.state IN ({', '.join('?' * len(live))})"
+            tail += live
+        if kinds is not None:
+            chosen = list(kinds)
+            sql += f" WHERE m.kind IN ({', '.join('?' * len(chosen))})"
+            tail += chosen
+        if space is None:
+            spaces = [row[0] for row in self._conn.execute("SELECT DISTINCT space FROM claims ORDER BY space")]
+        else:
+            spaces = [space]
+        exact_json, wanted_json = encode_json(sorted(exact)), encode_json(wanted)
+        rows: set[tuple[str, str, str, str]] = set()  # a claim may be under one scope and above another
+        for one in spaces:
+            rows.update(self._conn.execute(sql, [exact_json, one, wanted_json, one, *tail]))
+        return [Claim(space=r[1], kind=r[2], scope=r[3], instance_id=r[0]) for r in sorted(rows)]
+
 
 class _Transaction(_Reader, Transaction):
     def __init__(self, conn: sqlite3.Connection, path: Path, now: datetime) -> None:
@@ -247,6 +324,13 @@ class _Transaction(_Reader, Transaction):
             "INSERT INTO instance_parts (instance_id, key, value) VALUES (?, ?, ?)"
             " ON CONFLICT (instance_id, key) DO UPDATE SET value = excluded.value",
             (instance_id, key, encode_json(dict(value))),
+        )
+
+    def set_claims(self, instance_id: str, claims: Iterable[tuple[str, str, str]]) -> None:
+        self._conn.execute("DELETE FROM claims WHERE instance_id = ?", (instance_id,))
+        self._conn.executemany(
+            "INSERT OR IGNORE INTO claims (space, kind, scope, instance_id) VALUES (?, ?, ?, ?)",
+            [(space, kind, scope, instance_id) for space, kind, scope in claims],
         )
 
     def next_number(self, counter: str) -> int:

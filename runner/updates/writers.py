@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from runner import scopes
 from runner.context import Context, Update, format_time
 from runner.updates import UPDATES
 
@@ -16,9 +17,16 @@ def _git(ctx: Context) -> Mapping[str, Any]:
 
 @UPDATES.register("record_writer_lane")
 def record_writer_lane(ctx: Context) -> Update:
-    """Record the lane's purpose, authority, git facts as re-read, and its normalized scopes."""
+    """Record the lane's purpose, authority, git facts as re-read, and its normalized scopes; claim its
+    scopes, branch and worktree in the store's claim index (the ``lane_conflicts`` guard looks there).
+
+    Scopes are recorded here only: no later transition changes them, so the claims hold for the lane's
+    whole life (until a terminal state clears them)."""
     facts = _git(ctx)
+    owned = list(ctx.params.get("owned_scopes") or ())
+    locked = list(ctx.params.get("locked_scopes") or ())
     return Update(
+        claims=scopes.lane_claims(facts.get("common_dir"), facts.get("branch"), facts.get("realpath"), owned, locked),
         data={
             "purpose": ctx.params.get("purpose"),
             "ticket_ref": ctx.params.get("ticket_ref"),
@@ -31,10 +39,10 @@ def record_writer_lane(ctx: Context) -> Update:
             "base_commit": ctx.params.get("base_commit"),
             "start_head": facts.get("head"),
             "start_status_sha256": facts.get("status_sha256"),
-            "owned_scopes": list(ctx.params.get("owned_scopes") or ()),
-            "locked_scopes": list(ctx.params.get("locked_scopes") or ()),
+            "owned_scopes": owned,
+            "locked_scopes": locked,
             "protected_branches": list(ctx.params.get("protected_branches") or ()),
-        }
+        },
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from runner import scopes
 from runner.git import preflight
 from runner.store.sqlite import SQLiteStore
 from tests.support.contexts import Contexts
@@ -79,12 +80,23 @@ def test_branch_head_and_status_must_be_what_the_caller_saw(contexts: Contexts, 
     assert detached.code == "git_detached_head"
 
 
+def put_lane(contexts: Contexts, lane_id: str, state: str, data: dict[str, Any]) -> None:
+    """A lane as ``writer start`` records it: its row and the claims ``record_writer_lane`` declares."""
+    contexts.put(lane_id, state, data)
+    claims = scopes.lane_claims(
+        data.get("common_dir"), data.get("branch"), data.get("cwd"), data["owned_scopes"], data["locked_scopes"]
+    )
+    with contexts.store.write() as tx:
+        tx.set_claims(lane_id, claims)
+
+
 def test_a_lane_conflicting_with_a_live_lane_of_the_repository_is_refused(
     contexts: Contexts, repo: tuple[Path, Path]
 ) -> None:
     _, lane = repo
     seen = facts(lane)
-    contexts.put(
+    put_lane(
+        contexts,
         "writer/w1",
         "active",
         {

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import time
@@ -171,12 +172,19 @@ class Lab:
         (found,) = [x for x in self.service.writers(include_ended=True) if x.data["name"] == name]
         return found
 
-    def footprint(self) -> tuple[list[tuple[str, str]], int, int]:
-        """Lanes (id, state), agent slots ever made, events: what a refused start must leave alone."""
+    def footprint(self) -> tuple[list[tuple[str, str]], int, int, list[tuple[str, ...]]]:
+        """Lanes (id, state), agent slots ever made, events, claims: what a refused start must leave alone."""
         with slot_store(self.store).read() as reader:
             slots = reader.slots(include_closed=True)
         lanes = sorted((i.id, i.state) for i in self.store.find("writer"))
-        return lanes, len(slots), len(self.store.events())
+        return lanes, len(slots), len(self.store.events()), self.claims()
+
+    def claims(self) -> list[tuple[str, ...]]:
+        """Every row of the claim index (instance, space, kind, scope), read from the file itself."""
+        with sqlite3.connect(self.store.path) as conn:
+            rows = conn.execute("SELECT instance_id, space, kind, scope FROM claims ORDER BY 1, 2, 3, 4").fetchall()
+        conn.close()
+        return [tuple(row) for row in rows]
 
 
 @pytest.fixture
@@ -578,6 +586,21 @@ def test_released_lanes_free_their_worktree_branch_and_scopes(lab: Lab) -> None:
     assert beta.state == "active"
     again = lab.start("alpha", wt_a, owned_scopes=("README.md",))  # same name, worktree and branch
     assert again.state == "active" and again.id != lab.lane("beta").id
+
+
+def test_a_lane_claims_its_scopes_branch_and_worktree_while_live_and_nothing_once_released(lab: Lab) -> None:
+    wt = lab.worktree("wt-a")
+    alpha = lab.start("alpha", wt, owned_scopes=("src", "tests/unit"), locked_scopes=("docs",))
+    common_dir = os.path.realpath(lab.repo / ".git")
+    assert lab.claims() == [
+        (alpha.id, "/", "worktree", os.path.realpath(wt).lstrip("/")),
+        (alpha.id, common_dir, "branch", "a"),
+        (alpha.id, common_dir, "locked", "docs"),
+        (alpha.id, common_dir, "owned", "src"),
+        (alpha.id, common_dir, "owned", "tests/unit"),
+    ], "written with the lane's row"
+    lab.release("alpha", 0, wt)
+    assert lab.claims() == [], "a terminal state clears the lane's claims"
 
 
 def test_release_through_a_retargeted_symlink_is_refused(lab: Lab) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.context import Instance, format_time
+from runner.context import Claim, Instance, format_time
 from runner.errors import (
     ConflictError,
     EventsPrunedError,
@@ -151,6 +151,88 @@ def test_find_by_machine_and_state(any_store: Store) -> None:
     assert any_store.find("nobody") == []
     with any_store.read() as reader:
         assert [i.state for i in reader.find("b")] == ["on"]
+
+
+# --- the claim index --------------------------------------------------------------------------------
+
+
+def _claims(found: list[Claim]) -> list[tuple[str, str, str, str]]:
+    return [(c.instance_id, c.space, c.kind, c.scope) for c in found]
+
+
+def test_claims_overlap_by_equality_ancestry_and_descent_within_their_space(any_store: Store) -> None:
+    with any_store.write() as tx:
+        tx.put(new("lane/1", "lane"), "live", {})
+        tx.put(new("lane/2", "lane"), "live", {})
+        tx.set_claims("lane/1", [("r", "owned", "src"), ("r", "locked", "docs/a.md"), ("q", "owned", "tests")])
+        tx.set_claims("lane/2", [("r", "owned", "src/core/x.py"), ("r", "owned", "srcx"), ("r", "owned", "src0")])
+    with any_store.read() as reader:
+        assert _claims(reader.overlapping_claims("r", ["src/core"])) == [
+            ("lane/1", "r", "owned", "src"),  # an ancestor
+            ("lane/2", "r", "owned", "src/core/x.py"),  # under it
+        ], "srcx and src0 share a prefix, not a directory"
+        assert _claims(reader.overlapping_claims("r", ["docs/a.md", "tests"])) == [
+            ("lane/1", "r", "locked", "docs/a.md")
+        ]
+        assert _claims(reader.overlapping_claims("r", ["docs"], kinds=["owned"])) == [], "kinds filter"
+        assert _claims(reader.overlapping_claims("q", ["tests/unit"])) == [("lane/1", "q", "owned", "tests")]
+        assert reader.overlapping_claims("r", []) == []
+        assert reader.overlapping_claims("elsewhere", ["src"]) == []
+        everywhere = reader.overlapping_claims(None, ["tests", "srcx"])
+        assert _claims(everywhere) == [("lane/1", "q", "owned", "tests"), ("lane/2", "r", "owned", "srcx")]
+        assert everywhere[0] == Claim(space="q", kind="owned", scope="tests", instance_id="lane/1")
+
+
+def test_set_claims_replaces_clears_and_ignores_duplicates(any_store: Store) -> None:
+    with any_store.write() as tx:
+        tx.put(new("lane/1", "lane"), "live", {})
+        tx.set_claims("lane/1", [("r", "owned", "a"), ("r", "owned", "a"), ("r", "locked", "b")])
+        assert _claims(tx.overlapping_claims("r", ["a", "b"])) == [
+            ("lane/1", "r", "locked", "b"),
+            ("lane/1", "r", "owned", "a"),
+        ], "a transaction reads its own claims"
+    with any_store.write() as tx:
+        tx.set_claims("lane/1", iter([("r", "owned", "c")]))
+    with any_store.read() as reader:
+        assert _claims(reader.overlapping_claims("r", ["a", "b", "c"])) == [("lane/1", "r", "owned", "c")]
+    with any_store.write() as tx:
+        tx.set_claims("lane/1", [])
+    with any_store.read() as reader:
+        assert reader.overlapping_claims("r", ["a", "b", "c"]) == []
+
+
+def test_only_claims_of_instances_in_the_given_states_count(any_store: Store) -> None:
+    with any_store.write() as tx:
+        live = tx.put(new("lane/1", "lane"), "live", {})
+        tx.put(new("lane/2", "lane"), "gone", {})
+        tx.set_claims("lane/1", [("r", "owned", "a")])
+        tx.set_claims("lane/2", [("r", "owned", "a/b")])
+        tx.set_claims("lane/3", [("r", "owned", "a/c")])  # no instance row at all
+    with any_store.read() as reader:
+        assert [c.instance_id for c in reader.overlapping_claims("r", ["a"])] == ["lane/1", "lane/2", "lane/3"]
+        assert [c.instance_id for c in reader.overlapping_claims("r", ["a"], states=["live"])] == ["lane/1"]
+        assert reader.overlapping_claims("r", ["a"], states=[]) == []
+    with any_store.write() as tx:
+        tx.put(live, "gone", {})
+    with any_store.read() as reader:
+        assert reader.overlapping_claims("r", ["a"], states=iter(["live"])) == [], "a lane that moved on blocks nobody"
+
+
+def test_claims_roll_back_with_their_transaction_and_other_connections_see_commits(
+    any_store: Store, store_kind: StoreKind
+) -> None:
+    with pytest.raises(RuntimeError), any_store.write() as tx:
+        tx.put(new("lane/1", "lane"), "live", {})
+        tx.set_claims("lane/1", [("r", "owned", "a")])
+        raise RuntimeError("boom")
+    with other(store_kind, any_store) as second:
+        with second.read() as reader:
+            assert reader.overlapping_claims("r", ["a"]) == []
+        with any_store.write() as tx:
+            tx.put(new("lane/1", "lane"), "live", {})
+            tx.set_claims("lane/1", [("r", "owned", "a")])
+        with second.read() as reader:
+            assert _claims(reader.overlapping_claims("r", ["a/b"], states=["live"])) == [("lane/1", "r", "owned", "a")]
 
 
 # --- snapshots and transactions ---------------------------------------------------------------------

@@ -1,0 +1,208 @@
+"""The lane-conflict check of ``writer start`` with 100 live lanes x 500 owned + 500 locked scopes.
+
+Issue 13's first target: the check takes < 50 ms and no write transaction holds the store's lock
+longer than 50 ms for it. On a real SQLite file (the store's pragmas: WAL, ``synchronous=FULL``) the
+benchmark writes ``--lanes`` live writer lanes of one repository, each in its own worktree and branch,
+owning ``--scopes`` file scopes and locking as many (four directories deep), as ``writer start``
+records them (their claims too, where the code keeps a claim index). Then, ``--runs`` times, one
+write transaction does what ``writer start``'s first phase does for the conflict rule: it runs the
+registered ``lane_conflicts`` guard on a new lane with as many scopes of its own (disjoint from every
+other lane's, so every scope is checked: the worst case for a passing start), records the lane (its
+row and, where kept, its claims) and commits. Timed: the guard alone; the lock held for the work,
+from ``BEGIN IMMEDIATE`` up to ``COMMIT``; and with ``COMMIT`` (its fsync, which any durable write
+pays and which varies with the disk, so it is reported beside the figure, not in it). The figure is
+the worse of the guard's and the work's maxima. Each new lane is then moved to ``released`` in an
+untimed transaction, so every run sees the same live lanes.
+
+The same measurement runs on another checkout with ``--before DIR`` (default: ``/work/main`` when it
+exists and is not this checkout), in a child process whose ``PYTHONPATH`` is that checkout: the
+pre-index figure, from the same run.
+
+Run from a checkout: ``python bench/lanes.py [--quick] [--json] [--before DIR | --no-before]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+FIGURE = "lane-conflict check, 100 lanes x 500 owned + 500 locked scopes"
+TARGET_MS = 50.0
+REPO = "/bench/repo/.git"
+
+
+def _scopes(prefix: str, kind: str, n: int) -> list[str]:
+    return sorted(f"{prefix}/{kind}/d{j // 50}/f{j}.py" for j in range(n))
+
+
+def _lane_data(name: str, owned: list[str], locked: list[str]) -> dict[str, Any]:
+    return {
+        "controller_id": "bench",
+        "name": name,
+        "kind": "script",
+        "cwd": f"/bench/wt/{name}",
+        "worktree": f"/bench/wt/{name}",
+        "common_dir": REPO,
+        "branch": name,
+        "owned_scopes": owned,
+        "locked_scopes": locked,
+        "protected_branches": ["main"],
+    }
+
+
+def _claims(tx: Any, lane_id: str, data: dict[str, Any]) -> None:
+    """The claims ``record_writer_lane`` declares, where this checkout keeps a claim index."""
+    from runner import scopes
+
+    if hasattr(tx, "set_claims"):
+        tx.set_claims(
+            lane_id,
+            scopes.lane_claims(
+                data["common_dir"], data["branch"], data["cwd"], data["owned_scopes"], data["locked_scopes"]
+            ),
+        )
+
+
+def measure(directory: Path, lanes: int, scopes_per_kind: int, runs: int, warmup: bool = True) -> dict[str, Any]:
+    """Run in the checkout on ``sys.path``: the timings of ``runs`` conflict-checked starts."""
+    from runner.context import Context, Instance
+    from runner.guards import GUARDS
+    from runner.store.sqlite import SQLiteStore
+
+    guard = GUARDS.get("lane_conflicts")
+    assert guard is not None
+    store = SQLiteStore(directory / "corral.db")
+    with store.write() as tx:
+        for i in range(lanes):
+            name = f"l{i:03d}"
+            data = _lane_data(name, _scopes(name, "src", scopes_per_kind), _scopes(name, "docs", scopes_per_kind))
+            tx.put(Instance(f"writer/{name}", "writer", "absent", 0, {}), "active", data)
+            _claims(tx, f"writer/{name}", data)
+    checks: list[float] = []
+    works: list[float] = []
+    holds: list[float] = []
+    for run in range(runs + 1 if warmup else runs):  # a first run warms the caches up and is not counted
+        name = f"new{run:03d}"
+        owned, locked = _scopes(name, "src", scopes_per_kind), _scopes(name, "docs", scopes_per_kind)
+        facts = {"realpath": f"/bench/wt/{name}", "common_dir": REPO, "branch": name}
+        params = {"owned_scopes": owned, "locked_scopes": locked}
+        start = time.perf_counter()
+        with store.write() as tx:
+            before = Instance(f"writer/{name}", "writer", "absent", 0, {})
+            ctx = Context(before, "start", params, {}, {"git": facts}, tx.now, tx, "bench", {})
+            checked = time.perf_counter()
+            refused = guard.fn(ctx)
+            check_ms = (time.perf_counter() - checked) * 1000
+            assert refused is None, refused
+            data = _lane_data(name, owned, locked)
+            after = tx.put(before, "provisioning", data)
+            _claims(tx, after.id, data)
+            work_ms = (time.perf_counter() - start) * 1000
+        hold_ms = (time.perf_counter() - start) * 1000
+        with store.write() as tx:  # untimed: the next run sees the same live lanes
+            tx.put(after, "released", data)
+            if hasattr(tx, "set_claims"):
+                tx.set_claims(after.id, ())
+        if run or not warmup:
+            checks.append(check_ms)
+            works.append(work_ms)
+            holds.append(hold_ms)
+    store.close()
+    return {
+        "lanes": lanes,
+        "scopes_per_kind": scopes_per_kind,
+        "runs": runs,
+        "check_ms": [round(x, 3) for x in checks],
+        "work_ms": [round(x, 3) for x in works],
+        "hold_ms": [round(x, 3) for x in holds],
+        "check_median_ms": round(statistics.median(checks), 3),
+        "check_max_ms": round(max(checks), 3),
+        "work_median_ms": round(statistics.median(works), 3),
+        "work_max_ms": round(max(works), 3),
+        "hold_median_ms": round(statistics.median(holds), 3),
+        "hold_max_ms": round(max(holds), 3),
+    }
+
+
+def _child(root: Path, work: Path, lanes: int, scopes_per_kind: int, runs: int, warmup: bool) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(root), "CORRAL_HOME": str(work / "home")}
+    argv = [sys.executable, str(HERE / "lanes.py"), "--child", str(work)]
+    argv += ["--lanes", str(lanes), "--scopes", str(scopes_per_kind), "--runs", str(runs)]
+    argv += [] if warmup else ["--no-warmup"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, cwd=root)
+    if done.returncode != 0:
+        raise SystemExit(f"measuring {root} failed:\n{done.stdout}{done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="a run of a few seconds (fewer runs)")
+    parser.add_argument("--lanes", type=int, default=100)
+    parser.add_argument("--scopes", type=int, default=500, help="owned scopes per lane, and as many locked")
+    parser.add_argument("--runs", type=int, default=None, help="timed starts (default 10, 3 with --quick)")
+    parser.add_argument("--root", type=Path, default=HERE.parent, help="the checkout to measure")
+    parser.add_argument("--before", type=Path, default=None, help="a checkout to measure too (the before figure)")
+    parser.add_argument("--no-before", action="store_true")
+    parser.add_argument("--dir", type=Path, default=None, help="where the temporary SQLite files go")
+    parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--no-warmup", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    runs = args.runs if args.runs is not None else (3 if args.quick else 10)
+    if args.child is not None:
+        print(json.dumps(measure(args.child, args.lanes, args.scopes, runs, not args.no_warmup)))
+        return
+    before_root = args.before
+    if before_root is None and not args.no_before and Path("/work/main/runner").is_dir():
+        before_root = Path("/work/main")
+    if before_root is not None and before_root.resolve() == args.root.resolve():
+        before_root = None
+    with tempfile.TemporaryDirectory(prefix="corral-bench-lanes-", dir=args.dir) as tmp:
+        (Path(tmp) / "after").mkdir()
+        after = _child(args.root, Path(tmp) / "after", args.lanes, args.scopes, runs, True)
+        before = None
+        if before_root is not None:
+            (Path(tmp) / "before").mkdir()
+            # The pre-index check takes seconds: with --quick one run, no warm-up.
+            quick = args.quick
+            before = _child(before_root, Path(tmp) / "before", args.lanes, args.scopes, 1 if quick else 3, not quick)
+    worst = max(after["check_max_ms"], after["work_max_ms"])
+    detail = (
+        f"{args.lanes} live lanes x {args.scopes} owned + {args.scopes} locked scopes, a new lane as large, "
+        f"{runs} runs: check median {after['check_median_ms']:.1f} ms (max {after['check_max_ms']:.1f}); "
+        f"lock held up to COMMIT median {after['work_median_ms']:.1f} ms (max {after['work_max_ms']:.1f}), "
+        f"with COMMIT's fsync median {after['hold_median_ms']:.1f} ms (max {after['hold_max_ms']:.1f})"
+    )
+    if before is not None:
+        detail += (
+            f"; before ({before_root}, {before['runs']} runs): check median {before['check_median_ms']:.1f} ms, "
+            f"lock held up to COMMIT median {before['work_median_ms']:.1f} ms"
+        )
+    figure = {
+        "figure": FIGURE,
+        "value": round(worst, 2),
+        "unit": "ms",
+        "target": f"< {TARGET_MS:g} ms",
+        "met": worst < TARGET_MS,
+        "detail": detail,
+    }
+    if args.json:
+        print(json.dumps({"figures": [figure], "after": after, "before": before}, indent=2))
+        return
+    print(f"{FIGURE}: {figure['value']} ms (target {figure['target']}: {'met' if figure['met'] else 'MISSED'})")
+    print(f"  {detail}")
+
+
+if __name__ == "__main__":
+    main()
