@@ -19,7 +19,6 @@ methods; the store and the engine are used here for the plan instance alone.
 
 from __future__ import annotations
 
-import builtins
 import hashlib
 import json
 import logging
@@ -57,6 +56,7 @@ from runner.service.steps import (
     StepOperation,
     attempt_keys,
 )
+from runner.service.views import Page
 
 if TYPE_CHECKING:
     from runner.service import Service
@@ -160,7 +160,17 @@ class PlanShowInput:
 
 @dataclass(frozen=True)
 class PlanListInput:
-    """Every plan."""
+    """Plans not finished (succeeded or cancelled) unless ``include_ended``; ``after`` (a plan id: the
+    previous page's ``next_after``) and ``limit`` page through them in plan id order."""
+
+    include_ended: bool = False
+    after: str | None = None
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        from runner.service.inputs import check_page
+
+        check_page(self.after, self.limit)
 
 
 # --- results ------------------------------------------------------------------------------------------
@@ -431,9 +441,13 @@ class Plans:
             )
         return recipe
 
-    def list(self, inp: PlanListInput) -> builtins.list[Instance]:
-        """Every plan (defined last: in the class body the name hides the builtin)."""
-        return self.service.store.find("plan")
+    def list(self, inp: PlanListInput) -> Page[Instance]:
+        """Plans, a page of them if asked (defined last: in the class body the name hides the builtin)."""
+        spec = self.service.library.builtin("plan")
+        states = None if inp.include_ended else [n for n, st in spec.states.items() if not st.terminal]
+        after = None if inp.after is None else plan_instance_id(inp.after)
+        found, more = self.service.core.page("plan", states, after=after, limit=inp.limit)
+        return Page(found, str(found[-1].data.get("plan_id")) if more else None)
 
 
 class _Run:
