@@ -52,7 +52,7 @@ FUTURE = "2099-01-01T00:00:00.000000Z"
 
 
 def _sha(rng: random.Random) -> str:
-    return "%064x" % rng.getrandbits(256)
+    return f"{rng.getrandbits(256):064x}"
 
 
 def data_for(machine: str, n: int, live: bool, rng: random.Random) -> dict[str, Any]:
@@ -187,7 +187,8 @@ def build(corral: list[str], env: dict[str, str], db: Path, instances: int, seed
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("BEGIN IMMEDIATE")
     conn.executemany(
-        "INSERT INTO instances (id, machine, state, version, data, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO instances (id, machine, state, version, data, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
         [(i, m, s, v, json.dumps(d, sort_keys=True, separators=(",", ":")), STAMP, STAMP) for i, m, s, v, d in rows],
     )
     conn.execute("COMMIT")

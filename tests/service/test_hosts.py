@@ -385,7 +385,8 @@ def test_a_refused_ask_many_delivers_to_no_target(world: World) -> None:
         assert world.rig.prompts(world.pane(name)) == 0, f"no prompt reached {name}"
         assert world.observe(name).seq == seqs[name]
     assert world.rig.prompts(world.pane("b")) == 1
-    assert [r.token for r in world.service.receipts(ReceiptsInput(include_ended=True))] == [busy.token], "nothing reserved"
+    listed = world.service.receipts(ReceiptsInput(include_ended=True))
+    assert [r.token for r in listed] == [busy.token], "nothing reserved"
 
 
 # --- abandon ---------------------------------------------------------------------------------------
