@@ -41,12 +41,15 @@ COMMANDS = {
 }
 # Of every 30 000 instances: (machine, share, finished state, live state, live count).
 MIX = (
-    ("controller", 0.20, "released", "active", 5),
-    ("reviewer", 0.27, "closed", "active", 3),
-    ("receipt", 0.33, "completed", "pending", 2),
-    ("writer", 0.13, "released", "active", 2),
-    ("plan", 0.07, "succeeded", "submitted", 1),
+    ("controller", 0.50, "released", "active", 5),
+    ("reviewer", 0.15, "closed", "active", 3),
+    ("receipt", 0.20, "completed", "pending", 2),
+    ("writer", 0.10, "released", "active", 2),
+    ("plan", 0.05, "succeeded", "submitted", 1),
 )
+# Timed at 30k only, for the record (not a figure): every released lease too, streamed as text.
+# A checkout whose ``controller list`` has no ``--all`` (before issue 13) lists them all by default.
+EVERY_ROW = ["controller", "list", "--all"]
 STAMP = "2025-01-01T00:00:00.000000Z"
 FUTURE = "2099-01-01T00:00:00.000000Z"
 
@@ -171,7 +174,8 @@ def data_for(machine: str, n: int, live: bool, rng: random.Random) -> dict[str, 
 
 def build(corral: list[str], env: dict[str, str], db: Path, instances: int, seed: int) -> None:
     """Create the store with the checkout's own corral, then insert ``instances`` rows with sqlite3."""
-    subprocess.run([*corral, "--store", f"sqlite://{db}", "status", "--json"], env=env, capture_output=True, check=True)
+    argv = [*corral, "--store", f"sqlite://{db}", "status", "--json"]
+    subprocess.run(argv, env=env, cwd=db.parent, capture_output=True, check=True)
     rng = random.Random(seed)
     rows: list[tuple[Any, ...]] = []
     if instances == 1:
@@ -195,9 +199,9 @@ def build(corral: list[str], env: dict[str, str], db: Path, instances: int, seed
     conn.close()
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, check=False)
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=False)
     elapsed = (time.perf_counter() - start) * 1000
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout.decode()}{done.stderr.decode()}")
@@ -210,18 +214,31 @@ def measure(root: Path, work: Path, instances: int, runs: int, warmup: int) -> d
     home.mkdir(mode=0o700)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_") and k != "XDG_STATE_HOME"}
     env |= {"PYTHONPATH": str(root), "CORRAL_HOME": str(home), "PYTHONPYCACHEPREFIX": str(work / "pycache")}
+    # Run in ``work``: ``python -m`` puts the current directory first on sys.path, before PYTHONPATH,
+    # so a bench started in another checkout would otherwise measure that checkout's code.
     corral = [sys.executable, "-m", "runner.cli"]
     stores = {"one": work / "one.db", "many": work / "many.db"}
     build(corral, env, stores["one"], 1, seed=1)
     build(corral, env, stores["many"], instances, seed=2)
     samples: dict[str, dict[str, list[float]]] = {key: {"one": [], "many": []} for key in COMMANDS}
+    samples["every_row_text"] = {"many": []}
+    helped = [*corral, "controller", "list", "--help"]
+    probe = subprocess.run(helped, env=env, cwd=work, capture_output=True, text=True, check=True)
+    every = EVERY_ROW if "--all" in probe.stdout else EVERY_ROW[:2]
     for n in range(warmup + runs):
         for key, (args, _) in COMMANDS.items():
             for size, db in stores.items():
-                took = timed([*corral, "--store", f"sqlite://{db}", *args], env)
+                took = timed([*corral, "--store", f"sqlite://{db}", *args], env, work)
                 if n >= warmup:
                     samples[key][size].append(took)
+        took = timed([*corral, "--store", f"sqlite://{stores['many']}", *every], env, work)
+        if n >= warmup:
+            samples["every_row_text"]["many"].append(took)
     return samples
+
+
+def _median(samples: dict[str, dict[str, list[float]]], key: str) -> float:
+    return statistics.median(samples[key]["many"])
 
 
 def figures(samples: dict[str, dict[str, list[float]]], baseline: dict[str, Any] | None, instances: int) -> list[Any]:
@@ -233,6 +250,11 @@ def figures(samples: dict[str, dict[str, list[float]]], baseline: dict[str, Any]
         if baseline is not None:
             b_one, b_many = (statistics.median(baseline["samples"][key][s]) for s in ("one", "many"))
             detail += f"; before ({baseline['root']}): {b_many:.1f} / {b_one:.1f} ms = {b_many / b_one:.2f}x"
+        if key == "list_text":
+            rows = int(instances * MIX[0][1])
+            detail += f"; every one of the {rows} leases as text (--all): {_median(samples, 'every_row_text'):.1f} ms"
+            if baseline is not None:
+                detail += f", before {_median(baseline['samples'], 'every_row_text'):.1f} ms"
         out.append(
             {
                 "figure": name,
