@@ -83,7 +83,7 @@ echo "-> refused with exit status $status (receipt_outstanding)"
 
 step "collect exactly its result (pending -> completed at after_seq + 1)"
 corral collect --controller demo --receipt "$token"
-corral receipts
+corral receipts --all
 
 step "close the reviewer at the cursor it settled at"
 seq=$(corral agents --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["agents"][0]["seq"])')
@@ -200,7 +200,7 @@ if [ "$sandbox" != yes ]; then
 fi
 corral run "${plans[@]}"
 echo "-> run it again: the same plan ids with the same content are the same plans, nothing runs twice"
-corral run "${plans[@]}" >/dev/null && corral plans list
+corral run "${plans[@]}" >/dev/null && corral plans list --all
 
 step "the review pack: every machine and recipe drawn, with their guards and effects, in one HTML page"
 if [ "$graphviz" = yes ]; then

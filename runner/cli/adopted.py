@@ -15,7 +15,15 @@ import click
 
 from runner.cli import render
 from runner.cli.agents import host_option, lines_option
-from runner.cli.app import App, cli, controller_option, credential_option, json_option, load_credential
+from runner.cli.app import (
+    App,
+    cli,
+    controller_option,
+    credential_option,
+    json_option,
+    load_credential,
+    page_options,
+)
 
 
 @cli.command()
@@ -78,20 +86,23 @@ def adopted() -> None:
 @adopted.command(name="list")
 @click.option("--controller", "controller_id", help="Only this controller's adoptions.")
 @click.option("--all", "include_ended", is_flag=True, help="Include closed and released ones.")
+@page_options
 @json_option
 @click.pass_obj
-def adopted_list(app: App, controller_id: str | None, include_ended: bool, as_json: bool) -> None:
-    """Adopted leases (live ones unless --all)."""
+def adopted_list(
+    app: App, controller_id: str | None, include_ended: bool, limit: int | None, after: str | None, as_json: bool
+) -> None:
+    """Adopted leases (live ones unless --all); pages in lease id order with --limit and --after."""
     from runner.service import AdoptedListInput
 
-    leases = app.service.adopted_list(AdoptedListInput(controller_id, include_ended))
+    leases = app.service.adopted_list(AdoptedListInput(controller_id, include_ended, after, limit))
     if as_json:
-        render.emit_json({"adopted": [lease.to_dict() for lease in leases]})
+        render.emit_json({"adopted": [lease.to_dict() for lease in leases], "next_after": leases.next_after})
         return
     render.table(
         None,
         ["name", "state", "kind", "pane", "host", "controller", "cwd", "lease"],
-        [
+        (
             (
                 lease.data.get("name"),
                 lease.state,
@@ -103,8 +114,9 @@ def adopted_list(app: App, controller_id: str | None, include_ended: bool, as_js
                 lease.id,
             )
             for lease in leases
-        ],
+        ),
     )
+    render.page_hint(leases.next_after)
 
 
 @adopted.command(name="close")

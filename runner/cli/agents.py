@@ -26,6 +26,7 @@ from runner.cli.app import (
     credential_option,
     json_option,
     load_credential,
+    page_options,
 )
 from runner.errors import InputError, UsageError
 
@@ -202,20 +203,23 @@ def reviewer_close(
 @reviewer.command(name="list")
 @click.option("--controller", "controller_id", help="Only this controller's reviewers.")
 @click.option("--all", "include_ended", is_flag=True, help="Include closed and failed leases.")
+@page_options
 @json_option
 @click.pass_obj
-def reviewer_list(app: App, controller_id: str | None, include_ended: bool, as_json: bool) -> None:
-    """Reviewer leases (live ones unless --all)."""
+def reviewer_list(
+    app: App, controller_id: str | None, include_ended: bool, limit: int | None, after: str | None, as_json: bool
+) -> None:
+    """Reviewer leases (live ones unless --all); pages in lease id order with --limit and --after."""
     from runner.service import ReviewerListInput
 
-    leases = app.service.reviewers(ReviewerListInput(controller_id, include_ended))
+    leases = app.service.reviewers(ReviewerListInput(controller_id, include_ended, after, limit))
     if as_json:
-        render.emit_json({"reviewers": [lease.to_dict() for lease in leases]})
+        render.emit_json({"reviewers": [lease.to_dict() for lease in leases], "next_after": leases.next_after})
         return
     render.table(
         None,
         ["name", "state", "kind", "pane", "controller", "cwd", "lease"],
-        [
+        (
             (
                 lease.data.get("name"),
                 lease.state,
@@ -226,8 +230,9 @@ def reviewer_list(app: App, controller_id: str | None, include_ended: bool, as_j
                 lease.id,
             )
             for lease in leases
-        ],
+        ),
     )
+    render.page_hint(leases.next_after)
 
 
 def show_housekeeping(result: Any, as_json: bool, verb: str) -> None:
@@ -645,22 +650,37 @@ def abandon(
     "states",
     multiple=True,
     type=click.Choice(["reserved", "pending", "completed", "failed", "abandoned"]),
-    help="Only receipts in this state (repeatable).",
+    help="Only receipts in this state (repeatable; default: the open ones, reserved and pending).",
 )
+@click.option("--all", "include_ended", is_flag=True, help="Every state (completed, failed, abandoned too).")
+@page_options
 @json_option
 @click.pass_obj
-def receipts(app: App, controller_id: str | None, states: tuple[str, ...], as_json: bool) -> None:
-    """Receipts: states and cursors, never prompts or outputs."""
+def receipts(
+    app: App,
+    controller_id: str | None,
+    states: tuple[str, ...],
+    include_ended: bool,
+    limit: int | None,
+    after: str | None,
+    as_json: bool,
+) -> None:
+    """Receipts (open ones unless --all or --state): states and cursors, never prompts or outputs.
+
+    Oldest reservation first; with --limit and --after, pages follow receipt ids (each page sorted by
+    reservation) and --after takes the previous page's next_after."""
     from runner.service import ReceiptsInput
 
-    found = app.service.receipts(ReceiptsInput(controller_id, states))
+    if include_ended and states:
+        raise UsageError("--all and --state exclude each other: --state already names the states", code="usage")
+    found = app.service.receipts(ReceiptsInput(controller_id, states, include_ended, after, limit))
     if as_json:
-        render.emit_json({"receipts": [r.to_dict() for r in found]})
+        render.emit_json({"receipts": [r.to_dict() for r in found], "next_after": found.next_after})
         return
     render.table(
         None,
         ["token", "state", "target", "before", "after", "settled", "reason"],
-        [
+        (
             (
                 r.token,
                 r.state,
@@ -671,8 +691,9 @@ def receipts(app: App, controller_id: str | None, states: tuple[str, ...], as_js
                 r.data.get("reason"),
             )
             for r in found
-        ],
+        ),
     )
+    render.page_hint(found.next_after)
 
 
 # --- waits, observations, status -----------------------------------------------------------------------

@@ -594,23 +594,38 @@ def release(
     _show_lease(app, "released", lease, None, as_json)
 
 
+def page_options(fn: F) -> F:
+    """``--limit N`` and ``--after KEY`` for a listing: one page, and where the next one starts."""
+    fn = click.option(
+        "--after",
+        metavar="KEY",
+        help="Start after this key: the previous page's next_after (printed on stderr in text).",
+    )(fn)
+    return click.option("--limit", type=int, metavar="N", help="At most N rows (1-10000); see --after.")(fn)
+
+
 @controller.command(name="list")
-@click.option("--controller", "controller_id", help="Only this controller id.")
+@click.option("--controller", "controller_id", help="Only this controller id (in any state).")
+@click.option("--all", "include_ended", is_flag=True, help="Include released leases (default: held ones only).")
+@page_options
 @json_option
 @click.pass_obj
-def list_leases(app: App, controller_id: str | None, as_json: bool) -> None:
-    """Leases with their expiry judged by the store's clock; tokens are never shown."""
+def list_leases(
+    app: App, controller_id: str | None, include_ended: bool, limit: int | None, after: str | None, as_json: bool
+) -> None:
+    """Held leases (with --all, released ones too) with their expiry judged by the store's clock;
+    tokens are never shown. Pages in controller id order with --limit and --after."""
     from runner.service import ListLeasesInput
 
-    leases = app.service.leases(ListLeasesInput(controller_id))
+    leases = app.service.leases(ListLeasesInput(controller_id, include_ended, after, limit))
     if as_json:
-        render.emit_json({"leases": [lease.to_dict() for lease in leases]})
+        render.emit_json({"leases": [lease.to_dict() for lease in leases], "next_after": leases.next_after})
         return
     now = app.service.now()
     render.table(
         None,
         ["controller", "state", "generation", "lease", "holder", "expires"],
-        [
+        (
             (
                 lease.controller_id,
                 lease.state + (" (expired)" if lease.expired else ""),
@@ -620,8 +635,9 @@ def list_leases(app: App, controller_id: str | None, as_json: bool) -> None:
                 render.relative_time(lease.data.get("expires_at"), now) if lease.state == "active" else "-",
             )
             for lease in leases
-        ],
+        ),
     )
+    render.page_hint(leases.next_after)
 
 
 # --- events ---------------------------------------------------------------------------------------

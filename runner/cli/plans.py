@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import click
 
 from runner.cli import render
-from runner.cli.app import App, cli, json_option
+from runner.cli.app import App, cli, json_option, page_options
 from runner.errors import CorralError, InputError, UsageError
 
 if TYPE_CHECKING:
@@ -329,20 +329,24 @@ def plans() -> None:
 
 
 @plans.command(name="list")
+@click.option("--all", "include_ended", is_flag=True, help="Include succeeded and cancelled plans.")
+@page_options
 @json_option
 @click.pass_obj
-def plans_list(app: App, as_json: bool) -> None:
-    """Every plan with its state."""
+def plans_list(app: App, include_ended: bool, limit: int | None, after: str | None, as_json: bool) -> None:
+    """Plans not finished (with --all, succeeded and cancelled ones too) with their state; pages in
+    plan id order with --limit and --after."""
     from runner.service.plans import PlanListInput
 
-    found = _plans(app, runs=False).list(PlanListInput())
+    found = _plans(app, runs=False).list(PlanListInput(include_ended, after, limit))
     if as_json:
-        render.emit_json({"plans": [_summary(p) | {"steps": len(p.data.get("steps") or {})} for p in found]})
+        rows = [_summary(p) | {"steps": len(p.data.get("steps") or {})} for p in found]
+        render.emit_json({"plans": rows, "next_after": found.next_after})
         return
     render.table(
         None,
         ["plan", "recipe", "state", "controller", "steps done", "submitted"],
-        [
+        (
             (
                 p.data.get("plan_id"),
                 p.data.get("recipe"),
@@ -356,8 +360,9 @@ def plans_list(app: App, as_json: bool) -> None:
                 p.data.get("submitted_at"),
             )
             for p in found
-        ],
+        ),
     )
+    render.page_hint(found.next_after)
 
 
 @plans.command(name="show")

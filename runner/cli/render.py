@@ -1,11 +1,13 @@
-"""Rendering results for people (aligned text, rich tables) and for programs (``--json``).
+"""Rendering results for people (aligned, streamed text tables) and for programs (``--json``).
 
-rich costs ~0.1 s to import, so the commands on a coordinator's hot path (renew, acquire…) print
-plain lines; only listings import it.
+Tables are plain aligned columns written as their rows come (:func:`table`): no layout engine, so a
+listing of 30 000 rows is linear and cheap, and nothing here imports rich (the plan runner's live
+progress does, ``runner/cli/plans.py``).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections.abc import Iterable, Sequence
@@ -60,16 +62,37 @@ def _span(duration: float) -> str:
     return f"{hours // 24}d {hours % 24}h"
 
 
-def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """A table on stdout (rich when it is a terminal; rich degrades to plain text when piped)."""
-    from rich.console import Console
-    from rich.table import Table
+SAMPLE_ROWS = 200
+"""Rows a table measures its column widths on; later rows are printed as they come, at those widths."""
 
-    grid = Table(title=title, box=None, header_style="bold", pad_edge=False)
-    for column in columns:
-        grid.add_column(column, overflow="fold")
-    for row in rows:
-        grid.add_row(*("-" if cell is None else str(cell) for cell in row))
-    # Piped output gets no terminal width; ids and timestamps read better unfolded than at 80 columns.
-    console = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
-    console.print(grid)
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Aligned columns on stdout, streamed: widths are measured on the header and the first
+    :data:`SAMPLE_ROWS` rows, then every row is written as it comes (a wider cell later pushes only its
+    own line), so 30 000 rows cost what writing them costs, never a layout of them all. Cells are
+    never folded or cut (ids and timestamps stay whole); None prints as ``-``; the last column is
+    not padded. The header is bold on a terminal."""
+    out = sys.stdout
+    cells = (tuple("-" if cell is None else str(cell) for cell in row) for row in rows)
+    sample = list(itertools.islice(cells, SAMPLE_ROWS))
+    widths = [len(c) for c in columns]
+    for row in sample:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    if title:
+        out.write(title + "\n")
+    header = _line(widths, columns)
+    out.write(f"\x1b[1m{header}\x1b[0m\n" if out.isatty() else header + "\n")
+    for row in itertools.chain(sample, cells):
+        out.write(_line(widths, row) + "\n")
+    out.flush()
+
+
+def _line(widths: Sequence[int], cells: Sequence[str]) -> str:
+    last = len(cells) - 1
+    return "  ".join(cell if i == last else cell.ljust(widths[i]) for i, cell in enumerate(cells)).rstrip()
+
+
+def page_hint(next_after: str | None) -> None:
+    """After a text listing cut at ``--limit``: how to get the next page (on stderr, so stdout stays rows)."""
+    if next_after is not None:
+        sys.stderr.write(f"more: repeat with --after {next_after}\n")

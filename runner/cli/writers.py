@@ -19,6 +19,7 @@ from runner.cli.app import (
     credential_option,
     json_option,
     load_credential,
+    page_options,
 )
 
 
@@ -268,18 +269,21 @@ def writer_verify(
 @writer.command(name="list")
 @click.option("--controller", "controller_id", help="Only this controller's lanes.")
 @click.option("--all", "include_ended", is_flag=True, help="Include released and failed lanes.")
+@page_options
 @json_option
 @click.pass_obj
-def writer_list(app: App, controller_id: str | None, include_ended: bool, as_json: bool) -> None:
-    """Writer lanes (live ones unless --all)."""
-    lanes = app.service.writers(controller_id, include_ended)
+def writer_list(
+    app: App, controller_id: str | None, include_ended: bool, limit: int | None, after: str | None, as_json: bool
+) -> None:
+    """Writer lanes (live ones unless --all); pages in lane id order with --limit and --after."""
+    lanes = app.service.writers(controller_id, include_ended, after=after, limit=limit)
     if as_json:
-        render.emit_json({"writers": [lane.to_dict() for lane in lanes]})
+        render.emit_json({"writers": [lane.to_dict() for lane in lanes], "next_after": lanes.next_after})
         return
     render.table(
         None,
         ["name", "state", "branch", "owns", "locks", "pane", "worktree"],
-        [
+        (
             (
                 lane.data.get("name"),
                 lane.state,
@@ -290,8 +294,9 @@ def writer_list(app: App, controller_id: str | None, include_ended: bool, as_jso
                 lane.data.get("cwd"),
             )
             for lane in lanes
-        ],
+        ),
     )
+    render.page_hint(lanes.next_after)
 
 
 @writer.command(name="reconcile")

@@ -31,7 +31,7 @@ from runner.service.inputs import (
     AdoptInput,
     ControllerInput,
 )
-from runner.service.views import AgentLeaseView, CloseResult, Housekeeping
+from runner.service.views import AgentLeaseView, CloseResult, Housekeeping, Page
 
 PROTECTED_ENV = "CORRAL_PROTECTED_PANES"
 # An adopted lease in one of these states still holds its pane; close and release act on them.
@@ -144,8 +144,10 @@ class Adopted:
         result = self.core.fire_on("adopted", lease.id, "release", inp.credential, {}, {})
         return self.core.lease_view(result.instance)
 
-    def leases(self, inp: AdoptedListInput) -> list[AgentLeaseView]:
-        return self.core.leases("adopted", None if inp.include_ended else LIVE_LEASE_STATES, inp.controller_id)
+    def leases(self, inp: AdoptedListInput) -> Page[AgentLeaseView]:
+        """Adopted leases, live ones only unless ``inp.include_ended``; a page if ``inp.limit``/``inp.after``."""
+        states = None if inp.include_ended else LIVE_LEASE_STATES
+        return self.core.leases("adopted", states, inp.controller_id, after=inp.after, limit=inp.limit)
 
     def reconcile(self, inp: ControllerInput) -> Housekeeping:
         """Settle this controller's adopted leases: a pane that vanished (``closed``, nothing captured), a

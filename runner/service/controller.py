@@ -20,7 +20,7 @@ from runner.service.inputs import (
     ResumeInput,
     TakeoverInput,
 )
-from runner.service.views import Grant, LeaseView
+from runner.service.views import Grant, LeaseView, Page
 
 
 class Controller:
@@ -193,8 +193,9 @@ class Controller:
         )
         return self._view(result.instance)
 
-    def leases(self, inp: ListLeasesInput) -> list[LeaseView]:
-        """Leases by controller id, with ``expired`` judged by the store's clock."""
+    def leases(self, inp: ListLeasesInput) -> Page[LeaseView]:
+        """Leases by controller id, with ``expired`` judged by the store's clock: held ones only unless
+        ``inp.include_ended``, a page of ``inp.limit`` after the controller id ``inp.after``."""
         if inp.controller_id is not None:
             found = self.core.store.get(fence.instance_id(inp.controller_id))
             if found is None:
@@ -203,5 +204,9 @@ class Controller:
                     code="controller_unknown",
                     controller_id=inp.controller_id,
                 )
-            return [self._view(found)]
-        return [self._view(i) for i in self.core.store.find("controller")]
+            return Page([self._view(found)])
+        after = None if inp.after is None else fence.instance_id(inp.after)
+        states = None if inp.include_ended else ("active",)
+        found_page, more = self.core.page("controller", states, after=after, limit=inp.limit)
+        views = [self._view(i) for i in found_page]
+        return Page(views, views[-1].controller_id if more else None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar, TypeVarTuple
 
@@ -26,7 +26,7 @@ from runner.errors import CorralError, InputError, NotFoundError, RefusedError
 from runner.fence import Credential
 from runner.guards.agents import LEASE_MACHINES, LIVE_LEASE_STATES, PANE_LEASE_MACHINES
 from runner.service.checks import TOKEN, default_holder
-from runner.service.views import AgentLeaseView, CloseResult, ReceiptView
+from runner.service.views import AgentLeaseView, CloseResult, Page, ReceiptView
 from runner.store.abc import Store
 
 AGENT_MACHINES = frozenset({"reviewer", "writer", "adopted", "pane"})  # machines whose instances are agent leases
@@ -276,13 +276,50 @@ class Core:
             return None
         return self.lease_view(found)
 
-    def leases(self, machine: str, states: tuple[str, ...] | None, controller_id: str | None) -> list[AgentLeaseView]:
-        """Leases of ``machine`` in ``states`` (None: every state), of one controller if given."""
-        return [
-            self.lease_view(i)
-            for i in self.store.find(machine, states)
-            if controller_id is None or i.data.get("controller_id") == controller_id
-        ]
+    def leases(
+        self,
+        machine: str,
+        states: tuple[str, ...] | None,
+        controller_id: str | None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> Page[AgentLeaseView]:
+        """Leases of ``machine`` in ``states`` (None: every state), of one controller if given; a page
+        of at most ``limit`` after the instance id ``after`` (``next_after``: the last one's id)."""
+        keep = None if controller_id is None else (lambda i: i.data.get("controller_id") == controller_id)
+        found, more = self.page(machine, states, after=after, limit=limit, keep=keep)
+        return Page([self.lease_view(i) for i in found], found[-1].id if more else None)
+
+    def page(
+        self,
+        machine: str,
+        states: Iterable[str] | None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+        keep: Callable[[Instance], bool] | None = None,
+    ) -> tuple[list[Instance], bool]:
+        """Instances of ``machine`` in ``states`` after the id ``after`` that ``keep`` accepts, at most
+        ``limit`` of them, in id order; and whether more follow the last. Keyset pages of the store
+        (:meth:`Reader.find`): only the rows of the page (and, with ``keep``, those it skips) are read."""
+        wanted = None if states is None else tuple(states)
+        if limit is None:
+            found = self.store.find(machine, wanted, after=after)
+            return [i for i in found if keep is None or keep(i)], False
+        kept: list[Instance] = []
+        batch = limit + 1 if keep is None else max(limit + 1, 256)
+        cursor = after
+        while True:
+            chunk = self.store.find(machine, wanted, after=cursor, limit=batch)
+            for instance in chunk:
+                if keep is None or keep(instance):
+                    kept.append(instance)
+                    if len(kept) > limit:
+                        return kept[:limit], True
+            if len(chunk) < batch:
+                return kept, False
+            cursor = chunk[-1].id
 
     def settled(self, result: Result, code: str, doing: str) -> AgentLeaseView:
         """The lease after a two-phase start or close; :class:`AgentOperationError` unless it succeeded."""

@@ -58,6 +58,7 @@ from runner.service.views import (
     Grant,
     Housekeeping,
     LeaseView,
+    Page,
     ReceiptView,
     VerifyResult,
     WaitAnyResult,
@@ -219,7 +220,7 @@ class Service:
     def release(self, inp: ReleaseInput) -> LeaseView:
         return self.controller.release(inp)
 
-    def leases(self, inp: ListLeasesInput) -> list[LeaseView]:
+    def leases(self, inp: ListLeasesInput) -> Page[LeaseView]:
         return self.controller.leases(inp)
 
     def controller_lease(self, controller_id: str) -> LeaseView | None:
@@ -338,7 +339,7 @@ class Service:
     def adopted_release(self, inp: AdoptedReleaseInput) -> AgentLeaseView:
         return self.adopted.release(inp)
 
-    def adopted_list(self, inp: AdoptedListInput) -> list[AgentLeaseView]:
+    def adopted_list(self, inp: AdoptedListInput) -> Page[AgentLeaseView]:
         return self.adopted.leases(inp)
 
     def adopted_reconcile(self, inp: ControllerInput) -> Housekeeping:

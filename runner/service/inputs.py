@@ -57,6 +57,17 @@ from runner.service.checks import (
 
 # --- shared bases ------------------------------------------------------------------------------------
 
+LIMIT_MAX = 10_000
+"""The largest page a listing input accepts (``limit``)."""
+
+
+def check_page(after: str | None, limit: int | None) -> None:
+    """A listing's paging: ``limit`` an integer 1..LIMIT_MAX, ``after`` a non-empty key of at most 300 characters."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIMIT_MAX):
+        raise InputError("limit", f"{limit!r} is not a page size from 1 to {LIMIT_MAX}")
+    if after is not None and (not isinstance(after, str) or not after or len(after) > 300 or not after.isprintable()):
+        raise InputError("after", f"{after!r} is not a cursor (the next_after of the previous page)")
+
 
 @dataclass(frozen=True)
 class FencedInput:
@@ -183,13 +194,22 @@ class ReleaseInput(FencedInput):
 
 @dataclass(frozen=True)
 class ListLeasesInput:
-    """Every controller lease (or one), with expiry judged now; never a secret."""
+    """Controller leases (or one), with expiry judged now; never a secret.
+
+    Held (``active``) ones only unless ``include_ended`` (which adds released ones); one
+    ``controller_id`` is shown in any state. ``after`` (a controller id: the previous page's
+    ``next_after``) and ``limit`` page through them in controller id order.
+    """
 
     controller_id: str | None = None
+    include_ended: bool = False
+    after: str | None = None
+    limit: int | None = None
 
     def __post_init__(self) -> None:
         if self.controller_id is not None:
             check_controller_id(self.controller_id)
+        check_page(self.after, self.limit)
 
 
 # --- reviewers ----------------------------------------------------------------------------------------
@@ -241,14 +261,21 @@ class ReviewerCloseInput(FencedInput):
 
 @dataclass(frozen=True)
 class LeaseListInput:
-    """Leases of one machine (of one controller, if given); ``include_ended`` adds the ended ones."""
+    """Leases of one machine (of one controller, if given); ``include_ended`` adds the ended ones.
+
+    ``after`` (a lease instance id: the previous page's ``next_after``) and ``limit`` page through
+    them in instance id order.
+    """
 
     controller_id: str | None = None
     include_ended: bool = False
+    after: str | None = None
+    limit: int | None = None
 
     def __post_init__(self) -> None:
         if self.controller_id is not None:
             check_controller_id(self.controller_id)
+        check_page(self.after, self.limit)
 
 
 @dataclass(frozen=True)
@@ -378,14 +405,23 @@ class AbandonInput(FencedInput):
 
 @dataclass(frozen=True)
 class ReceiptsInput:
-    """Receipts (of one controller, in some states), newest last."""
+    """Receipts (of one controller, in some states), newest last.
+
+    Without ``states``, open ones (reserved, pending) only unless ``include_ended``. ``after`` (a
+    receipt id: the previous page's ``next_after``) and ``limit`` page through them in receipt id
+    order; each page is sorted oldest reservation first.
+    """
 
     controller_id: str | None = None
     states: tuple[str, ...] = ()
+    include_ended: bool = False
+    after: str | None = None
+    limit: int | None = None
 
     def __post_init__(self) -> None:
         if self.controller_id is not None:
             check_controller_id(self.controller_id)
+        check_page(self.after, self.limit)
         for state in self.states:
             if state not in RECEIPT_STATES:
                 raise InputError("state", f"{state!r} is not a receipt state ({', '.join(RECEIPT_STATES)})")

@@ -120,32 +120,36 @@ class Inventory:
 
     def status(self) -> dict[str, Any]:
         """Version, store, agent hosts, counts by machine and state, what needs reconcile, and every
-        lock and lease judged ``absent``/``active``/``stale``/``indeterminate`` (:meth:`locks`)."""
+        lock and lease judged ``absent``/``active``/``stale``/``indeterminate`` (:meth:`locks`).
+
+        Counts come from the store's aggregate (:meth:`Reader.counts`); only instances not yet ended
+        (and those needing attention) are read, so the cost follows what is live, not what ever was."""
         from runner._version import __version__
 
+        by_pair = self.core.store.counts()
         counts: dict[str, dict[str, int]] = {}
         needs: list[dict[str, Any]] = []
         rebuilt = self.core.library.cache_rebuilds()  # damaged or tampered entries found and rebuilt
         for path in self.core.library.builtin_paths():
             spec = self.core.library.builtin(path.stem)
-            attention = needs_attention(spec)
-            for instance in self.core.store.find(spec.name):
-                by_state = counts.setdefault(spec.name, {})
-                by_state[instance.state] = by_state.get(instance.state, 0) + 1
-                if instance.state in attention:
-                    needs.append(
-                        {
-                            "id": instance.id,
-                            "machine": spec.name,
-                            "state": instance.state,
-                            "name": instance.data.get("name"),
-                            "token": instance.data.get("token"),
-                            "kind": "unsettled",
-                            "next": next_for(spec.name, instance),
-                        }
-                    )
+            present = {state: n for (machine, state), n in sorted(by_pair.items()) if machine == spec.name}
+            if present:
+                counts[spec.name] = present
+            attention = [state for state in present if state in needs_attention(spec)]
+            for instance in self.core.store.find(spec.name, attention) if attention else ():
+                needs.append(
+                    {
+                        "id": instance.id,
+                        "machine": spec.name,
+                        "state": instance.state,
+                        "name": instance.data.get("name"),
+                        "token": instance.data.get("token"),
+                        "kind": "unsettled",
+                        "next": next_for(spec.name, instance),
+                    }
+                )
         needs.extend(self._attention())
-        hosts = self._describe_hosts()
+        hosts = self._describe_hosts(by_pair)
         return {
             "version": __version__,
             "store": self.core.store.info(),
@@ -153,9 +157,15 @@ class Inventory:
             "agent_hosts": hosts,
             "counts": counts,
             "needs_attention": needs,
-            "locks": self.locks(),
+            "locks": self.locks(by_pair),
             "cache": {"rebuilt": sum(rebuilt.values()), "by_cache": rebuilt},
         }
+
+    def _not_ended(self, spec: MachineSpec, by_pair: dict[tuple[str, str], int]) -> list[Instance]:
+        """The instances of ``spec``'s machine in a state that is not terminal (a state the spec does
+        not know counts as not ended), read by state from the counts: ended ones are never decoded."""
+        states = [s for (m, s) in by_pair if m == spec.name and not (s in spec.states and spec.states[s].terminal)]
+        return self.core.store.find(spec.name, states) if states else []
 
     def _attention(self) -> list[dict[str, Any]]:
         """What else waits on a person, each with the command to run next: an expired controller that
@@ -238,16 +248,17 @@ class Inventory:
                     )
         return items
 
-    def _describe_hosts(self) -> list[dict[str, Any]]:
+    def _describe_hosts(self, by_pair: dict[tuple[str, str], int] | None = None) -> list[dict[str, Any]]:
         """The process host, and every other host a lease not yet ended records: each as it describes itself (Herdr:
         version, socket, ``terminal_id``); a host that cannot be reached says so with its error code."""
         if not self.core.has_hosts:
             return []
+        by_pair = self.core.store.counts() if by_pair is None else by_pair
         recorded = set()
         for machine in (*LEASE_MACHINES, "pane"):
             spec = self.core.library.builtin(machine)
-            for lease in self.core.store.find(machine):
-                if not spec.states[lease.state].terminal and known(str(lease.data.get("host"))):
+            for lease in self._not_ended(spec, by_pair):
+                if known(str(lease.data.get("host"))):
                     recorded.add(str(lease.data["host"]))
         names = ["process", *sorted(recorded - {"process"})]
         described = []
@@ -260,20 +271,22 @@ class Inventory:
                 described.append({"name": name, "error": {"code": exc.code, "message": exc.message}})
         return described
 
-    def locks(self) -> dict[str, Any]:
+    def locks(self, by_pair: dict[tuple[str, str], int] | None = None) -> dict[str, Any]:
         """Every lock and lease, each judged one of :data:`LOCK_STATES`, without pids, lease ids or
         credentials: controller leases by expiry (the store's clock), reviewer and writer leases by
         their state (a start in flight by its recorded starter), plan runner locks by
         :func:`runner.lockstatus.status`. A runner on another host, or whose liveness cannot be read,
-        is ``indeterminate``: never judged by how old it is. Ended leases are counted, not listed."""
+        is ``indeterminate``: never judged by how old it is. Ended leases (released controllers
+        included) are counted in ``ended`` from the store's counts (``by_pair``, read if not given),
+        not listed and not read."""
         from runner import lockstatus
 
+        by_pair = self.core.store.counts() if by_pair is None else by_pair
         now = self.core.store.now()
         controllers = []
-        for lease in self.core.store.find("controller"):
-            if lease.state != "active":
-                state, why = "absent", f"{lease.state}: nobody holds it"
-            elif fence.is_expired(lease, now):
+        ended: dict[str, int] = {}
+        for lease in self.core.store.find("controller", ["active"]):
+            if fence.is_expired(lease, now):
                 state, why = "stale", "expired: another coordinator may take it over"
             else:
                 state, why = "active", "held until it expires"
@@ -288,13 +301,20 @@ class Inventory:
                     "expires_at": lease.data.get("expires_at"),
                 }
             )
+        released = sum(n for (m, s), n in by_pair.items() if m == "controller" and s != "active")
+        if released:
+            ended["controller"] = released
         leases: list[dict[str, Any]] = []
-        ended: dict[str, int] = {}
         for machine in (*LEASE_MACHINES, "pane"):
             spec = self.core.library.builtin(machine)
-            for lease in self.core.store.find(machine):
+            finished = sum(
+                n for (m, s), n in by_pair.items() if m == machine and s in spec.states and spec.states[s].terminal
+            )
+            if finished:
+                ended[machine] = finished
+            for lease in self._not_ended(spec, by_pair):
                 state, why = lease_lock(spec, lease, lockstatus.status)
-                if state == "absent":
+                if state == "absent":  # not terminal yet judged ended: counted like the terminal ones
                     ended[machine] = ended.get(machine, 0) + 1
                     continue
                 leases.append(
@@ -311,8 +331,8 @@ class Inventory:
                     }
                 )
         runners = []
-        for plan in self.core.store.find("plan"):
-            holder = plan.data.get("runner") if plan.state == "running" else None
+        for plan in self.core.store.find("plan", ["running"]):
+            holder = plan.data.get("runner")
             if holder is None:
                 continue
             judged = lockstatus.status(holder)

@@ -21,7 +21,6 @@ methods; the store and the engine are used here for the plan instance alone.
 
 from __future__ import annotations
 
-import builtins
 import hashlib
 import json
 import logging
@@ -59,6 +58,7 @@ from runner.service.steps import (
     StepOperation,
     attempt_keys,
 )
+from runner.service.views import Page
 from runner.updates.plans import PRIVATE, STEP
 
 if TYPE_CHECKING:
@@ -184,7 +184,17 @@ class PlanShowInput:
 
 @dataclass(frozen=True)
 class PlanListInput:
-    """Every plan."""
+    """Plans not finished (succeeded or cancelled) unless ``include_ended``; ``after`` (a plan id: the
+    previous page's ``next_after``) and ``limit`` page through them in plan id order."""
+
+    include_ended: bool = False
+    after: str | None = None
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        from runner.service.inputs import check_page
+
+        check_page(self.after, self.limit)
 
 
 # --- results ------------------------------------------------------------------------------------------
@@ -470,10 +480,16 @@ class Plans:
             )
         return recipe
 
-    def list(self, inp: PlanListInput) -> builtins.list[Instance]:
-        """Every plan, each with its step records (defined last: in the class body the name hides the builtin)."""
+    def list(self, inp: PlanListInput) -> Page[Instance]:
+        """Plans with their step records, a page of them if asked (defined last: in the class body the
+        name hides the builtin). A plan's records are read after its header: a listing, not a snapshot."""
+        spec = self.service.library.builtin("plan")
+        states = None if inp.include_ended else [n for n, st in spec.states.items() if not st.terminal]
+        after = None if inp.after is None else plan_instance_id(inp.after)
+        found, more = self.service.core.page("plan", states, after=after, limit=inp.limit)
         with self.service.store.read() as reader:
-            return [plan_view(header, reader.parts(header.id)) for header in reader.find("plan")]
+            plans = [plan_view(header, reader.parts(header.id)) for header in found]
+        return Page(plans, str(found[-1].data.get("plan_id")) if more else None)
 
 
 class _Run:

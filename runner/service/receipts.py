@@ -26,11 +26,11 @@ from runner.errors import (
     OutcomeUnrecordedError,
     RefusedError,
 )
-from runner.guards.agents import same_identity
+from runner.guards.agents import OPEN_RECEIPT_STATES, same_identity
 from runner.service.checks import CAPTURE_LINES_DEFAULT, TIMEOUT_DEFAULT, TOKEN_PREFIX
 from runner.service.core import Core, in_thread, sha256
 from runner.service.inputs import AbandonInput, AskManyInput, CollectInput, ReceiptsInput, RelayInput
-from runner.service.views import AskManyResult, CollectResult, ReceiptView
+from runner.service.views import AskManyResult, CollectResult, Page, ReceiptView
 from runner.service.waits import Waits
 
 
@@ -49,7 +49,7 @@ class Receipts:
         self.core = core
         self.waits = waits
 
-    def __call__(self, inp: ReceiptsInput) -> list[ReceiptView]:
+    def __call__(self, inp: ReceiptsInput) -> Page[ReceiptView]:
         """``service.receipts(inp)``: :meth:`find` (the listing's spelling before receipts were a component)."""
         return self.find(inp)
 
@@ -68,15 +68,17 @@ class Receipts:
         found = self.core.store.get(f"receipt/{receipt_id}")
         return None if found is None else self.core.receipt_view(found)
 
-    def find(self, inp: ReceiptsInput) -> list[ReceiptView]:
-        """Receipts (of one controller, in some states), oldest reservation first."""
-        found = self.core.store.find("receipt", inp.states or None)
-        views = [
-            self.core.receipt_view(r)
-            for r in found
-            if inp.controller_id is None or r.data.get("controller_id") == inp.controller_id
-        ]
-        return sorted(views, key=lambda v: str(v.data.get("reserved_at")))
+    def find(self, inp: ReceiptsInput) -> Page[ReceiptView]:
+        """Receipts (of one controller, in some states; open ones unless ``include_ended``), oldest
+        reservation first; a page of ``inp.limit`` after the receipt id ``inp.after`` (pages follow
+        receipt ids; each is sorted by reservation)."""
+        states = inp.states or (None if inp.include_ended else OPEN_RECEIPT_STATES)
+        controller = inp.controller_id
+        keep = None if controller is None else (lambda r: r.data.get("controller_id") == controller)
+        after = None if inp.after is None else f"receipt/{inp.after}"
+        found, more = self.core.page("receipt", states, after=after, limit=inp.limit, keep=keep)
+        views = sorted((self.core.receipt_view(r) for r in found), key=lambda v: str(v.data.get("reserved_at")))
+        return Page(views, found[-1].id.partition("/")[2] if more else None)
 
     # --- relay -------------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import uuid
 from runner.guards.agents import LIVE_LEASE_STATES
 from runner.service.core import Core
 from runner.service.inputs import ReviewerCloseInput, ReviewerListInput, ReviewerStartInput
-from runner.service.views import AgentLeaseView, CloseResult
+from runner.service.views import AgentLeaseView, CloseResult, Page
 
 
 class Reviewers:
@@ -21,7 +21,7 @@ class Reviewers:
     def __init__(self, core: Core) -> None:
         self.core = core
 
-    def __call__(self, inp: ReviewerListInput) -> list[AgentLeaseView]:
+    def __call__(self, inp: ReviewerListInput) -> Page[AgentLeaseView]:
         """``service.reviewers(inp)``: :meth:`leases` (the listing's spelling before reviewers were a component)."""
         return self.leases(inp)
 
@@ -59,6 +59,7 @@ class Reviewers:
         params = {"expected_state_change_seq": inp.expected_state_change_seq, "blocked_reason": inp.blocked_reason}
         return self.core.close_lease(lease, "close", inp.credential, params, inp.lines)
 
-    def leases(self, inp: ReviewerListInput) -> list[AgentLeaseView]:
-        """Reviewer leases, live ones only unless ``inp.include_ended``."""
-        return self.core.leases("reviewer", None if inp.include_ended else LIVE_LEASE_STATES, inp.controller_id)
+    def leases(self, inp: ReviewerListInput) -> Page[AgentLeaseView]:
+        """Reviewer leases, live ones only unless ``inp.include_ended``; a page if ``inp.limit``/``inp.after``."""
+        states = None if inp.include_ended else LIVE_LEASE_STATES
+        return self.core.leases("reviewer", states, inp.controller_id, after=inp.after, limit=inp.limit)

@@ -21,9 +21,16 @@ from runner.context import Instance
 from runner.errors import ConflictError, InputError, RefusedError
 from runner.guards.agents import same_identity
 from runner.guards.git import LANE_STATES, inside, scope_conflicting
+from runner.service.checks import check_controller_id
 from runner.service.core import Core
-from runner.service.inputs import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
-from runner.service.views import AgentLeaseView, CloseResult, ValidationFailedError, VerifyResult
+from runner.service.inputs import (
+    ScopesCheckInput,
+    WriterReleaseInput,
+    WriterStartInput,
+    WriterVerifyInput,
+    check_page,
+)
+from runner.service.views import AgentLeaseView, CloseResult, Page, ValidationFailedError, VerifyResult
 
 __all__ = ["ValidationFailedError", "VerifyResult", "Writers"]
 
@@ -34,9 +41,16 @@ class Writers:
     def __init__(self, core: Core) -> None:
         self.core = core
 
-    def __call__(self, controller_id: str | None = None, include_ended: bool = False) -> list[AgentLeaseView]:
+    def __call__(
+        self,
+        controller_id: str | None = None,
+        include_ended: bool = False,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> Page[AgentLeaseView]:
         """``service.writers(...)``: :meth:`leases` (the listing's spelling before writers were a component)."""
-        return self.leases(controller_id, include_ended)
+        return self.leases(controller_id, include_ended, after=after, limit=limit)
 
     def _git(self, worktree: str, content: bool = False) -> dict[str, Any]:
         from runner.git import preflight
@@ -241,8 +255,21 @@ class Writers:
                 observed_seq=observed.get("seq"),
             )
 
-    def leases(self, controller_id: str | None = None, include_ended: bool = False) -> list[AgentLeaseView]:
-        return self.core.leases("writer", None if include_ended else LANE_STATES, controller_id)
+    def leases(
+        self,
+        controller_id: str | None = None,
+        include_ended: bool = False,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> Page[AgentLeaseView]:
+        """Writer lanes, live ones only unless ``include_ended``; a page of at most ``limit`` after the
+        lane instance id ``after`` (validated as a listing input's, :func:`~runner.service.inputs.check_page`)."""
+        check_page(after, limit)
+        if controller_id is not None:
+            check_controller_id(controller_id)
+        states = None if include_ended else LANE_STATES
+        return self.core.leases("writer", states, controller_id, after=after, limit=limit)
 
     def scopes_check(self, inp: ScopesCheckInput) -> dict[str, Any]:
         """Read-only: the normalized scopes, their own overlaps, and conflicts with live lanes."""

@@ -74,8 +74,31 @@ class Reader(ABC):
         """The instance with this id, or None if it was never written."""
 
     @abstractmethod
-    def find(self, machine: str, states: Iterable[str] | None = None) -> list[Instance]:
-        """Instances of ``machine`` (in the given states, if any), ordered by id."""
+    def find(
+        self,
+        machine: str,
+        states: Iterable[str] | None = None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[Instance]:
+        """Instances of ``machine`` (in the given states, if any), ordered by id.
+
+        Paging is keyset by id: ``after`` keeps only ids strictly greater than it (by code point, as
+        Python compares ``str``; an id that is not stored is a valid cursor), ``limit`` (>= 1) keeps
+        the first that many. Paging through with ``after`` = the last id of the previous page visits
+        every instance present for the whole walk exactly once, in id order, whatever is written
+        between pages; an adapter answers a page in time that grows with ``limit``, not with the
+        number of instances before ``after``.
+        """
+
+    @abstractmethod
+    def counts(self, machine: str | None = None) -> dict[tuple[str, str], int]:
+        """How many instances there are by ``(machine, state)`` (of one ``machine``, if given).
+
+        Only pairs with at least one instance appear. Nothing is decoded: an adapter answers from
+        its machine and state columns (an aggregate), so the cost does not grow with the data.
+        """
 
     @abstractmethod
     def part(self, instance_id: str, key: str) -> dict[str, Any] | None:
@@ -264,10 +287,22 @@ class Store(ABC):
         with self.read() as reader:
             return reader.get(instance_id)
 
-    def find(self, machine: str, states: Iterable[str] | None = None) -> list[Instance]:
-        """Convenience: instances of one machine from a fresh snapshot."""
+    def find(
+        self,
+        machine: str,
+        states: Iterable[str] | None = None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[Instance]:
+        """Convenience: instances of one machine from a fresh snapshot (:meth:`Reader.find`)."""
         with self.read() as reader:
-            return reader.find(machine, states)
+            return reader.find(machine, states, after=after, limit=limit)
+
+    def counts(self, machine: str | None = None) -> dict[tuple[str, str], int]:
+        """Convenience: instance counts by machine and state from a fresh snapshot (:meth:`Reader.counts`)."""
+        with self.read() as reader:
+            return reader.counts(machine)
 
     def iter_events(
         self, since: int = 0, instance_id: str | None = None, *, until: int | None = None, batch: int = EVENT_PAGE

@@ -169,6 +169,11 @@ MIGRATIONS: tuple[str, ...] = (
         AND substr(json_extract(l.data, '$.cwd'), 1, 1) = '/';
     DROP VIEW lanes_to_claim;
     """,
+    # issue 13: paged listings. Keyset pages of one machine (``WHERE machine = ? AND id > ? ORDER BY
+    # id LIMIT ?``) read only the page from this index; (machine, state) stays for counts and states.
+    """
+    CREATE INDEX instances_by_machine_id ON instances (machine, id);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # The tables each schema version has: an existing file missing one of its version's is damaged.
@@ -178,6 +183,7 @@ TABLES_BY_VERSION: dict[int, frozenset[str]] = {
     3: frozenset({"instances", "events", "agent_slots", "counters", "store_meta"}),
     4: frozenset({"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts"}),
     5: frozenset({"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims"}),
+    6: frozenset({"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims"}),
 }
 
 BUSY_TIMEOUT_MS = 20  # SQLite's own short wait before we take over with jittered retries
@@ -209,14 +215,40 @@ class _Reader(Reader):
         ).fetchone()
         return _instance(row, self._path) if row else None
 
-    def find(self, machine: str, states: Iterable[str] | None = None) -> list[Instance]:
+    def find(
+        self,
+        machine: str,
+        states: Iterable[str] | None = None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[Instance]:
+        check_page(after, limit)
         sql = "SELECT id, machine, state, version, data, created_at, updated_at FROM instances WHERE machine = ?"
         args: list[Any] = [machine]
         if states is not None:
             wanted = list(states)
             sql += f" AND state IN ({', '.join('?' * len(wanted))})" if wanted else " AND 0"
             args += wanted
-        return [_instance(row, self._path) for row in self._conn.execute(sql + " ORDER BY id", args)]
+        if after is not None:
+            # TEXT compares with BINARY collation: UTF-8 bytes, i.e. code point order, as Python's str.
+            sql += " AND id > ?"
+            args.append(after)
+        sql += " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [_instance(row, self._path) for row in self._conn.execute(sql, args)]
+
+    def counts(self, machine: str | None = None) -> dict[tuple[str, str], int]:
+        # A covering scan of instances_by_machine_state: no row, no data column is read.
+        sql = "SELECT machine, state, COUNT(*) FROM instances"
+        args: list[Any] = []
+        if machine is not None:
+            sql += " WHERE machine = ?"
+            args.append(machine)
+        rows = self._conn.execute(sql + " GROUP BY machine, state", args)
+        return {(str(m), str(s)): int(n) for m, s, n in rows}
 
     def part(self, instance_id: str, key: str) -> dict[str, Any] | None:
         row = self._conn.execute(
@@ -365,6 +397,21 @@ class _Transaction(_Reader, Transaction):
             dict(payload),
             at,
         )
+
+
+def check_page(after: str | None, limit: int | None) -> None:
+    """The paging arguments of :meth:`Reader.find`, refused alike by every adapter.
+
+    Public so other adapters (PostgreSQL) check them the same way.
+
+    Raises:
+        InputError: ``input_invalid`` for a ``limit`` that is not an integer >= 1, or an ``after``
+            that is not a string (a caller's bug: surfaces validate their inputs first).
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InputError("limit", f"{limit!r} is not an integer >= 1")
+    if after is not None and not isinstance(after, str):
+        raise InputError("after", f"{after!r} is not an instance id")
 
 
 def connection_of(view: Reader) -> tuple[sqlite3.Connection, Path]:

@@ -426,7 +426,7 @@ class ControllerLeases(RuleBasedStateMachine):
             opening = {t for t in self.secrets if fence.hash_token(t) == stored}
             assert opening == ({lease.token} if lease.token else set())
         # One listing row per controller id ever granted, agreeing with the model.
-        views = self.service.leases(ListLeasesInput())
+        views = self.service.leases(ListLeasesInput(include_ended=True))
         assert [v.controller_id for v in views] == [c for c in CONTROLLERS if self.model[c].state != "absent"]
         for view in views:
             self.check_view(view, view.controller_id)

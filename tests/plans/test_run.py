@@ -295,7 +295,7 @@ def test_review_through_corral_run_is_idempotent_by_plan_id(tmp_path: Path, cli:
     assert event_count(db) == events, "a conflicting plan writes nothing"
     assert sorted(p.name for p in (cli["home"] / "agents").glob("*/run-*.log")) == ["run-1.log"]
 
-    listed = json.loads(corral(env, tmp_path, "plans", "list", "--json").stdout)["plans"]
+    listed = json.loads(corral(env, tmp_path, "plans", "list", "--all", "--json").stdout)["plans"]
     assert [(p["plan"], p["state"], p["steps"]) for p in listed] == [("cli-1", "succeeded", 5)]
     shown = json.loads(corral(env, tmp_path, "plans", "show", "cli-1", "--json").stdout)
     assert shown["state"] == "succeeded" and set(shown["steps"]) == {"acquire", "start", "relay", "collect", "close"}
@@ -850,7 +850,7 @@ def test_plans_cancel_stops_a_running_plan_after_its_step(tmp_path: Path, cli: d
         again = corral(env, tmp_path, *args)
         assert again.returncode == 0 and json_lines(again.stdout)[-1]["state"] == "cancelled"
     assert event_count(db) == count
-    listed = json.loads(corral(env, tmp_path, "plans", "list", "--json").stdout)["plans"]
+    listed = json.loads(corral(env, tmp_path, "plans", "list", "--all", "--json").stdout)["plans"]
     assert [(p["plan"], p["state"]) for p in listed] == [("cancel-2", "cancelled")]
 
 

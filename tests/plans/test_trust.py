@@ -232,7 +232,7 @@ def test_plan_errors_name_the_file_and_line(tmp_path: Path, cli_env: dict[str, s
     assert error["code"] == "inputs_invalid" and error["details"]["file"] == str(bad)
     assert error["details"]["line"] == len(doc["inputs"]) + 5
     assert error["message"].startswith(f"{bad}:{len(doc['inputs']) + 5}: ")
-    listed = json.loads(corral(cli_env, tmp_path, "plans", "list", "--json").stdout)["plans"]
+    listed = json.loads(corral(cli_env, tmp_path, "plans", "list", "--all", "--json").stdout)["plans"]
     assert listed == [], "nothing starts when one of the plans is refused"
 
 

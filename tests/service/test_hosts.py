@@ -193,7 +193,7 @@ class World:
         return [o for o in self.host.list() if o.pane_id not in self.rig.background]
 
     def receipt(self, token: str) -> Any:
-        (found,) = [r for r in self.service.receipts(ReceiptsInput("ctl")) if r.token == token]
+        (found,) = [r for r in self.service.receipts(ReceiptsInput("ctl", include_ended=True)) if r.token == token]
         return found
 
     def triggers(self) -> list[tuple[str, str, str]]:
@@ -385,7 +385,8 @@ def test_a_refused_ask_many_delivers_to_no_target(world: World) -> None:
         assert world.rig.prompts(world.pane(name)) == 0, f"no prompt reached {name}"
         assert world.observe(name).seq == seqs[name]
     assert world.rig.prompts(world.pane("b")) == 1
-    assert [r.token for r in world.service.receipts(ReceiptsInput())] == [busy.token], "nothing reserved"
+    listed = world.service.receipts(ReceiptsInput(include_ended=True))
+    assert [r.token for r in listed] == [busy.token], "nothing reserved"
 
 
 # --- abandon ---------------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def test_agent_moving_during_capture_fails_collect_and_never_mislabels(world: Wo
 
     world.host.read = read_then_move  # type: ignore[method-assign]
     error = refused("cursor_superseded", lambda: world.collect(receipt.token))
-    stored = world.service.receipts(ReceiptsInput("ctl"))[0]
+    stored = world.service.receipts(ReceiptsInput("ctl", include_ended=True))[0]
     assert (stored.state, stored.data["reason"]) == ("failed", "cursor_superseded")
     assert stored.data.get("output_sha256") is None and "collected" not in error.details
 

@@ -36,7 +36,7 @@ def test_a_refused_ask_many_delivers_to_no_target(world: World) -> None:
     refused("receipt_outstanding", lambda: anyio.run(world.service.ask_many, batch))
     assert runs(world, "a") == 0 and runs(world, "c") == 0, "no prompt reached the other targets"
     assert (world.observe("a").seq, world.observe("c").seq) == (0, 0)
-    receipts = world.service.receipts(ReceiptsInput())
+    receipts = world.service.receipts(ReceiptsInput(include_ended=True))
     assert [r.token for r in receipts] == [busy.token], "nothing was reserved for the batch"
 
 
@@ -96,7 +96,7 @@ def test_a_run_that_fails_is_not_a_finished_review(world: World) -> None:
         world.collect(receipt.token)
     assert caught.value.status.exit == 6 and caught.value.details["exit_status"] == 7
     assert "about to fail" in caught.value.details["output"]
-    recorded = world.service.receipts(ReceiptsInput())[-1]
+    recorded = world.service.receipts(ReceiptsInput(include_ended=True))[-1]
     assert (recorded.state, recorded.data["exit_status"], recorded.data["settled_status"]) == ("completed", 7, "done")
     with pytest.raises(AgentRunFailedError):
         world.collect(receipt.token)  # a replay says the same

@@ -15,6 +15,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -951,3 +952,124 @@ def test_a_version_2_store_migrates_forward_and_works(tmp_path: Path) -> None:
         conn.close()
     with SQLiteStore(path) as again:
         assert again.info()["store_id"] == info["store_id"], "migrated once, its id kept"
+
+
+# --- issue 13: counts by machine and state, keyset paging in find -----------------------------------
+
+# Ids with separators, digits of different widths, a non-ASCII letter: the order must be code point
+# order (Python's), not numeric or locale order.
+_ID_PARTS = ("a", "b", "B", "0", "9", "10", "-", "_", ".", "é", "z9", "ä1")
+
+
+def _random_world(store: Store, seed: int) -> list[Instance]:
+    """Instances of three machines in random states with random data, some rewritten; returns them as stored."""
+    rng = random.Random(seed)
+    machines, states = ("alpha", "beta", "gamma"), ("on", "off", "gone", "done")
+    ids: set[str] = set()
+    while len(ids) < rng.randint(1, 60):
+        ids.add(f"{rng.choice(machines)}/" + "".join(rng.choice(_ID_PARTS) for _ in range(rng.randint(1, 4))))
+    with store.write() as tx:
+        for instance_id in sorted(ids, key=lambda _: rng.random()):
+            machine = instance_id.partition("/")[0]
+            written = tx.put(new(instance_id, machine), rng.choice(states), {"n": rng.randint(0, 9), "pad": "x" * 40})
+            if rng.random() < 0.3:
+                tx.put(written, rng.choice(states), {"n": -1})
+    found: list[Instance] = []
+    for machine in machines:
+        found += store.find(machine)
+    return found
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_counts_equal_a_decode_and_count(any_store: Store, seed: int) -> None:
+    world = _random_world(any_store, seed)
+    expected: dict[tuple[str, str], int] = {}
+    for instance in world:
+        expected[(instance.machine, instance.state)] = expected.get((instance.machine, instance.state), 0) + 1
+    assert any_store.counts() == expected
+    for machine in ("alpha", "beta", "gamma", "nobody"):
+        assert any_store.counts(machine) == {k: n for k, n in expected.items() if k[0] == machine}
+    with any_store.read() as reader:
+        assert reader.counts() == expected, "a snapshot counts too"
+    assert all(n >= 1 for n in any_store.counts().values()), "only pairs with instances appear"
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_paging_with_after_visits_every_instance_once_in_id_order(any_store: Store, seed: int) -> None:
+    world = _random_world(any_store, seed)
+    rng = random.Random(1000 + seed)
+    for machine in ("alpha", "beta", "gamma"):
+        for states in (None, ["on"], ["off", "gone"], []):
+            everything = any_store.find(machine, states)
+            assert [i.id for i in everything] == sorted(i.id for i in everything), "id order is code point order"
+            assert everything == sorted(
+                (i for i in world if i.machine == machine and (states is None or i.state in states)),
+                key=lambda i: i.id,
+            )
+            limit = rng.randint(1, 7)
+            seen: list[Instance] = []
+            after: str | None = None
+            while True:
+                page = any_store.find(machine, states, after=after, limit=limit)
+                assert len(page) <= limit
+                if not page:
+                    break
+                assert after is None or page[0].id > after
+                seen += page
+                after = page[-1].id
+            assert seen == everything, f"pages of {limit} from {machine} in {states} visit each exactly once"
+
+
+def test_paging_edges_and_a_cursor_that_is_not_stored(any_store: Store) -> None:
+    with any_store.write() as tx:
+        for instance_id in ("m/a", "m/b", "m/c", "n/a"):
+            tx.put(new(instance_id, instance_id[0]), "on", {})
+    assert [i.id for i in any_store.find("m", limit=1)] == ["m/a"]
+    assert [i.id for i in any_store.find("m", after="m/a")] == ["m/b", "m/c"]
+    assert [i.id for i in any_store.find("m", after="m/aa", limit=5)] == ["m/b", "m/c"], "an absent id is a cursor"
+    assert any_store.find("m", after="m/c") == []
+    assert [i.id for i in any_store.find("m", after="", limit=10)] == ["m/a", "m/b", "m/c"]
+    assert any_store.find("m", ["off"], after="m/a", limit=3) == []
+    with any_store.read() as reader:
+        assert [i.id for i in reader.find("m", ["on"], after="m/a", limit=1)] == ["m/b"]
+
+
+@pytest.mark.parametrize("bad", [{"limit": 0}, {"limit": -3}, {"limit": True}, {"limit": 2.0}, {"after": 7}])
+def test_a_bad_page_is_refused_before_reading(any_store: Store, bad: dict[str, Any]) -> None:
+    with pytest.raises(InputError) as caught:
+        any_store.find("m", **bad)
+    assert caught.value.code == "input_invalid"
+    assert caught.value.details["field"] == next(iter(bad))
+
+
+def test_a_version_2_sqlite_file_migrates_forward_and_pages(tmp_path: Path) -> None:
+    """A store written before paged listings (schema 2) opens, migrates and answers counts and pages."""
+    from runner.store import sqlite as sqlite_store
+    from runner.store.sqlite_file import APPLICATION_ID
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("BEGIN IMMEDIATE")
+    for script in sqlite_store.MIGRATIONS[:2]:
+        for statement in sqlite_store._statements(script):
+            conn.execute(statement)
+    for n in range(5):
+        conn.execute(
+            "INSERT INTO instances VALUES (?, 'old', ?, 1, ?, ?, ?)",
+            (f"old/{n}", "on" if n % 2 else "off", '{"n": 1}', "2024-01-01T00:00:00Z", "2024-01-01T00:00:00Z"),
+        )
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 2")
+    conn.execute("COMMIT")
+    conn.close()
+    with SQLiteStore(path) as store:
+        assert store.info()["schema_version"] == SCHEMA_VERSION
+        assert store.counts() == {("old", "off"): 3, ("old", "on"): 2}
+        assert [i.id for i in store.find("old", after="old/1", limit=2)] == ["old/2", "old/3"]
+        with store.write() as tx:
+            tx.put(new("old/9", "old"), "on", {})
+        assert store.counts("old") == {("old", "off"): 3, ("old", "on"): 3}
+    with sqlite3.connect(path) as raw:
+        indexes = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "instances_by_machine_id" in indexes
