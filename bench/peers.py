@@ -48,7 +48,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-FIGURE_PLAN = "200-step plan, steps/s, vs LangGraph with its SQLite checkpointer (sync, durable per step)"
+FIGURE_PLAN = (
+    "200-step plan, steps/s, vs LangGraph with its SQLite checkpointer (sync, durable per step) in the same run"
+)
 TARGET_PLAN = 1.2
 BENCH_EXTRA = ("langgraph", "langgraph.checkpoint.sqlite", "statemachine")
 

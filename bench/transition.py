@@ -60,7 +60,7 @@ CONTROLLER = "bench"
 AUTHORITY_SHA = hashlib.sha256(b"bench authority").hexdigest()
 TARGET_RATIO = 2.0  # synchronous=FULL, the older target
 TARGET_OFF = 2.5  # synchronous=OFF on tmpfs: issue 13's row
-FIGURE_OFF = "runner renew / bare SQLite CAS, synchronous=OFF on tmpfs (CPU)"
+FIGURE_OFF = "runner `renew` / bare SQLite CAS, with `synchronous=OFF` on tmpfs (the CPU cost, fsync removed)"
 TMPFS = Path("/dev/shm")
 
 Step = Callable[[], None]
