@@ -61,7 +61,7 @@ def missing_extra() -> list[str]:
     for name in BENCH_EXTRA:
         try:
             found = importlib.util.find_spec(name) is not None
-        except ModuleNotFoundError:  # a parent package is missing
+        except (ModuleNotFoundError, ValueError):  # a parent package is missing, or blocked in sys.modules
             found = False
         if not found:
             missing.append(name)
@@ -348,6 +348,8 @@ def render(context: dict[str, Any], plan: dict[str, Any] | None, leases: dict[st
             f"     corral / LangGraph: {plan['corral_over_langgraph']:.2f}x "
             f"(target >= {TARGET_PLAN:g}x: {'met' if plan['corral_over_langgraph'] >= TARGET_PLAN else 'NOT met'})",
         ]
+    else:
+        lines += ["", "  1. the plan against LangGraph: skipped (LangGraph is not installed)"]
     if leases is not None:
         lines += ["", f"  2. a lease machine's renew (durable: WAL, synchronous={leases['synchronous'].upper()})"]
         for kind in ("memory", "durable"):
