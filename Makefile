@@ -4,6 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PLUGIN := $(VENV)/.example-plugin
+BENCH_EXTRA := $(VENV)/.bench-extra
 
 .PHONY: demo test test-fast lint bench clean
 
@@ -18,6 +19,11 @@ $(STAMP): pyproject.toml
 $(PLUGIN): $(STAMP) tests/plugins/example/pyproject.toml
 	$(BIN)/pip install --quiet --no-build-isolation --no-deps -e tests/plugins/example
 	touch $(PLUGIN)
+
+# The peers bench/peers.py measures corral against (the `bench` extra): for make bench only, never make test.
+$(BENCH_EXTRA): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
+	touch $(BENCH_EXTRA)
 
 ## demo: the main job on the embedded SQLite store (a scripted controller lifecycle)
 demo: $(STAMP)
@@ -37,13 +43,10 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-## bench: transition cost ratios, CLI cold start, agent wake-up and round trips, each measured in one run
-bench: $(STAMP)
-	$(BIN)/python bench/transition.py
-	$(BIN)/python bench/coldstart.py
-	$(BIN)/python bench/agents.py
-	$(BIN)/python bench/plans.py
-	$(BIN)/python bench/hops.py
+## bench: every figure of issue 13's target table with its target, met or not, in one table (bench/summary.py
+## runs each bench script with --quick --json; BENCH_FLAGS=--full for the full runs)
+bench: $(BENCH_EXTRA)
+	$(BIN)/python bench/summary.py $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(VENV) .demo build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis .grimp_cache .import_linter_cache

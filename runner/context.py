@@ -175,7 +175,21 @@ class Update:
 
 def format_time(moment: datetime) -> str:
     """The one timestamp format corral stores: UTC, microseconds, a ``Z`` suffix."""
-    return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    last = _last_formatted[0]
+    # A transaction stamps its rows with the time its updates also record (``renewed_at``): one
+    # moment is formatted several times in a row, so the last one is kept (a tuple: swapped atomically).
+    if last[0] == moment and last[0].tzinfo is moment.tzinfo:
+        return last[1]
+    if moment.tzinfo is UTC:  # the store's clock: already UTC, so the "+00:00" offset is replaced by "Z"
+        text = moment.isoformat(timespec="microseconds")[:-6] + "Z"
+    else:
+        text = moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    _last_formatted[0] = (moment, text)
+    return text
+
+
+# The last moment formatted and its text (one slot, replaced whole: safe across threads).
+_last_formatted: list[tuple[datetime, str]] = [(datetime(1970, 1, 1, tzinfo=UTC), "1970-01-01T00:00:00.000000Z")]
 
 
 def parse_time(text: str) -> datetime:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from runner.context import Instance, Rejection, parse_time
 
@@ -92,29 +94,37 @@ def check(
     if lease is None or not lease.exists:
         return Rejection("fence_stale", f"no lease was ever granted for controller {credential.controller_id!r}")
     data = lease.data
-    facts = {
-        "controller_id": credential.controller_id,
-        "presented_generation": credential.generation,
-        "current_generation": data.get("generation"),
-    }
-    if lease.state != "active":
-        return Rejection("fence_stale", f"the lease of controller {credential.controller_id!r} is {lease.state}", facts)
     current_hash = data.get("token_sha256") or ""
     same_grant = data.get("lease_id") == credential.lease_id and data.get("generation") == credential.generation
-    # Compare the token in constant time even when the grant already differs.
+    # Compare the token in constant time even when the grant already differs (and whatever the state).
     same_token = hmac.compare_digest(hash_token(credential.token), current_hash)
-    if not (same_grant and same_token):
-        return Rejection(
-            "fence_stale",
-            f"the credential for controller {credential.controller_id!r} is stale: the lease was re-granted "
-            "or the token is wrong",
-            facts,
-        )
-    if not allow_expired and is_expired(lease, now):
+    if lease.state == "active" and same_grant and same_token:
+        if allow_expired or not is_expired(lease, now):
+            return None
         return Rejection(
             "lease_expired",
             f"the lease of controller {credential.controller_id!r} expired at {data.get('expires_at')}; "
             "resume it with the same credential",
-            {**facts, "expires_at": data.get("expires_at")},
+            {**_facts(data, credential), "expires_at": data.get("expires_at")},
         )
-    return None
+    if lease.state != "active":
+        return Rejection(
+            "fence_stale",
+            f"the lease of controller {credential.controller_id!r} is {lease.state}",
+            _facts(data, credential),
+        )
+    return Rejection(
+        "fence_stale",
+        f"the credential for controller {credential.controller_id!r} is stale: the lease was re-granted "
+        "or the token is wrong",
+        _facts(data, credential),
+    )
+
+
+def _facts(data: Mapping[str, Any], credential: Credential) -> dict[str, Any]:
+    """What a refusal reports: the generations presented and current (never a token or its hash)."""
+    return {
+        "controller_id": credential.controller_id,
+        "presented_generation": credential.generation,
+        "current_generation": data.get("generation"),
+    }

@@ -141,6 +141,11 @@ class MachineSpec:
         """Fields declared ``secret``: never listed, never in the event log."""
         return frozenset(name for name, f in self.fields.items() if f.secret)
 
+    @cached_property
+    def required_field_names(self) -> tuple[str, ...]:
+        """Fields declared non-nullable: every write must leave them set."""
+        return tuple(name for name, f in self.fields.items() if not f.nullable)
+
     def public_data(self, data: dict[str, Any] | Any) -> dict[str, Any]:
         """``data`` without the fields declared secret: what listings and events may show."""
         hidden = self.secret_field_names

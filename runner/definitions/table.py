@@ -123,13 +123,55 @@ class TransitionTable:
             auto_transitions=False,
             send_event=True,
         )
+        # Each (trigger, source) the machine holds, with its candidates in the machine's own order and
+        # their guards as conditions, read once from the machine: :meth:`fire` evaluates them the way
+        # ``Event.trigger`` does without moving a model (no lock, no state change, no callbacks).
+        self._routes: dict[tuple[str, str], tuple[tuple[TransitionSpec, tuple[_Guard, ...]], ...]] = {}
+        for trigger, event in self.machine.events.items():
+            for source, candidates in event.transitions.items():
+                route = []
+                for candidate in candidates:
+                    chosen = [c for c in candidate.after if isinstance(c, _Choose)]
+                    if not chosen:
+                        break  # an outcome edge (``renew:success``): never fired through the table
+                    guards = tuple(c.func for c in candidate.conditions if isinstance(c.func, _Guard))
+                    assert len(guards) == len(candidate.conditions)  # every condition is a guard built above
+                    route.append((chosen[0].spec, guards))
+                else:
+                    self._routes[trigger, source] = tuple(route)
+
+    def allows(self, trigger: str, state: str) -> bool:
+        """Whether ``trigger`` has any transition from ``state`` (guards not judged)."""
+        return (trigger, state) in self._routes
+
+    def candidates(self, trigger: str, state: str) -> tuple[TransitionSpec, ...]:
+        """The transitions ``trigger`` may take from ``state``, in definition order (empty: not allowed)."""
+        return tuple(chosen for chosen, _ in self._routes.get((trigger, state), ()))
 
     def fire(self, trigger: str, state: str, ctx: Context) -> Firing:
         """Evaluate ``trigger`` from ``state``: the first candidate whose guards all pass wins.
 
-        Returns the :class:`Firing`: ``chosen`` is the transition taken (None if every candidate was
-        refused; ``rejections`` then says why, in the order the guards ran).
+        As ``transitions`` does, a candidate's guards run in order and stop at its first refusal, and
+        the first candidate whose guards all pass is taken. Returns the :class:`Firing`: ``chosen`` is
+        the transition taken (None if every candidate was refused; ``rejections`` then says why, in the
+        order the guards ran).
         """
+        route = self._routes.get((trigger, state))
+        if route is None:
+            return self._fire_machine(trigger, state, ctx)  # not a route: the machine raises as it always did
+        firing = Firing(ctx=ctx)
+        for chosen, guards in route:
+            for guard in guards:
+                rejection = guard.fn(ctx, **guard.ref.args)
+                if rejection is not None:
+                    firing.rejections.append((guard.ref.name, rejection))
+                    break
+            else:
+                firing.chosen = chosen
+                break
+        return firing
+
+    def _fire_machine(self, trigger: str, state: str, ctx: Context) -> Firing:
         firing = Firing(ctx=ctx)
         with self._lock:
             self._model.firing = firing

@@ -25,6 +25,7 @@ from runner import faults
 from runner.context import Claim, Context, EffectResult, Event, Instance, Rejection
 from runner.definitions.library import Library
 from runner.definitions.model import MachineSpec, Ref, TransitionSpec
+from runner.definitions.table import TransitionTable
 from runner.effects import EFFECTS
 from runner.errors import (
     AuthorityMovedError,
@@ -139,7 +140,7 @@ class Engine:
         return results
 
     def _first_phase(
-        self, tx: Transaction, spec: MachineSpec, table: Any, request: Request
+        self, tx: Transaction, spec: MachineSpec, table: TransitionTable, request: Request
     ) -> tuple[TransitionSpec, Instance, Event, dict[str, Any]]:
         """Steps 2-4 inside ``tx``: choose the transition, apply its updates, compare-and-set, log it."""
         before = tx.get(request.instance_id) or Instance(request.instance_id, spec.name, spec.initial, 0, {})
@@ -156,7 +157,7 @@ class Engine:
                 expected_version=request.expected_version,
                 actual_version=before.version,
             )
-        if not spec.transitions_for(request.trigger, before.state):
+        if not table.allows(request.trigger, before.state):
             raise _not_allowed(spec, before, request.trigger)
         ctx = self._context(before, request, tx)
         firing = table.fire(request.trigger, before.state, ctx)
@@ -269,7 +270,7 @@ class Engine:
             "ambiguous": chosen.outcomes.ambiguous or chosen.dest,
         }[result.outcome]
         data = {**intent.data, **result.data}
-        _check_data(spec, data, result.data, f"effects of {chosen.trigger!r}")
+        _check_data(spec, data, result.data, "effects", chosen.trigger)
         payload: dict[str, Any] = {
             "phase": "outcome",
             "outcome": result.outcome,
@@ -489,7 +490,7 @@ def _apply_updates(
         parts.update(update.parts)
         if update.claims is not None:
             claims = update.claims
-    _check_data(spec, data, written, f"updates of {chosen.trigger!r}")
+    _check_data(spec, data, written, "updates", chosen.trigger)
     return data, reply, parts, claims
 
 
@@ -517,22 +518,37 @@ def _put_parts(
             logged[entry] = dict(value)
 
 
-def _check_data(spec: MachineSpec, data: Mapping[str, Any], written: Mapping[str, Any], who: str) -> None:
+def _check_data(
+    spec: MachineSpec, data: Mapping[str, Any], written: Mapping[str, Any], what: str, trigger: str
+) -> None:
     """Invariant: an instance's data holds only declared fields, each of its declared type.
 
-    Only ``written`` needs checking: the rest of ``data`` was checked when it was written.
+    Only ``written`` needs checking: the rest of ``data`` was checked when it was written. ``what``
+    (``updates``, ``effects``) of ``trigger`` wrote it, as the error says.
     """
+    fields = spec.fields
     for key, value in written.items():
-        declared = spec.fields.get(key)
+        declared = fields.get(key)
         if declared is None:
             raise CorralError(
-                f"{who} wrote {key!r}, which machine {spec.name!r} does not declare", code="data_invalid", field=key
+                f"{what} of {trigger!r} wrote {key!r}, which machine {spec.name!r} does not declare",
+                code="data_invalid",
+                field=key,
             )
         if not declared.accepts(value):
-            raise CorralError(f"{who} wrote {key!r} = {value!r}, not a {declared.type}", code="data_invalid", field=key)
-    for name, declared in spec.fields.items():
-        if not declared.nullable and data.get(name) is None:
-            raise CorralError(f"{who} left the required field {name!r} empty", code="data_invalid", field=name)
+            raise CorralError(
+                f"{what} of {trigger!r} wrote {key!r} = {value!r}, not a {declared.type}",
+                code="data_invalid",
+                field=key,
+            )
+    for name in spec.required_field_names:
+        if data.get(name) is None:
+            raise CorralError(
+                f"{what} of {trigger!r} left the required field {name!r} empty", code="data_invalid", field=name
+            )
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})  # JSON values that are never mappings: no ABC check
 
 
 def _changed(spec: MachineSpec, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
@@ -545,9 +561,9 @@ def _changed(spec: MachineSpec, before: Mapping[str, Any], after: Mapping[str, A
     changed: dict[str, Any] = {}
     for key, value in after.items():
         old = before.get(key)
-        if key in hidden or old == value:
+        if old == value or key in hidden:
             continue
-        if isinstance(old, Mapping) and isinstance(value, Mapping):
+        if type(old) not in _SCALARS and isinstance(old, Mapping) and isinstance(value, Mapping):
             changed[key] = {k: value.get(k) for k in {*old, *value} if old.get(k) != value.get(k)}
         else:
             changed[key] = value

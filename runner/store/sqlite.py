@@ -318,7 +318,8 @@ class _Transaction(_Reader, Transaction):
 
     def put(self, instance: Instance, state: str, data: Mapping[str, Any]) -> Instance:
         stamp = self.stamp
-        encoded = encode_json(dict(data))
+        data = dict(data)  # the instance keeps its own copy of what was written
+        encoded = encode_json(data)
         if instance.version == 0:
             try:
                 self._conn.execute(
@@ -332,7 +333,7 @@ class _Transaction(_Reader, Transaction):
                     instance=instance.id,
                     expected_version=0,
                 ) from None
-            return Instance(instance.id, instance.machine, state, 1, dict(data), stamp, stamp)
+            return Instance(instance.id, instance.machine, state, 1, data, stamp, stamp)
         cursor = self._conn.execute(
             "UPDATE instances SET state = ?, version = version + 1, data = ?, updated_at = ?"
             " WHERE id = ? AND version = ?",
@@ -347,9 +348,7 @@ class _Transaction(_Reader, Transaction):
                 expected_version=instance.version,
                 actual_version=current.version if current else None,
             )
-        return Instance(
-            instance.id, instance.machine, state, instance.version + 1, dict(data), instance.created_at, stamp
-        )
+        return Instance(instance.id, instance.machine, state, instance.version + 1, data, instance.created_at, stamp)
 
     def put_part(self, instance_id: str, key: str, value: Mapping[str, Any]) -> None:
         self._conn.execute(
@@ -377,7 +376,8 @@ class _Transaction(_Reader, Transaction):
         self, instance: Instance, trigger: str, from_state: str, actor: str, payload: Mapping[str, Any]
     ) -> Event:
         at = self.stamp
-        encoded = encode_json(dict(payload))
+        payload = dict(payload)  # the event keeps its own copy of what was written
+        encoded = encode_json(payload)
         cursor = self._conn.execute(
             "INSERT INTO events (instance_id, machine, trigger, from_state, to_state, version, actor, payload, at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -394,7 +394,7 @@ class _Transaction(_Reader, Transaction):
             instance.state,
             instance.version,
             actor,
-            dict(payload),
+            payload,
             at,
         )
 
