@@ -232,7 +232,7 @@ def test_an_older_corrals_database_opens_and_is_stamped(cli_env: dict[str, str],
     )
     conn.close()
     assert pragma(db, "application_id") == 0
-    proc = corral(cli_env, "controller", "list", "--json")
+    proc = corral(cli_env, "controller", "list", "--all", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert [lease["controller_id"] for lease in json.loads(proc.stdout)["leases"]] == ["old"]
     assert pragma(db, "application_id") == APPLICATION_ID
