@@ -14,17 +14,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.runs import Run
+
 SHA = "c" * 64
-
-
-class Run:
-    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
-        self.code = proc.returncode
-        self.out = proc.stdout
-        self.err = proc.stderr
-
-    def json(self) -> Any:
-        return json.loads(self.out)
 
 
 @pytest.fixture

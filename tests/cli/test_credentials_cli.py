@@ -17,24 +17,13 @@ from typing import Any
 
 import pytest
 
+from tests.support.runs import Run
+
 SHA = "c" * 64
 CORRAL = str(Path(sys.executable).parent / "corral")
 ACQUIRE = ["controller", "acquire", "--controller", "ctl", "--authority-ref", "T-1", "--authority-sha256", SHA]
 RENEW = ["controller", "renew", "--controller", "ctl", "--json"]
 RELEASE = ["controller", "release", "--controller", "ctl", "--checkpoint-ref", "c", "--checkpoint-sha256", SHA]
-
-
-class Run:
-    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
-        self.code = proc.returncode
-        self.out = proc.stdout
-        self.err = proc.stderr
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-    def error_code(self) -> str:
-        return str(self.json()["error"]["code"])
 
 
 @pytest.fixture

@@ -16,19 +16,7 @@ import pytest
 
 from runner.context import Instance
 from runner.store.sqlite import SQLiteStore
-
-
-class Run:
-    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
-        self.code = proc.returncode
-        self.out = proc.stdout
-        self.err = proc.stderr
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-    def lines(self) -> list[Any]:
-        return [json.loads(line) for line in self.out.splitlines()]
+from tests.support.runs import Run
 
 
 @pytest.fixture
