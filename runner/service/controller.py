@@ -12,7 +12,7 @@ from runner.errors import NotFoundError, RefusedError, TransitionNotAllowedError
 from runner.fence import Credential
 from runner.service.checks import default_holder
 from runner.service.core import Core
-from runner.service.inputs import (
+from runner.service.inputs.controller import (
     AcquireInput,
     ListLeasesInput,
     ReleaseInput,

@@ -28,7 +28,7 @@ from runner.guards.agents import (
 )
 from runner.service.checks import CAPTURE_LINES_DEFAULT
 from runner.service.core import Core
-from runner.service.inputs import ControllerInput, PaneCloseInput
+from runner.service.inputs.inventory import ControllerInput, PaneCloseInput
 from runner.service.views import AgentLeaseView, Housekeeping
 
 LOCK_STATES = ("absent", "active", "stale", "indeterminate")

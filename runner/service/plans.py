@@ -192,7 +192,7 @@ class PlanListInput:
     limit: int | None = None
 
     def __post_init__(self) -> None:
-        from runner.service.inputs import check_page
+        from runner.service.inputs.base import check_page
 
         check_page(self.after, self.limit)
 
