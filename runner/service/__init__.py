@@ -56,21 +56,13 @@ if TYPE_CHECKING:
     from runner.service.inventory import Inventory
     from runner.service.receipts import DeliveryError, Receipts
     from runner.service.reviewers import Reviewers
-    from runner.service.views import (
-        AgentLeaseView,
-        AskManyResult,
-        CloseResult,
-        CollectResult,
-        Grant,
-        Housekeeping,
-        LeaseView,
-        Page,
-        ReceiptView,
-        ValidationFailedError,
-        VerifyResult,
-        WaitAnyResult,
-        Winner,
-    )
+    from runner.service.views.controller import Grant, LeaseView
+    from runner.service.views.inventory import Housekeeping
+    from runner.service.views.leases import AgentLeaseView, CloseResult
+    from runner.service.views.pages import Page
+    from runner.service.views.receipts import AskManyResult, CollectResult, ReceiptView
+    from runner.service.views.waits import WaitAnyResult, Winner
+    from runner.service.views.writers import ValidationFailedError, VerifyResult
     from runner.service.waits import Waits
     from runner.service.writers import Writers
 
@@ -89,14 +81,14 @@ _WHERE: dict[str, str] = {
     "AdoptedListInput": "runner.service.inputs.adopted",
     "AdoptedReleaseInput": "runner.service.inputs.adopted",
     "AgentInput": "runner.service.inputs.waits",
-    "AgentLeaseView": "runner.service.views",
+    "AgentLeaseView": "runner.service.views.leases",
     "AgentOperationError": "runner.service.core",
     "AgentWaitInput": "runner.service.inputs.waits",
     "AskManyInput": "runner.service.inputs.receipts",
-    "AskManyResult": "runner.service.views",
-    "CloseResult": "runner.service.views",
+    "AskManyResult": "runner.service.views.receipts",
+    "CloseResult": "runner.service.views.leases",
     "CollectInput": "runner.service.inputs.receipts",
-    "CollectResult": "runner.service.views",
+    "CollectResult": "runner.service.views.receipts",
     "Controller": "runner.service.controller",
     "ControllerInput": "runner.service.inputs.inventory",
     "Core": "runner.service.core",
@@ -105,16 +97,16 @@ _WHERE: dict[str, str] = {
     "Events": "runner.service.events",
     "EventsInput": "runner.service.inputs.events",
     "FencedInput": "runner.service.inputs.base",
-    "Grant": "runner.service.views",
-    "Housekeeping": "runner.service.views",
+    "Grant": "runner.service.views.controller",
+    "Housekeeping": "runner.service.views.inventory",
     "Inventory": "runner.service.inventory",
-    "LeaseView": "runner.service.views",
-    "Page": "runner.service.views",
+    "LeaseView": "runner.service.views.controller",
+    "Page": "runner.service.views.pages",
     "ListLeasesInput": "runner.service.inputs.controller",
     "MachineSummary": "runner.service.definitions",
     "ObservedPaneInput": "runner.service.inputs.leases",
     "PaneCloseInput": "runner.service.inputs.inventory",
-    "ReceiptView": "runner.service.views",
+    "ReceiptView": "runner.service.views.receipts",
     "Receipts": "runner.service.receipts",
     "ReceiptsInput": "runner.service.inputs.receipts",
     "RelayInput": "runner.service.inputs.receipts",
@@ -128,12 +120,12 @@ _WHERE: dict[str, str] = {
     "ScopesCheckInput": "runner.service.inputs.writers",
     "TakeoverInput": "runner.service.inputs.controller",
     "ValidateInput": "runner.service.inputs.events",
-    "ValidationFailedError": "runner.service.views",
-    "VerifyResult": "runner.service.views",
+    "ValidationFailedError": "runner.service.views.writers",
+    "VerifyResult": "runner.service.views.writers",
     "WaitAnyInput": "runner.service.inputs.waits",
-    "WaitAnyResult": "runner.service.views",
+    "WaitAnyResult": "runner.service.views.waits",
     "Waits": "runner.service.waits",
-    "Winner": "runner.service.views",
+    "Winner": "runner.service.views.waits",
     "WriterReleaseInput": "runner.service.inputs.writers",
     "WriterStartInput": "runner.service.inputs.writers",
     "WriterVerifyInput": "runner.service.inputs.writers",

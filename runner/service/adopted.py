@@ -26,7 +26,9 @@ from runner.service.checks import PANE_ID
 from runner.service.core import Core
 from runner.service.inputs.adopted import AdoptedCloseInput, AdoptedListInput, AdoptedReleaseInput, AdoptInput
 from runner.service.inputs.inventory import ControllerInput
-from runner.service.views import AgentLeaseView, CloseResult, Housekeeping, Page
+from runner.service.views.inventory import Housekeeping
+from runner.service.views.leases import AgentLeaseView, CloseResult
+from runner.service.views.pages import Page
 
 PROTECTED_ENV = "CORRAL_PROTECTED_PANES"
 # An adopted lease in one of these states still holds its pane; close and release act on them.

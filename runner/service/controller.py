@@ -20,7 +20,8 @@ from runner.service.inputs.controller import (
     ResumeInput,
     TakeoverInput,
 )
-from runner.service.views import Grant, LeaseView, Page
+from runner.service.views.controller import Grant, LeaseView
+from runner.service.views.pages import Page
 
 
 class Controller:

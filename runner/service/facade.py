@@ -48,19 +48,13 @@ if TYPE_CHECKING:
     from runner.service.plans import Plans
     from runner.service.receipts import Receipts
     from runner.service.reviewers import Reviewers
-    from runner.service.views import (
-        AgentLeaseView,
-        AskManyResult,
-        CloseResult,
-        CollectResult,
-        Grant,
-        Housekeeping,
-        LeaseView,
-        Page,
-        ReceiptView,
-        VerifyResult,
-        WaitAnyResult,
-    )
+    from runner.service.views.controller import Grant, LeaseView
+    from runner.service.views.inventory import Housekeeping
+    from runner.service.views.leases import AgentLeaseView, CloseResult
+    from runner.service.views.pages import Page
+    from runner.service.views.receipts import AskManyResult, CollectResult, ReceiptView
+    from runner.service.views.waits import WaitAnyResult
+    from runner.service.views.writers import VerifyResult
     from runner.service.waits import Waits
     from runner.service.writers import Writers
     from runner.store.abc import Store

@@ -58,7 +58,7 @@ from runner.service.steps import (
     StepOperation,
     attempt_keys,
 )
-from runner.service.views import Page
+from runner.service.views.pages import Page
 from runner.updates.plans import PRIVATE, STEP
 
 if TYPE_CHECKING:
