@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transitions import EventData, Machine
@@ -178,3 +179,18 @@ def test_the_machine_built_on_first_use_holds_the_tables_routes_and_the_outcome_
                 if dest != t.dest:
                     edge = table.machine.events[f"{t.trigger}:{outcome}"].transitions[t.dest]
                     assert dest in [c.dest for c in edge]
+
+
+def test_a_trigger_without_a_route_is_refused_by_the_machine_as_before() -> None:
+    """``fire`` for a (trigger, state) the table holds no route for goes to the ``transitions.Machine``
+    (built then), which refuses it as it always did."""
+    from transitions import MachineError
+
+    spec = _spec([{"trigger": "go", "source": ["s0"], "dest": "s1"}])
+    table = TransitionTable(spec)
+    assert "machine" not in vars(table)
+    assert table.fire("go", "s0", _context({})).chosen is spec.transitions[0]
+    assert "machine" not in vars(table), "a route fires without the machine"
+    with pytest.raises(MachineError):
+        table.fire("go", "s1", _context({}))
+    assert "machine" in vars(table)
