@@ -14,7 +14,9 @@ command), a linked git worktree for ``preflight``. Commands run as the console s
 (``from runner.cli import run``) with ``PYTHONPATH`` set to the checkout and the working directory
 in the temporary directory (no local ``./machines``). Every command line runs in a fresh process,
 timed with ``time.perf_counter`` around ``subprocess.run``, interleaved (the order reversed every
-other round, checkouts alternating) so that drift on a shared machine hits all alike; medians.
+other round, checkouts alternating) so that drift on a shared machine hits all alike; medians. Each
+process's CPU time (user + system) is recorded as well: on a machine whose cores are shared, the wall
+time includes waiting for a core and the CPU ratio is the steadier one (the figure is the wall's).
 
 Bytecode: every checkout is compiled first into a private ``PYTHONPYCACHEPREFIX``, as an installed
 corral is, whatever ``PYTHONDONTWRITEBYTECODE`` says.
@@ -41,10 +43,12 @@ import json
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +133,32 @@ VERBS: list[tuple[str, list[str]]] = [
 FIGURE_VERBS = ("version", "renew")  # measured every round even with --quick
 
 
+@dataclass
+class CpuCold(Cold):
+    """A :class:`Cold` command that also records the CPU time (user + system) its process used.
+
+    On a shared machine the wall time of a process includes the time it waited for a core; its CPU
+    time does not, so the CPU ratio is the steadier of the two (both are reported; the figure is the
+    wall's, as a user waits for it)."""
+
+    cpu_samples_ms: list[float] = field(default_factory=list)
+    last_cpu_ms: float = 0.0
+
+    def run(self) -> float:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        elapsed = super().run()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.last_cpu_ms = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
+        return elapsed
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu_samples_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return super().to_dict() | {"cpu_median_ms": round(self.cpu_median, 2)}
+
+
 def environment(root: Path, home: Path, pycache: Path) -> dict[str, str]:
     """This environment with a private CORRAL_HOME and bytecode cache, corral from ``root``, no CORRAL_* leaks."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_") and k != "XDG_STATE_HOME"}
@@ -154,7 +184,7 @@ class Checkout:
         self.env = environment(root, self.home, self.pycache)
         self.worktree = worktree
         self.verbs = {
-            key: Cold(
+            key: CpuCold(
                 key,
                 "corral " + " ".join(argv),
                 [sys.executable, "-c", SCRIPT, *(a.format(worktree=worktree) for a in argv)],
@@ -254,8 +284,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     checkouts = [Checkout("after", args.root, tmp, worktree)]
     if args.baseline is not None:
         checkouts.insert(0, Checkout("before", args.baseline, tmp, worktree))
-    python = Cold("python_pass", "python -c pass", [sys.executable, "-c", "pass"], checkouts[-1].env)
-    floor_cmd = Cold("floor", "python -c 'import click, …'", [sys.executable, "-c", FLOOR], checkouts[-1].env)
+    python = CpuCold("python_pass", "python -c pass", [sys.executable, "-c", "pass"], checkouts[-1].env)
+    floor_cmd = CpuCold("floor", "python -c 'import click, …'", [sys.executable, "-c", FLOOR], checkouts[-1].env)
     for checkout in checkouts:
         checkout.prepare(tmp)
     for _ in range(args.warmup):
@@ -272,6 +302,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         commands.append(floor_cmd)
         for command in commands if index % 2 == 0 else commands[::-1]:
             command.samples_ms.append(command.run())
+            command.cpu_samples_ms.append(command.last_cpu_ms)
     floor = python.median
     verbs: list[dict[str, Any]] = []
     for key, argv in VERBS:
@@ -280,6 +311,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             command = checkout.verbs[key]
             row[f"{checkout.label}_median_ms"] = round(command.median, 2)
             row[f"{checkout.label}_ratio"] = round(command.median / floor, 2)
+            row[f"{checkout.label}_cpu_ms"] = round(command.cpu_median, 2)
+            row[f"{checkout.label}_cpu_ratio"] = round(command.cpu_median / python.cpu_median, 2)
             row["runs"][checkout.label] = len(command.samples_ms)
         verbs.append(row)
     renew = {c.label: c.verbs["renew"] for c in checkouts}
@@ -293,9 +326,16 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             f"; before ({args.baseline}): renew {renew['before'].median:.1f} ms = "
             f"{renew['before'].median / floor:.2f}x in the same run"
         )
+    cpu_floor = python.cpu_median
+    detail += (
+        f"; CPU time (user + system): renew {renew['after'].cpu_median:.1f} ms / python -c pass {cpu_floor:.1f} ms = "
+    )
+    detail += f"{renew['after'].cpu_median / cpu_floor:.2f}x"
+    if "before" in renew:
+        detail += f" (before: {renew['before'].cpu_median:.1f} ms = {renew['before'].cpu_median / cpu_floor:.2f}x)"
     detail += (
         f"; click and the stdlib a renew needs (python -c 'import click, json, ...'): {floor_cmd.median:.1f} ms = "
-        f"{floor_cmd.median / floor:.2f}x"
+        f"{floor_cmd.median / floor:.2f}x (CPU {floor_cmd.cpu_median / cpu_floor:.2f}x)"
     )
     detail += "; every verb: " + ", ".join(f"{r['verb']} {r['after_ratio']:.1f}x" for r in verbs)
     figures = [
@@ -343,10 +383,13 @@ def render(doc: dict[str, Any]) -> str:
         "  click and the stdlib a renew needs (python -c 'import click, json, …'): median "
         f"{doc['commands']['floor']['median_ms']:.1f} ms = {doc['commands']['floor']['median_ms'] / floor:.2f}x",
         "",
-        f"  {'verb':48}" + "".join(f" {label + ' ms':>10} {'ratio':>6}" for label in labels),
+        f"  {'verb':48}" + "".join(f" {label + ' ms':>10} {'ratio':>6} {'cpu':>6}" for label in labels),
     ]
     for row in doc["verbs"]:
-        cells = "".join(f" {row[f'{label}_median_ms']:10.1f} {row[f'{label}_ratio']:5.1f}x" for label in labels)
+        cells = "".join(
+            f" {row[f'{label}_median_ms']:10.1f} {row[f'{label}_ratio']:5.1f}x {row[f'{label}_cpu_ratio']:5.1f}x"
+            for label in labels
+        )
         lines.append(f"  {' '.join(row['argv'][1:]):48}{cells}")
     lines.append("")
     for figure in doc["figures"]:
