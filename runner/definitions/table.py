@@ -66,14 +66,6 @@ class _Guard:
         return False
 
 
-@dataclass(frozen=True)
-class _Choose:
-    spec: TransitionSpec
-
-    def __call__(self, event: EventData) -> None:
-        _firing(event).chosen = self.spec
-
-
 class TransitionTable:
     """The transition table of one :class:`MachineSpec` (its ``transitions.Machine`` built on first use)."""
 
@@ -119,6 +111,13 @@ class TransitionTable:
         """The ``transitions.Machine`` of the spec: its transitions (the guards as conditions) and the
         outcome edges of two-phase transitions (``renew:success`` …), built on first use."""
         from transitions import Machine
+
+        class _Choose:  # the machine's ``after`` callback of a transition (made with the machine: a renew never is)
+            def __init__(self, spec: TransitionSpec) -> None:
+                self.spec = spec
+
+            def __call__(self, event: EventData) -> None:
+                _firing(event).chosen = self.spec
 
         class _Table(Machine):
             @staticmethod
