@@ -14,14 +14,23 @@ command), a linked git worktree for ``preflight``. Commands run as the console s
 (``from runner.cli import run``) with ``PYTHONPATH`` set to the checkout and the working directory
 in the temporary directory (no local ``./machines``). Every command line runs in a fresh process,
 timed with ``time.perf_counter`` around ``subprocess.run``, interleaved (the order reversed every
-other round, checkouts alternating) so that drift on a shared machine hits all alike; medians.
+other round, checkouts alternating) so that drift on a shared machine hits all alike; medians. Each
+process's CPU time (user + system) is recorded as well: on a machine whose cores are shared, the wall
+time includes waiting for a core and the CPU ratio is the steadier one (the figure is the wall's).
 
 Bytecode: every checkout is compiled first into a private ``PYTHONPYCACHEPREFIX``, as an installed
 corral is, whatever ``PYTHONDONTWRITEBYTECODE`` says.
 
 Then the imports of ``python -X importtime`` renews: the top modules by cumulative and by self
 time, the self time summed by origin (stdlib, click, corral, other), and the modules a renew must
-never need (``HEAVY``).
+never need (``HEAVY``). ``-X importtime`` does not see a module imported through
+``importlib.import_module`` (the lazy command group's and the service's PEP 562 names), so these renews
+route ``import_module`` through ``__import__``, which it sees. And one renew counts the dataclasses it
+creates, with the time ``dataclasses`` spends making them (a frozen dataclass costs most of a
+millisecond per process: it compiles its methods when its module is imported).
+
+``python -c 'import click, json, …'`` (``FLOOR``: click and the standard library a renew needs) is timed
+in every round too: the part of the ratio corral's own code cannot remove.
 
 ``--quick`` (a few seconds, for ``bench/summary.py``): fewer runs, each non-figure verb once.
 """
@@ -34,10 +43,12 @@ import json
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +73,38 @@ HEAVY = (
     "socket",
     "importlib.metadata",
     "email",
+    "transitions",
+    "six",
 )
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)\s*$")
 # The console script's own code (the venv's ``corral`` may point at another checkout).
 SCRIPT = "import sys; from runner.cli import run; sys.argv[0] = 'corral'; sys.exit(run())"
+# For -X importtime: lazy imports go through ``__import__``, which importtime reports (import_module is not).
+IMPORTTIME_SCRIPT = (
+    "import importlib, sys\n"
+    "_module = importlib.import_module\n"
+    "def _seen(name, package=None):\n"
+    "    if package is None and not name.startswith('.'):\n"
+    "        return __import__(name, fromlist=['_'])\n"
+    "    return _module(name, package)\n"
+    "importlib.import_module = _seen\n" + SCRIPT.replace("; ", "\n")
+)
+# One renew with every dataclass creation timed (``dataclasses._process_class``), reported on stderr.
+DATACLASS_SCRIPT = (
+    "import dataclasses, json, sys, time\n"
+    "_process, _made = dataclasses._process_class, []\n"
+    "def _timed(cls, *args, **kwargs):\n"
+    "    start = time.perf_counter()\n"
+    "    try:\n"
+    "        return _process(cls, *args, **kwargs)\n"
+    "    finally:\n"
+    "        _made.append((cls.__module__, time.perf_counter() - start))\n"
+    "dataclasses._process_class = _timed\n"
+    "import atexit\n"
+    "atexit.register(lambda: print('DATACLASSES ' + json.dumps(_made), file=sys.stderr))\n" + SCRIPT.replace("; ", "\n")
+)
+# Click and the standard library modules a renew cannot do without: the floor under corral's own imports.
+FLOOR = "import click, json, pathlib, sqlite3, hashlib, secrets, datetime, typing, dataclasses, re, fcntl, threading"
 
 # (key, argv after ``corral``): read-only or cheap verbs, each run for real against the prepared home.
 VERBS: list[tuple[str, list[str]]] = [
@@ -94,6 +133,32 @@ VERBS: list[tuple[str, list[str]]] = [
 FIGURE_VERBS = ("version", "renew")  # measured every round even with --quick
 
 
+@dataclass
+class CpuCold(Cold):
+    """A :class:`Cold` command that also records the CPU time (user + system) its process used.
+
+    On a shared machine the wall time of a process includes the time it waited for a core; its CPU
+    time does not, so the CPU ratio is the steadier of the two (both are reported; the figure is the
+    wall's, as a user waits for it)."""
+
+    cpu_samples_ms: list[float] = field(default_factory=list)
+    last_cpu_ms: float = 0.0
+
+    def run(self) -> float:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        elapsed = super().run()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.last_cpu_ms = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
+        return elapsed
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu_samples_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return super().to_dict() | {"cpu_median_ms": round(self.cpu_median, 2)}
+
+
 def environment(root: Path, home: Path, pycache: Path) -> dict[str, str]:
     """This environment with a private CORRAL_HOME and bytecode cache, corral from ``root``, no CORRAL_* leaks."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_") and k != "XDG_STATE_HOME"}
@@ -119,7 +184,7 @@ class Checkout:
         self.env = environment(root, self.home, self.pycache)
         self.worktree = worktree
         self.verbs = {
-            key: Cold(
+            key: CpuCold(
                 key,
                 "corral " + " ".join(argv),
                 [sys.executable, "-c", SCRIPT, *(a.format(worktree=worktree) for a in argv)],
@@ -141,7 +206,8 @@ class Checkout:
 
     def import_times(self, cwd: Path) -> list[dict[str, Any]]:
         """Every import of one ``-X importtime`` renew: name, self and cumulative µs, nesting depth."""
-        argv = [sys.executable, "-X", "importtime", "-c", SCRIPT, "controller", "renew", "--controller", CONTROLLER]
+        renew = ["controller", "renew", "--controller", CONTROLLER]
+        argv = [sys.executable, "-X", "importtime", "-c", IMPORTTIME_SCRIPT, *renew]
         done = subprocess.run(argv, env=self.env, cwd=cwd, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise SystemExit(f"the importtime renew failed with status {done.returncode}:\n{done.stderr}")
@@ -154,6 +220,24 @@ class Checkout:
                     {"name": name, "self_us": int(own), "cumulative_us": int(cumulative), "depth": len(indent) // 2}
                 )
         return found
+
+    def dataclasses_made(self, cwd: Path) -> dict[str, Any]:
+        """The dataclasses one renew creates: how many, the time spent making them, by module."""
+        argv = [sys.executable, "-c", DATACLASS_SCRIPT, "controller", "renew", "--controller", CONTROLLER]
+        done = subprocess.run(argv, env=self.env, cwd=cwd, capture_output=True, text=True, check=False)
+        lines = [line for line in done.stderr.splitlines() if line.startswith("DATACLASSES ")]
+        if done.returncode != 0 or not lines:
+            raise SystemExit(f"the dataclass-counting renew failed with status {done.returncode}:\n{done.stderr}")
+        made = json.loads(lines[-1].removeprefix("DATACLASSES "))
+        by_module: dict[str, list[float]] = {}
+        for module, seconds in made:
+            by_module.setdefault(module, []).append(seconds)
+        ranked = sorted(by_module.items(), key=lambda item: -sum(item[1]))
+        return {
+            "count": len(made),
+            "ms": round(sum(seconds for _, seconds in made) * 1000, 1),
+            "by_module": [{"module": m, "count": len(t), "ms": round(sum(t) * 1000, 2)} for m, t in ranked],
+        }
 
 
 def origin(module: str) -> str:
@@ -200,7 +284,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     checkouts = [Checkout("after", args.root, tmp, worktree)]
     if args.baseline is not None:
         checkouts.insert(0, Checkout("before", args.baseline, tmp, worktree))
-    python = Cold("python_pass", "python -c pass", [sys.executable, "-c", "pass"], checkouts[-1].env)
+    python = CpuCold("python_pass", "python -c pass", [sys.executable, "-c", "pass"], checkouts[-1].env)
+    floor_cmd = CpuCold("floor", "python -c 'import click, …'", [sys.executable, "-c", FLOOR], checkouts[-1].env)
     for checkout in checkouts:
         checkout.prepare(tmp)
     for _ in range(args.warmup):
@@ -214,8 +299,10 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         for checkout in checkouts:
             commands += [c for k, c in checkout.verbs.items() if every or k in FIGURE_VERBS]
             commands.append(python)  # python -c pass as often as the figure's renews, spread among them
+        commands.append(floor_cmd)
         for command in commands if index % 2 == 0 else commands[::-1]:
             command.samples_ms.append(command.run())
+            command.cpu_samples_ms.append(command.last_cpu_ms)
     floor = python.median
     verbs: list[dict[str, Any]] = []
     for key, argv in VERBS:
@@ -224,6 +311,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             command = checkout.verbs[key]
             row[f"{checkout.label}_median_ms"] = round(command.median, 2)
             row[f"{checkout.label}_ratio"] = round(command.median / floor, 2)
+            row[f"{checkout.label}_cpu_ms"] = round(command.cpu_median, 2)
+            row[f"{checkout.label}_cpu_ratio"] = round(command.cpu_median / python.cpu_median, 2)
             row["runs"][checkout.label] = len(command.samples_ms)
         verbs.append(row)
     renew = {c.label: c.verbs["renew"] for c in checkouts}
@@ -237,6 +326,17 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             f"; before ({args.baseline}): renew {renew['before'].median:.1f} ms = "
             f"{renew['before'].median / floor:.2f}x in the same run"
         )
+    cpu_floor = python.cpu_median
+    detail += (
+        f"; CPU time (user + system): renew {renew['after'].cpu_median:.1f} ms / python -c pass {cpu_floor:.1f} ms = "
+    )
+    detail += f"{renew['after'].cpu_median / cpu_floor:.2f}x"
+    if "before" in renew:
+        detail += f" (before: {renew['before'].cpu_median:.1f} ms = {renew['before'].cpu_median / cpu_floor:.2f}x)"
+    detail += (
+        f"; click and the stdlib a renew needs (python -c 'import click, json, ...'): {floor_cmd.median:.1f} ms = "
+        f"{floor_cmd.median / floor:.2f}x (CPU {floor_cmd.cpu_median / cpu_floor:.2f}x)"
+    )
     detail += "; every verb: " + ", ".join(f"{r['verb']} {r['after_ratio']:.1f}x" for r in verbs)
     figures = [
         {
@@ -251,7 +351,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     imports = {}
     for checkout in checkouts:
         runs = [checkout.import_times(tmp) for _ in range(args.import_runs)]
-        imports[checkout.label] = import_summary(runs, args.top)
+        imports[checkout.label] = import_summary(runs, args.top) | {"dataclasses": checkout.dataclasses_made(tmp)}
     return {
         "figures": figures,
         "verbs": verbs,
@@ -265,7 +365,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "quick": args.quick,
             "bytecode": "compiled into a private PYTHONPYCACHEPREFIX per checkout",
         },
-        "commands": {"python_pass": python.to_dict()}
+        "commands": {"python_pass": python.to_dict(), "floor": floor_cmd.to_dict()}
         | {f"{c.label}:{k}": v.to_dict() for c in checkouts for k, v in c.verbs.items()},
         "imports": imports,
     }
@@ -280,11 +380,16 @@ def render(doc: dict[str, Any]) -> str:
         f"(non-figure verbs {ctx['verb_runs']}) after {ctx['warmup_runs']} warm-up rounds",
         *(f"  {label}: {root}" for label, root in ctx["roots"].items()),
         f"  python -c pass: median {floor:.1f} ms",
+        "  click and the stdlib a renew needs (python -c 'import click, json, …'): median "
+        f"{doc['commands']['floor']['median_ms']:.1f} ms = {doc['commands']['floor']['median_ms'] / floor:.2f}x",
         "",
-        f"  {'verb':48}" + "".join(f" {label + ' ms':>10} {'ratio':>6}" for label in labels),
+        f"  {'verb':48}" + "".join(f" {label + ' ms':>10} {'ratio':>6} {'cpu':>6}" for label in labels),
     ]
     for row in doc["verbs"]:
-        cells = "".join(f" {row[f'{label}_median_ms']:10.1f} {row[f'{label}_ratio']:5.1f}x" for label in labels)
+        cells = "".join(
+            f" {row[f'{label}_median_ms']:10.1f} {row[f'{label}_ratio']:5.1f}x {row[f'{label}_cpu_ratio']:5.1f}x"
+            for label in labels
+        )
         lines.append(f"  {' '.join(row['argv'][1:]):48}{cells}")
     lines.append("")
     for figure in doc["figures"]:
@@ -300,6 +405,9 @@ def render(doc: dict[str, Any]) -> str:
         ]
         for by_cum, by_self in zip(imports["top_cumulative"], imports["top_self"], strict=False):
             lines.append(f"  {by_cum['name']:38} {by_cum['ms']:7.1f}    {by_self['name']:38} {by_self['ms']:8.1f}")
+        made = imports["dataclasses"]
+        top_made = ", ".join(f"{m['module']} {m['count']}" for m in made["by_module"][:6])
+        lines.append(f"  dataclasses a renew creates: {made['count']} ({made['ms']:.1f} ms making them): {top_made}")
         heavy = imports["heavy_imported"]
         lines.append(f"  modules a renew should not need: {', '.join(heavy) if heavy else 'none'}")
     return "\n".join(lines)

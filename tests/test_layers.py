@@ -93,9 +93,13 @@ print(json.dumps({"status": status, "loop": sorted(m for m in ("anyio", "asyncio
 """
 
 # Kept out of a cold `controller renew` for its start-up time (issue 13): none is needed to renew. The
-# transitions library imports ``logging`` with the transition table, so ``logging`` is checked on
-# ``--version``, which loads neither a machine nor the store.
+# transition table fires from the spec and builds its ``transitions.Machine`` only when asked for it, so
+# neither ``transitions`` nor the ``logging`` it imports loads; the service's inputs and views are one
+# module per component, and a renew loads the controller's only.
 RENEW_NEVER = (
+    "logging",
+    "transitions",
+    "six",
     "yaml",
     "jsonschema",
     "referencing",
@@ -112,8 +116,11 @@ RENEW_NEVER = (
     "runner.service.writers",
     "runner.service.waits",
     "runner.service.plans",
+    *(f"runner.service.inputs.{m}" for m in ("leases", "reviewers", "inventory", "receipts", "waits", "writers")),
+    *(f"runner.service.inputs.{m}" for m in ("adopted", "events")),
+    *(f"runner.service.views.{m}" for m in ("waits", "inventory", "writers")),
 )
-VERSION_NEVER = (*RENEW_NEVER, "logging", "runner.service.facade", "runner.store.sqlite", "sqlite3", "transitions")
+VERSION_NEVER = (*RENEW_NEVER, "runner.service.facade", "runner.store.sqlite", "sqlite3", "runner.service.inputs.base")
 
 
 @pytest.mark.slow  # seconds of waiting on processes or deadlines: left out of make test-fast
@@ -145,6 +152,9 @@ def test_commands_that_do_not_wait_pay_for_no_event_loop(tmp_path: Path) -> None
     # The probe can tell: a command that waits loads an event loop, one that validates loads jsonschema.
     assert probe("agent", "wait", "p1", "--timeout", "0.1")["loop"] != []
     assert probe("validate", never=("jsonschema",))["lazy"] == ["jsonschema"]
+    # ... and a command that needs them loads the lazy inputs and views (the probe sees them).
+    lazy = ("runner.service.inputs.receipts", "runner.service.views.receipts", "runner.service.inputs.controller")
+    assert probe("receipts", never=lazy)["lazy"] == sorted(lazy[:2])
 
 
 def test_the_default_holder_is_getpass_and_socket_spelled_cheaply(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,30 +1,28 @@
-"""A validated machine as a ``transitions.Machine``: the transition table the engine consults.
+"""A validated machine's transition table: what the engine consults to fire a trigger.
 
-Guard names become condition callables looked up in corral's registries when the table is built;
-``resolve_callable`` is overridden to refuse every string, so transitions' default of importing a
-dotted path named in a definition can never happen.
+Guard names become condition callables looked up in corral's registries when the table is built.
+:meth:`TransitionTable.fire` evaluates a trigger's candidates straight from the spec, the way a
+``transitions.Machine`` would (tests/definitions/test_table.py holds it to the library's answers), so
+a command that only fires (``controller renew``) never imports ``transitions`` (nor the ``logging`` it
+imports). The ``transitions.Machine`` itself (:attr:`TransitionTable.machine`) is built on first use,
+for a trigger the table holds no route for; its ``resolve_callable`` refuses every string, so
+transitions' default of importing a dotted path named in a definition can never happen.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
-
-from transitions import EventData, Machine
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from runner.context import Context, Rejection
 from runner.definitions.model import MachineSpec, Ref, TransitionSpec
 from runner.errors import Diagnostic, SpecError
 from runner.guards import GUARDS, GuardFn
 
-
-class _Table(Machine):
-    @staticmethod
-    def resolve_callable(func: Any, event_data: EventData) -> Any:
-        if isinstance(func, str):
-            raise TypeError(f"corral never resolves callables by name inside transitions (asked for {func!r})")
-        return func
+if TYPE_CHECKING:
+    from transitions import EventData, Machine
 
 
 @dataclass
@@ -68,21 +66,18 @@ class _Guard:
         return False
 
 
-@dataclass(frozen=True)
-class _Choose:
-    spec: TransitionSpec
-
-    def __call__(self, event: EventData) -> None:
-        _firing(event).chosen = self.spec
-
-
 class TransitionTable:
-    """The transitions.Machine built from one :class:`MachineSpec`."""
+    """The transition table of one :class:`MachineSpec` (its ``transitions.Machine`` built on first use)."""
 
     def __init__(self, spec: MachineSpec) -> None:
         self.spec = spec
         missing: list[Diagnostic] = []
-        definitions: list[dict[str, Any]] = []
+        self._guards: dict[int, tuple[_Guard, ...]] = {}
+        # Each (trigger, source) with its candidates in definition order and their guards, as the
+        # machine would hold them (a ``transitions.Machine`` adds a transition's sources in order, and
+        # an event's candidates for a source in the order added): :meth:`fire` evaluates them the way
+        # ``Event.trigger`` does without moving a model (no lock, no state change, no callbacks).
+        routes: dict[tuple[str, str], list[tuple[TransitionSpec, tuple[_Guard, ...]]]] = {}
         for t in spec.transitions:
             conditions = []
             for i, ref in enumerate(t.guards):
@@ -99,46 +94,60 @@ class TransitionTable:
                     )
                     continue
                 conditions.append(_Guard(ref, entry.fn))
+            self._guards[t.index] = tuple(conditions)
+            for source in t.sources:
+                routes.setdefault((t.trigger, source), []).append((t, self._guards[t.index]))
+        if missing:
+            raise SpecError(missing)
+        self._lock = threading.Lock()
+        self._routes = {key: tuple(route) for key, route in routes.items()}
+
+    @cached_property
+    def _model(self) -> _Model:
+        return _Model(self.spec.initial)
+
+    @cached_property
+    def machine(self) -> Machine:
+        """The ``transitions.Machine`` of the spec: its transitions (the guards as conditions) and the
+        outcome edges of two-phase transitions (``renew:success`` …), built on first use."""
+        from transitions import Machine
+
+        class _Choose:  # the machine's ``after`` callback of a transition (made with the machine: a renew never is)
+            def __init__(self, spec: TransitionSpec) -> None:
+                self.spec = spec
+
+            def __call__(self, event: EventData) -> None:
+                _firing(event).chosen = self.spec
+
+        class _Table(Machine):
+            @staticmethod
+            def resolve_callable(func: Any, event_data: EventData) -> Any:
+                if isinstance(func, str):
+                    raise TypeError(f"corral never resolves callables by name inside transitions (asked for {func!r})")
+                return func
+
+        definitions: list[dict[str, Any]] = []
+        for t in self.spec.transitions:
             definitions.append(
                 {
                     "trigger": t.trigger,
                     "source": list(t.sources),
                     "dest": t.dest,
-                    "conditions": conditions,
+                    "conditions": list(self._guards[t.index]),
                     "after": [_Choose(t)],
                 }
             )
             for outcome, dest in t.outcome_edges():
                 if dest != t.dest:
                     definitions.append({"trigger": f"{t.trigger}:{outcome}", "source": t.dest, "dest": dest})
-        if missing:
-            raise SpecError(missing)
-        self._model = _Model(spec.initial)
-        self._lock = threading.Lock()
-        self.machine = _Table(
+        return _Table(
             model=self._model,
-            states=list(spec.states),
+            states=list(self.spec.states),
             transitions=definitions,
-            initial=spec.initial,
+            initial=self.spec.initial,
             auto_transitions=False,
             send_event=True,
         )
-        # Each (trigger, source) the machine holds, with its candidates in the machine's own order and
-        # their guards as conditions, read once from the machine: :meth:`fire` evaluates them the way
-        # ``Event.trigger`` does without moving a model (no lock, no state change, no callbacks).
-        self._routes: dict[tuple[str, str], tuple[tuple[TransitionSpec, tuple[_Guard, ...]], ...]] = {}
-        for trigger, event in self.machine.events.items():
-            for source, candidates in event.transitions.items():
-                route = []
-                for candidate in candidates:
-                    chosen = [c for c in candidate.after if isinstance(c, _Choose)]
-                    if not chosen:
-                        break  # an outcome edge (``renew:success``): never fired through the table
-                    guards = tuple(c.func for c in candidate.conditions if isinstance(c.func, _Guard))
-                    assert len(guards) == len(candidate.conditions)  # every condition is a guard built above
-                    route.append((chosen[0].spec, guards))
-                else:
-                    self._routes[trigger, source] = tuple(route)
 
     def allows(self, trigger: str, state: str) -> bool:
         """Whether ``trigger`` has any transition from ``state`` (guards not judged)."""
@@ -174,10 +183,11 @@ class TransitionTable:
     def _fire_machine(self, trigger: str, state: str, ctx: Context) -> Firing:
         firing = Firing(ctx=ctx)
         with self._lock:
+            machine = self.machine
             self._model.firing = firing
             try:
-                self.machine.set_state(state, model=self._model)
-                self.machine.events[trigger].trigger(self._model)
+                machine.set_state(state, model=self._model)
+                machine.events[trigger].trigger(self._model)
             finally:
                 self._model.firing = None
         return firing

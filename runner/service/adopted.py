@@ -24,14 +24,11 @@ from runner.errors import InvalidError, NotFoundError, RefusedError
 from runner.guards.agents import LIVE_LEASE_STATES
 from runner.service.checks import PANE_ID
 from runner.service.core import Core
-from runner.service.inputs import (
-    AdoptedCloseInput,
-    AdoptedListInput,
-    AdoptedReleaseInput,
-    AdoptInput,
-    ControllerInput,
-)
-from runner.service.views import AgentLeaseView, CloseResult, Housekeeping, Page
+from runner.service.inputs.adopted import AdoptedCloseInput, AdoptedListInput, AdoptedReleaseInput, AdoptInput
+from runner.service.inputs.inventory import ControllerInput
+from runner.service.views.inventory import Housekeeping
+from runner.service.views.leases import AgentLeaseView, CloseResult
+from runner.service.views.pages import Page
 
 PROTECTED_ENV = "CORRAL_PROTECTED_PANES"
 # An adopted lease in one of these states still holds its pane; close and release act on them.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner import fence
 from runner.context import Instance
@@ -12,15 +12,18 @@ from runner.errors import NotFoundError, RefusedError, TransitionNotAllowedError
 from runner.fence import Credential
 from runner.service.checks import default_holder
 from runner.service.core import Core
-from runner.service.inputs import (
-    AcquireInput,
-    ListLeasesInput,
-    ReleaseInput,
-    RenewInput,
-    ResumeInput,
-    TakeoverInput,
-)
-from runner.service.views import Grant, LeaseView, Page
+from runner.service.views.controller import Grant, LeaseView
+from runner.service.views.pages import Page
+
+if TYPE_CHECKING:
+    from runner.service.inputs.controller import (
+        AcquireInput,
+        ListLeasesInput,
+        ReleaseInput,
+        RenewInput,
+        ResumeInput,
+        TakeoverInput,
+    )
 
 
 class Controller:

@@ -26,7 +26,9 @@ from runner.errors import CorralError, InputError, NotFoundError, RefusedError
 from runner.fence import Credential
 from runner.guards.agents import LEASE_MACHINES, LIVE_LEASE_STATES, PANE_LEASE_MACHINES
 from runner.service.checks import TOKEN, default_holder
-from runner.service.views import AgentLeaseView, CloseResult, Page, ReceiptView
+from runner.service.views.leases import AgentLeaseView, CloseResult
+from runner.service.views.pages import Page
+from runner.service.views.receipts import ReceiptView
 from runner.store.abc import Store
 
 AGENT_MACHINES = frozenset({"reviewer", "writer", "adopted", "pane"})  # machines whose instances are agent leases

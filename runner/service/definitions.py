@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.definitions.library import Library, Report
 from runner.errors import SpecError
-from runner.service.inputs import ValidateInput
+from runner.service.inputs.events import ValidateInput
 
 if TYPE_CHECKING:
     from runner.service.core import Core

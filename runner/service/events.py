@@ -17,7 +17,7 @@ from itertools import islice
 from runner.context import Event, Instance
 from runner.errors import EventsPrunedError, InputError
 from runner.service.core import Core
-from runner.service.inputs import EventsInput
+from runner.service.inputs.events import EventsInput
 from runner.store.abc import Pruned
 
 _DURATION = re.compile(r"(\d+)([smhdw])")

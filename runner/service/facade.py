@@ -23,46 +23,6 @@ from runner.service.checks import (
     TIMEOUT_DEFAULT,
 )
 from runner.service.core import Core
-from runner.service.inputs import (
-    AbandonInput,
-    AcquireInput,
-    AdoptedCloseInput,
-    AdoptedListInput,
-    AdoptedReleaseInput,
-    AdoptInput,
-    AgentInput,
-    AgentWaitInput,
-    AskManyInput,
-    CollectInput,
-    ControllerInput,
-    ListLeasesInput,
-    PaneCloseInput,
-    RelayInput,
-    ReleaseInput,
-    RenewInput,
-    ResumeInput,
-    ReviewerCloseInput,
-    ReviewerStartInput,
-    ScopesCheckInput,
-    TakeoverInput,
-    WaitAnyInput,
-    WriterReleaseInput,
-    WriterStartInput,
-    WriterVerifyInput,
-)
-from runner.service.views import (
-    AgentLeaseView,
-    AskManyResult,
-    CloseResult,
-    CollectResult,
-    Grant,
-    Housekeeping,
-    LeaseView,
-    Page,
-    ReceiptView,
-    VerifyResult,
-    WaitAnyResult,
-)
 
 if TYPE_CHECKING:
     from runner.agents.kinds import Kinds
@@ -70,10 +30,31 @@ if TYPE_CHECKING:
     from runner.service.controller import Controller
     from runner.service.definitions import Definitions
     from runner.service.events import Events
+    from runner.service.inputs.adopted import AdoptedCloseInput, AdoptedListInput, AdoptedReleaseInput, AdoptInput
+    from runner.service.inputs.controller import (
+        AcquireInput,
+        ListLeasesInput,
+        ReleaseInput,
+        RenewInput,
+        ResumeInput,
+        TakeoverInput,
+    )
+    from runner.service.inputs.inventory import ControllerInput, PaneCloseInput
+    from runner.service.inputs.receipts import AbandonInput, AskManyInput, CollectInput, RelayInput
+    from runner.service.inputs.reviewers import ReviewerCloseInput, ReviewerStartInput
+    from runner.service.inputs.waits import AgentInput, AgentWaitInput, WaitAnyInput
+    from runner.service.inputs.writers import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
     from runner.service.inventory import Inventory
     from runner.service.plans import Plans
     from runner.service.receipts import Receipts
     from runner.service.reviewers import Reviewers
+    from runner.service.views.controller import Grant, LeaseView
+    from runner.service.views.inventory import Housekeeping
+    from runner.service.views.leases import AgentLeaseView, CloseResult
+    from runner.service.views.pages import Page
+    from runner.service.views.receipts import AskManyResult, CollectResult, ReceiptView
+    from runner.service.views.waits import WaitAnyResult
+    from runner.service.views.writers import VerifyResult
     from runner.service.waits import Waits
     from runner.service.writers import Writers
     from runner.store.abc import Store

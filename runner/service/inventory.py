@@ -28,8 +28,9 @@ from runner.guards.agents import (
 )
 from runner.service.checks import CAPTURE_LINES_DEFAULT
 from runner.service.core import Core
-from runner.service.inputs import ControllerInput, PaneCloseInput
-from runner.service.views import AgentLeaseView, Housekeeping
+from runner.service.inputs.inventory import ControllerInput, PaneCloseInput
+from runner.service.views.inventory import Housekeeping
+from runner.service.views.leases import AgentLeaseView
 
 LOCK_STATES = ("absent", "active", "stale", "indeterminate")
 RUNNER_WHY = {

@@ -58,7 +58,7 @@ from runner.service.steps import (
     StepOperation,
     attempt_keys,
 )
-from runner.service.views import Page
+from runner.service.views.pages import Page
 from runner.updates.plans import PRIVATE, STEP
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ class PlanListInput:
     limit: int | None = None
 
     def __post_init__(self) -> None:
-        from runner.service.inputs import check_page
+        from runner.service.inputs.base import check_page
 
         check_page(self.after, self.limit)
 

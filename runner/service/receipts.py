@@ -29,8 +29,9 @@ from runner.errors import (
 from runner.guards.agents import OPEN_RECEIPT_STATES, same_identity
 from runner.service.checks import CAPTURE_LINES_DEFAULT, TIMEOUT_DEFAULT, TOKEN_PREFIX
 from runner.service.core import Core, in_thread, sha256
-from runner.service.inputs import AbandonInput, AskManyInput, CollectInput, ReceiptsInput, RelayInput
-from runner.service.views import AskManyResult, CollectResult, Page, ReceiptView
+from runner.service.inputs.receipts import AbandonInput, AskManyInput, CollectInput, ReceiptsInput, RelayInput
+from runner.service.views.pages import Page
+from runner.service.views.receipts import AskManyResult, CollectResult, ReceiptView
 from runner.service.waits import Waits
 
 

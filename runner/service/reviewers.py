@@ -11,8 +11,9 @@ import uuid
 
 from runner.guards.agents import LIVE_LEASE_STATES
 from runner.service.core import Core
-from runner.service.inputs import ReviewerCloseInput, ReviewerListInput, ReviewerStartInput
-from runner.service.views import AgentLeaseView, CloseResult, Page
+from runner.service.inputs.reviewers import ReviewerCloseInput, ReviewerListInput, ReviewerStartInput
+from runner.service.views.leases import AgentLeaseView, CloseResult
+from runner.service.views.pages import Page
 
 
 class Reviewers:

@@ -15,8 +15,8 @@ from runner.context import Instance
 from runner.errors import RefusedError
 from runner.guards.agents import LEASE_MACHINES
 from runner.service.core import Core, in_thread
-from runner.service.inputs import AgentInput, AgentWaitInput, WaitAnyInput
-from runner.service.views import WaitAnyResult, Winner
+from runner.service.inputs.waits import AgentInput, AgentWaitInput, WaitAnyInput
+from runner.service.views.waits import WaitAnyResult, Winner
 
 if TYPE_CHECKING:
     import anyio.abc  # anyio costs a cold CLI ~35 ms: only the commands that wait import it

@@ -23,14 +23,11 @@ from runner.guards.agents import same_identity
 from runner.guards.git import LANE_STATES, inside, scope_conflicting
 from runner.service.checks import check_controller_id
 from runner.service.core import Core
-from runner.service.inputs import (
-    ScopesCheckInput,
-    WriterReleaseInput,
-    WriterStartInput,
-    WriterVerifyInput,
-    check_page,
-)
-from runner.service.views import AgentLeaseView, CloseResult, Page, ValidationFailedError, VerifyResult
+from runner.service.inputs.base import check_page
+from runner.service.inputs.writers import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
+from runner.service.views.leases import AgentLeaseView, CloseResult
+from runner.service.views.pages import Page
+from runner.service.views.writers import ValidationFailedError, VerifyResult
 
 __all__ = ["ValidationFailedError", "VerifyResult", "Writers"]
 

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import errno
 import fcntl as fcntl_module
-import logging
 import os
 import stat
 import struct
@@ -53,7 +52,9 @@ from dataclasses import dataclass
 from fcntl import F_RDLCK, F_UNLCK, F_WRLCK, fcntl
 from pathlib import Path
 
-logger = logging.getLogger(__name__)
+from runner.log import get_logger
+
+logger = get_logger(__name__)
 
 # Linux only (3.15+); elsewhere None, and the store does without the queue.
 F_OFD_SETLK: int | None = getattr(fcntl_module, "F_OFD_SETLK", None)

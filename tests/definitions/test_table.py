@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transitions import EventData, Machine
@@ -151,3 +152,45 @@ def test_fire_chooses_as_transitions_does(transitions: list[dict[str, Any]], ver
             assert (firing.chosen.index if firing.chosen else None) == expected_index
             assert [name for name, _ in firing.rejections] == expected_refused
             assert [r.code for _, r in firing.rejections] == [f"{name}_refused" for name in expected_refused]
+
+
+def test_the_machine_built_on_first_use_holds_the_tables_routes_and_the_outcome_edges() -> None:
+    """The table's routes come from the spec, not from a ``transitions.Machine`` (a renew never imports
+    transitions); the machine, built when first asked for, holds exactly those candidates per trigger
+    and source, in the same order, and the outcome edges of two-phase transitions besides."""
+    library = Library()
+    for path in library.builtin_paths():
+        spec = library.load(path)
+        table = TransitionTable(spec)
+        assert "machine" not in vars(table)  # not built by the table itself
+        seen = set()
+        for trigger, event in table.machine.events.items():
+            for source, candidates in event.transitions.items():
+                chosen = [a.spec for c in candidates for a in c.after if hasattr(a, "spec")]
+                if ":" in trigger:
+                    assert not chosen and trigger.split(":")[1] in ("success", "failure", "ambiguous")
+                    continue
+                seen.add((trigger, source))
+                assert tuple(chosen) == table.candidates(trigger, source), (spec.name, trigger, source)
+        expected = {(t.trigger, s) for t in spec.transitions for s in t.sources}
+        assert seen == expected
+        for t in spec.transitions:
+            for outcome, dest in t.outcome_edges():
+                if dest != t.dest:
+                    edge = table.machine.events[f"{t.trigger}:{outcome}"].transitions[t.dest]
+                    assert dest in [c.dest for c in edge]
+
+
+def test_a_trigger_without_a_route_is_refused_by_the_machine_as_before() -> None:
+    """``fire`` for a (trigger, state) the table holds no route for goes to the ``transitions.Machine``
+    (built then), which refuses it as it always did."""
+    from transitions import MachineError
+
+    spec = _spec([{"trigger": "go", "source": ["s0"], "dest": "s1"}])
+    table = TransitionTable(spec)
+    assert "machine" not in vars(table)
+    assert table.fire("go", "s0", _context({})).chosen is spec.transitions[0]
+    assert "machine" not in vars(table), "a route fires without the machine"
+    with pytest.raises(MachineError):
+        table.fire("go", "s1", _context({}))
+    assert "machine" in vars(table)

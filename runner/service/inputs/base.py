@@ -1,0 +1,35 @@
+"""The shared bases of the inputs: a fenced operation (:class:`FencedInput`) and a listing's paging."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runner.errors import InputError
+from runner.fence import Credential
+from runner.service.checks import (
+    check_controller_id,
+    check_credential,
+)
+
+LIMIT_MAX = 10_000
+"""The largest page a listing input accepts (``limit``)."""
+
+
+def check_page(after: str | None, limit: int | None) -> None:
+    """A listing's paging: ``limit`` an integer 1..LIMIT_MAX, ``after`` a non-empty key of at most 300 characters."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LIMIT_MAX):
+        raise InputError("limit", f"{limit!r} is not a page size from 1 to {LIMIT_MAX}")
+    if after is not None and (not isinstance(after, str) or not after or len(after) > 300 or not after.isprintable()):
+        raise InputError("after", f"{after!r} is not a cursor (the next_after of the previous page)")
+
+
+@dataclass(frozen=True)
+class FencedInput:
+    """An operation done for a controller: its id and the credential of its lease (checked to match)."""
+
+    controller_id: str
+    credential: Credential
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_credential(self.credential, self.controller_id)

@@ -1,0 +1,134 @@
+"""The receipts' inputs: relay, collect, ask many, abandon, list."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runner.errors import InputError
+from runner.service.checks import (
+    BATCH_MAX,
+    CAPTURE_LINES_DEFAULT,
+    RECEIPT_STATES,
+    TIMEOUT_DEFAULT,
+    check_controller_id,
+    check_key,
+    check_lines,
+    check_message,
+    check_mode,
+    check_name,
+    check_text,
+    check_timeout,
+    check_token,
+)
+from runner.service.inputs.base import FencedInput, check_page
+
+
+@dataclass(frozen=True)
+class RelayInput(FencedInput):
+    """Hand ``text`` to the leased agent ``target`` with a receipt."""
+
+    target: str
+    text: str = field(repr=False)
+    batch_id: str | None = None
+    receipt_id: str | None = None
+    """An idempotency key: the receipt is ``receipt/<receipt_id>`` (plans derive it from the step)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_name("target", self.target)
+        check_text(self.text)
+        check_key("receipt_id", self.receipt_id)
+
+
+@dataclass(frozen=True)
+class CollectInput(FencedInput):
+    """Collect the results of receipts, waiting up to ``timeout`` seconds for each."""
+
+    tokens: tuple[str, ...]
+    timeout: float = TIMEOUT_DEFAULT
+    lines: int = CAPTURE_LINES_DEFAULT
+    mode: str = "all"
+    """``all``: every result; ``first``: the first receipt to settle, the others left pending."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 1 <= len(self.tokens) <= BATCH_MAX:
+            raise InputError("receipt", f"give 1-{BATCH_MAX} receipt tokens, not {len(self.tokens)}")
+        check_mode(self.mode)
+        for token in self.tokens:
+            check_token(token)
+        if len(set(self.tokens)) != len(self.tokens):
+            raise InputError("receipt", "a receipt token is given twice")
+        check_timeout(self.timeout)
+        check_lines(self.lines)
+
+
+@dataclass(frozen=True)
+class AskManyInput(FencedInput):
+    """Relay to 1-8 distinct targets, then collect all, or the first to settle (mode ``first``)."""
+
+    requests: tuple[tuple[str, str], ...] = field(repr=False)
+    mode: str = "all"
+    timeout: float = TIMEOUT_DEFAULT
+    lines: int = CAPTURE_LINES_DEFAULT
+    batch_id: str | None = None
+    """An idempotency key for the batch (plans derive it from the step); a fresh UUID otherwise."""
+    receipt_ids: tuple[str, ...] | None = None
+    """Idempotency keys for the receipts, one per request (``receipt/<id>``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_key("batch_id", self.batch_id)
+        if self.receipt_ids is not None:
+            if len(self.receipt_ids) != len(self.requests):
+                raise InputError("receipt_ids", "give one receipt id per request")
+            for key in self.receipt_ids:
+                check_key("receipt_ids", key)
+        if not 1 <= len(self.requests) <= BATCH_MAX:
+            raise InputError("request", f"give 1-{BATCH_MAX} requests, not {len(self.requests)}")
+        targets = [target for target, _ in self.requests]
+        if len(set(targets)) != len(targets):
+            raise InputError("request", "each target may appear once in a batch")
+        for target, text in self.requests:
+            check_name("request", target)
+            check_text(text, "request")
+        check_mode(self.mode)
+        check_timeout(self.timeout)
+        check_lines(self.lines)
+
+
+@dataclass(frozen=True)
+class AbandonInput(FencedInput):
+    """Release a reserved or pending receipt's target on fresh evidence that the agent is settled."""
+
+    token: str
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_token(self.token)
+        check_message("message", self.message)
+
+
+@dataclass(frozen=True)
+class ReceiptsInput:
+    """Receipts (of one controller, in some states), newest last.
+
+    Without ``states``, open ones (reserved, pending) only unless ``include_ended``. ``after`` (a
+    receipt id: the previous page's ``next_after``) and ``limit`` page through them in receipt id
+    order; each page is sorted oldest reservation first.
+    """
+
+    controller_id: str | None = None
+    states: tuple[str, ...] = ()
+    include_ended: bool = False
+    after: str | None = None
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.controller_id is not None:
+            check_controller_id(self.controller_id)
+        check_page(self.after, self.limit)
+        for state in self.states:
+            if state not in RECEIPT_STATES:
+                raise InputError("state", f"{state!r} is not a receipt state ({', '.join(RECEIPT_STATES)})")

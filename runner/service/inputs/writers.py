@@ -1,0 +1,148 @@
+"""The writer lanes' inputs: start, release, verify, scopes check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runner.errors import InputError
+from runner.service.checks import (
+    CAPTURE_LINES_DEFAULT,
+    PROTECTED_MAX,
+    check_absolute,
+    check_agent,
+    check_blocked_reason,
+    check_branch,
+    check_cursor,
+    check_instance_id,
+    check_key,
+    check_lines,
+    check_name,
+    check_object_id,
+    check_ref,
+    check_sha256,
+    scope_list,
+)
+from runner.service.inputs.base import FencedInput
+
+
+@dataclass(frozen=True)
+class WriterStartInput(FencedInput):
+    """Put an agent into a linked worktree, owning ``owned_scopes`` (and locking ``locked_scopes``)."""
+
+    name: str
+    kind: str
+    worktree: str
+    branch: str
+    base_commit: str
+    expected_head: str
+    expected_status_sha256: str
+    owned_scopes: tuple[str, ...]
+    purpose: str
+    ticket_ref: str
+    authority_ref: str
+    authority_sha256: str
+    locked_scopes: tuple[str, ...] = ()
+    protected_branches: tuple[str, ...] = ()
+    """Added to the repository's default protected set (``protected_default``), or the whole set when
+    ``protect_defaults`` is false."""
+    host: str = "process"
+    model: str | None = None
+    effort: str | None = None
+    lease_id: str | None = None
+    """An idempotency key: the lane instance is ``writer/<lease_id>``."""
+    protect_defaults: bool = True
+    """False: ``protected_branches`` replaces the default set instead of adding to it."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_name("name", self.name)
+        if not self.protect_defaults and not self.protected_branches:
+            raise InputError("protected_branches", "name the protected branches that replace the default set")
+        check_agent(self.kind, self.host, self.model, self.effort)
+        check_key("lease_id", self.lease_id)
+        if not isinstance(self.worktree, str) or not self.worktree.startswith("/"):
+            raise InputError("worktree", f"{self.worktree!r} is not an absolute path")
+        check_branch("branch", self.branch)
+        check_object_id("base_commit", self.base_commit)
+        check_object_id("expected_head", self.expected_head)
+        check_sha256("expected_status_sha256", self.expected_status_sha256)
+        object.__setattr__(self, "owned_scopes", scope_list("owned_scopes", self.owned_scopes, 1))
+        object.__setattr__(self, "locked_scopes", scope_list("locked_scopes", self.locked_scopes, 0))
+        if len(self.protected_branches) > PROTECTED_MAX:
+            raise InputError("protected_branches", f"give at most {PROTECTED_MAX} protected branches")
+        for branch in self.protected_branches:
+            check_branch("protected_branches", branch)
+        check_ref("purpose", self.purpose)
+        check_ref("ticket_ref", self.ticket_ref)
+        check_ref("authority_ref", self.authority_ref)
+        check_sha256("authority_sha256", self.authority_sha256)
+
+
+@dataclass(frozen=True)
+class WriterReleaseInput(FencedInput):
+    """Release lane ``name``: the agent settled at the cursor, git at the expected HEAD and status."""
+
+    name: str
+    expected_state_change_seq: int
+    expected_head: str
+    expected_status_sha256: str
+    checkpoint_ref: str
+    checkpoint_sha256: str
+    lines: int = CAPTURE_LINES_DEFAULT
+    blocked_reason: str | None = None
+    """An operator's decision to release a lane whose agent is *blocked*, and why (recorded)."""
+    lease_id: str | None = None
+    """The lane instance id (``writer/…``) meant: the lane named ``name`` must be it (``lease_mismatch``)."""
+    expected_content_sha256: str | None = None
+    """The worktree's content digest (``corral preflight``'s ``content_sha256``) you reviewed; optional."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_name("name", self.name)
+        check_cursor("expected_state_change_seq", self.expected_state_change_seq)
+        check_object_id("expected_head", self.expected_head)
+        check_sha256("expected_status_sha256", self.expected_status_sha256)
+        if self.expected_content_sha256 is not None:
+            check_sha256("expected_content_sha256", self.expected_content_sha256)
+        check_ref("checkpoint_ref", self.checkpoint_ref)
+        check_sha256("checkpoint_sha256", self.checkpoint_sha256)
+        check_lines(self.lines)
+        check_blocked_reason(self.blocked_reason)
+        check_instance_id("lease_id", self.lease_id)
+
+
+@dataclass(frozen=True)
+class WriterVerifyInput(FencedInput):
+    """Run the repository's validations on a snapshot of lane ``name``'s worktree, in the sandbox."""
+
+    name: str
+    tails: bool = False
+    expected_state_change_seq: int | None = None
+    """The cursor the caller saw the writer settle at; verify refuses if it moved (default: any settled)."""
+    lease_id: str | None = None
+    """The lane instance id (``writer/…``) meant: the lane named ``name`` must be it (``lease_mismatch``)."""
+    expected_content_sha256: str | None = None
+    """Run only on exactly this worktree content (``corral preflight``'s ``content_sha256``); optional."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_name("name", self.name)
+        if self.expected_state_change_seq is not None:
+            check_cursor("expected_state_change_seq", self.expected_state_change_seq)
+        check_instance_id("lease_id", self.lease_id)
+        if self.expected_content_sha256 is not None:
+            check_sha256("expected_content_sha256", self.expected_content_sha256)
+
+
+@dataclass(frozen=True)
+class ScopesCheckInput:
+    """Normalize scopes and report conflicts with live lanes (of the worktree's repository, if given)."""
+
+    owned_scopes: tuple[str, ...]
+    locked_scopes: tuple[str, ...] = ()
+    worktree: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "owned_scopes", scope_list("owned_scopes", self.owned_scopes, 1))
+        object.__setattr__(self, "locked_scopes", scope_list("locked_scopes", self.locked_scopes, 0))
+        check_absolute("worktree", self.worktree)
