@@ -17,7 +17,7 @@ import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from runner.context import Gate
 from runner.errors import CorralError, NotFoundError, RefusedError
@@ -79,6 +79,14 @@ class Observation:
             "revision": self.revision,
             "terminal_id": self.terminal_id,
         }
+
+
+class Cursor(NamedTuple):
+    """Where one agent is, and nothing else (:meth:`AgentHost.cursors`): its ``seq`` and whether its
+    status is settled, exactly as :attr:`Observation.seq` and :attr:`Observation.settled` say."""
+
+    seq: int
+    settled: bool
 
 
 GONE: Mapping[str, Any] = {"exists": False}
@@ -232,6 +240,16 @@ class AgentHost(ABC):
             except AgentGoneError:
                 continue
         return found
+
+    def cursors(self, pane_ids: Sequence[str]) -> dict[str, Cursor]:
+        """Each agent's cursor and whether it is settled now: by pane id, those that exist (a gone pane
+        is absent), the same answers as :meth:`get_many` reduced to ``seq`` and ``settled``.
+
+        What a wait's set-up needs of its targets without a cursor, and nothing more. Hosts that can
+        answer without building observations override it (the process host reads only status, seq
+        and closed, one query for all); this default reduces :meth:`get_many`.
+        """
+        return {pane_id: Cursor(seen.seq, seen.settled) for pane_id, seen in self.get_many(pane_ids).items()}
 
     async def wait_many(self, targets: Mapping[str, int], timeout: float) -> dict[str, Observation | None]:
         """Wait until at least one of ``targets`` (pane id -> its cursor) is settled at a cursor strictly

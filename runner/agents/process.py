@@ -38,6 +38,7 @@ from runner.agents.abc import (
     AgentError,
     AgentGoneError,
     AgentHost,
+    Cursor,
     Expect,
     Observation,
     StartOptions,
@@ -155,6 +156,13 @@ class ProcessHost(AgentHost):
         with self.slots.read() as reader:
             slots = reader.slots_of(pane_ids)
         return {pane_id: self._observe(slot) for pane_id, slot in slots.items() if not slot.closed}
+
+    def cursors(self, pane_ids: Sequence[str]) -> dict[str, Cursor]:
+        # Invariant: settledness needs no liveness check: _observe turns only a working slot into
+        # unknown, and neither is settled; closed slots are gone.
+        with self.slots.read() as reader:
+            progress = reader.progress_of(pane_ids)
+        return {pane_id: Cursor(p.seq, p.status in SETTLED) for pane_id, p in progress.items() if not p.closed}
 
     async def wait(self, pane_id: str, after_seq: int, timeout: float) -> Observation:
         found, last = await self._watching({pane_id: after_seq}, timeout)

@@ -89,38 +89,37 @@ class Waits:
         """The fence checked, each target's lease and cursor, and the targets that win at once.
 
         Set-up costs do not grow with the targets: the fence and every target's lease come from one
-        snapshot, and the targets without a cursor are observed with one call per host. The first
-        failing target (in the order given) is refused as a per-target look-up would refuse it.
+        snapshot, and the targets without a cursor are looked at with one call per host that reads
+        only where each is (:meth:`AgentHost.cursors`: seq and settled, no observation built). The
+        first failing target (in the order given) is refused as a per-target look-up would refuse it.
         """
         leases = self._leases(inp)
         hosts: dict[str, AgentHost] = {}
-        panes: list[tuple[str, AgentHost, str, int | None]] = []
+        panes: list[tuple[str, str, str, int | None]] = []  # (name, host name, pane, cursor given)
+        bare: dict[str, list[str]] = {}  # host name -> the panes of the targets without a cursor
         for name, after in inp.targets:
             lease = leases.get(name)
             if lease is None:
                 break  # refused below, once the targets before it are judged
-            host_name = str(lease.data["host"])
+            host_name, pane_id = str(lease.data["host"]), str(lease.data["pane_id"])
             if host_name not in hosts:
                 hosts[host_name] = self.core.host(host_name)
-            panes.append((name, hosts[host_name], str(lease.data["pane_id"]), after))
-        observed: dict[str, dict[str, Observation]] = {
-            host_name: host.get_many([pane for _, h, pane, after in panes if h is host and after is None])
-            for host_name, host in hosts.items()
-            if any(h is host and after is None for _, h, _, after in panes)
-        }
-        by_host = {id(host): host_name for host_name, host in hosts.items()}
+            panes.append((name, host_name, pane_id, after))
+            if after is None:
+                bare.setdefault(host_name, []).append(pane_id)
+        now = {host_name: hosts[host_name].cursors(pane_ids) for host_name, pane_ids in bare.items()}
         entries: list[Entry] = []
         ready: list[tuple[str, AgentHost, str]] = []
-        for name, host, pane_id, after in panes:
-            if after is None:
-                now = observed[by_host[id(host)]].get(pane_id)
-                if now is None:
+        for name, host_name, pane_id, after in panes:
+            host = hosts[host_name]
+            cursor = after
+            if cursor is None:
+                seen = now[host_name].get(pane_id)
+                if seen is None:
                     raise AgentGoneError(f"the agent {name!r} is gone", pane_id=pane_id, target=name)
-                if now.settled and not inp.fresh:
+                if seen.settled and not inp.fresh:
                     ready.append((name, host, pane_id))
-                cursor = now.seq
-            else:
-                cursor = after
+                cursor = seen.seq
             entries.append((name, host, pane_id, cursor))
         if len(panes) < len(inp.targets):
             self.core.lease_by_name(inp.controller_id, inp.targets[len(panes)][0])  # raises its refusal
