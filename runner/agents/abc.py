@@ -14,6 +14,7 @@ Adapters: ``process`` (embedded default, :mod:`runner.agents.process`) and ``her
 from __future__ import annotations
 
 import builtins
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -287,6 +288,20 @@ class AgentHost(ABC):
                 f"none of {len(targets)} agents settled within {timeout:g} s", pane_ids=list(targets)
             )
         return found
+
+    def wait_many_blocking(
+        self, targets: Mapping[str, int], timeout: float, stop: threading.Event
+    ) -> dict[str, Observation | None] | None:
+        """:meth:`wait_many` for a caller already on a worker thread (never on an event loop): the same
+        answers, blocking this thread, so a caller that did its set-up there waits without a hop back
+        to the loop and another into a thread. Setting ``stop`` ends it within one tick (it then
+        returns an empty dict, which nobody should read). Raises :class:`WaitTimeoutError` as
+        :meth:`wait_many`.
+
+        None (this default) when the host has no blocking wait: the caller uses :meth:`wait_many`.
+        The process host's waits are blocking loops on a thread already, so it has one.
+        """
+        return None
 
     @abstractmethod
     def close(self, pane_id: str, gate: Gate | None = None) -> None:

@@ -184,6 +184,19 @@ class ProcessHost(AgentHost):
 
     async def wait_many(self, targets: Mapping[str, int], timeout: float) -> dict[str, Observation | None]:
         found, _ = await self._watching(dict(targets), timeout)
+        return self._found(targets, timeout, found)
+
+    def wait_many_blocking(
+        self, targets: Mapping[str, int], timeout: float, stop: threading.Event
+    ) -> dict[str, Observation | None]:
+        found, _ = self._watch(dict(targets), timeout, stop)
+        if not found and stop.is_set():
+            return {}
+        return self._found(targets, timeout, found)
+
+    def _found(
+        self, targets: Mapping[str, int], timeout: float, found: dict[str, AgentSlot | None]
+    ) -> dict[str, Observation | None]:
         if not found:
             raise WaitTimeoutError(
                 f"none of {len(targets)} agents settled within {timeout:g} s", pane_ids=list(targets)

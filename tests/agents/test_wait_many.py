@@ -269,3 +269,22 @@ def test_cursors_reads_where_each_agent_is_in_one_narrow_query(
     assert {pane: (o.seq, o.settled) for pane, o in host.get_many(asked).items()} == found
     reads = [s for s in seen if "agent_slots" in s]
     assert len(reads) == 1 and "options" not in reads[0], seen
+
+
+def test_the_blocking_wait_many_answers_as_the_async_one_and_stops_when_told(
+    host: ProcessHost, store: SQLiteStore, tmp_path: Path
+) -> None:
+    """``wait_many_blocking`` (for a caller already on a worker thread): the settled target with its
+    observation; wait_timeout at the deadline; an empty answer soon after ``stop`` is set."""
+    panes = _panes(host, tmp_path, 3)
+    moved = _move(store.path, panes[1], "done")
+    found = host.wait_many_blocking({pane: 0 for pane in panes}, 20.0, threading.Event())
+    assert found == {panes[1]: host.get(panes[1])} and moved.seq == 1
+    assert found == anyio.run(host.wait_many, {pane: 0 for pane in panes}, 20.0)
+    with pytest.raises(WaitTimeoutError):
+        host.wait_many_blocking({panes[0]: 0, panes[1]: 1}, 0.2, threading.Event())
+    stop = threading.Event()
+    stopper = _later(0.2, stop.set)
+    assert host.wait_many_blocking({panes[0]: 0, panes[1]: 1}, 600.0, stop) == {}
+    stopper.join()
+    assert AgentHost.wait_many_blocking(host, {panes[0]: 0}, 0.1, stop) is None, "the abc's default: none"
