@@ -86,7 +86,13 @@ def child(window: float, setups: int, directory: Path) -> dict[str, Any]:
             return self.inner.slots(include_closed)
 
         def slots_of(self, pane_ids: Any) -> Any:
-            found = self.inner.slots_of(pane_ids)  # type: ignore[attr-defined]
+            found = self.inner.slots_of(pane_ids)
+            self._note(pane_ids)
+            return found
+
+        def progress_of(self, pane_ids: Any) -> Any:
+            # The adapter's own narrow read (a tick's), not SlotReader's default through slots_of.
+            found = self.inner.progress_of(pane_ids)
             self._note(pane_ids)
             return found
 

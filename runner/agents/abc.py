@@ -14,10 +14,11 @@ Adapters: ``process`` (embedded default, :mod:`runner.agents.process`) and ``her
 from __future__ import annotations
 
 import builtins
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from runner.context import Gate
 from runner.errors import CorralError, NotFoundError, RefusedError
@@ -79,6 +80,14 @@ class Observation:
             "revision": self.revision,
             "terminal_id": self.terminal_id,
         }
+
+
+class Cursor(NamedTuple):
+    """Where one agent is, and nothing else (:meth:`AgentHost.cursors`): its ``seq`` and whether its
+    status is settled, exactly as :attr:`Observation.seq` and :attr:`Observation.settled` say."""
+
+    seq: int
+    settled: bool
 
 
 GONE: Mapping[str, Any] = {"exists": False}
@@ -233,6 +242,16 @@ class AgentHost(ABC):
                 continue
         return found
 
+    def cursors(self, pane_ids: Sequence[str]) -> dict[str, Cursor]:
+        """Each agent's cursor and whether it is settled now: by pane id, those that exist (a gone pane
+        is absent), the same answers as :meth:`get_many` reduced to ``seq`` and ``settled``.
+
+        What a wait's set-up needs of its targets without a cursor, and nothing more. Hosts that can
+        answer without building observations override it (the process host reads only status, seq
+        and closed, one query for all); this default reduces :meth:`get_many`.
+        """
+        return {pane_id: Cursor(seen.seq, seen.settled) for pane_id, seen in self.get_many(pane_ids).items()}
+
     async def wait_many(self, targets: Mapping[str, int], timeout: float) -> dict[str, Observation | None]:
         """Wait until at least one of ``targets`` (pane id -> its cursor) is settled at a cursor strictly
         after its own, or gone.
@@ -269,6 +288,20 @@ class AgentHost(ABC):
                 f"none of {len(targets)} agents settled within {timeout:g} s", pane_ids=list(targets)
             )
         return found
+
+    def wait_many_blocking(
+        self, targets: Mapping[str, int], timeout: float, stop: threading.Event
+    ) -> dict[str, Observation | None] | None:
+        """:meth:`wait_many` for a caller already on a worker thread (never on an event loop): the same
+        answers, blocking this thread, so a caller that did its set-up there waits without a hop back
+        to the loop and another into a thread. Setting ``stop`` ends it within one tick (it then
+        returns an empty dict, which nobody should read). Raises :class:`WaitTimeoutError` as
+        :meth:`wait_many`.
+
+        None (this default) when the host has no blocking wait: the caller uses :meth:`wait_many`.
+        The process host's waits are blocking loops on a thread already, so it has one.
+        """
+        return None
 
     @abstractmethod
     def close(self, pane_id: str, gate: Gate | None = None) -> None:

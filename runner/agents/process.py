@@ -38,6 +38,7 @@ from runner.agents.abc import (
     AgentError,
     AgentGoneError,
     AgentHost,
+    Cursor,
     Expect,
     Observation,
     StartOptions,
@@ -156,6 +157,13 @@ class ProcessHost(AgentHost):
             slots = reader.slots_of(pane_ids)
         return {pane_id: self._observe(slot) for pane_id, slot in slots.items() if not slot.closed}
 
+    def cursors(self, pane_ids: Sequence[str]) -> dict[str, Cursor]:
+        # Invariant: settledness needs no liveness check: _observe turns only a working slot into
+        # unknown, and neither is settled; closed slots are gone.
+        with self.slots.read() as reader:
+            progress = reader.progress_of(pane_ids)
+        return {pane_id: Cursor(p.seq, p.status in SETTLED) for pane_id, p in progress.items() if not p.closed}
+
     async def wait(self, pane_id: str, after_seq: int, timeout: float) -> Observation:
         found, last = await self._watching({pane_id: after_seq}, timeout)
         if not found:
@@ -176,6 +184,19 @@ class ProcessHost(AgentHost):
 
     async def wait_many(self, targets: Mapping[str, int], timeout: float) -> dict[str, Observation | None]:
         found, _ = await self._watching(dict(targets), timeout)
+        return self._found(targets, timeout, found)
+
+    def wait_many_blocking(
+        self, targets: Mapping[str, int], timeout: float, stop: threading.Event
+    ) -> dict[str, Observation | None]:
+        found, _ = self._watch(dict(targets), timeout, stop)
+        if not found and stop.is_set():
+            return {}
+        return self._found(targets, timeout, found)
+
+    def _found(
+        self, targets: Mapping[str, int], timeout: float, found: dict[str, AgentSlot | None]
+    ) -> dict[str, Observation | None]:
         if not found:
             raise WaitTimeoutError(
                 f"none of {len(targets)} agents settled within {timeout:g} s", pane_ids=list(targets)

@@ -2,11 +2,14 @@
 any agent on a host (``corral agent get|read|wait``), leased or not.
 
 The waits are async; every store read and synchronous host call in them runs on a worker thread
-(:func:`~runner.service.core.in_thread`); a host's own ``wait`` is async already.
+(:func:`~runner.service.core.in_thread`, or ``wait_any``'s own thread: set-up, wait and output in
+one hop where the host can wait blocking); a host's own ``wait`` is async already.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from runner import fence
@@ -23,6 +26,29 @@ if TYPE_CHECKING:
 
 Entry = tuple[str, AgentHost, str, int]
 """What :meth:`Waits.first_settled` watches: a key, the agent's host, its pane, the cursor to pass."""
+
+
+def _cursors(entries: list[Entry]) -> dict[str, int]:
+    """Each pane's cursor for a host's wait: the lowest of its entries' (a pane may be two targets)."""
+    targets: dict[str, int] = {}
+    for _, _, pane_id, after in entries:
+        targets[pane_id] = min(after, targets.get(pane_id, after))
+    return targets
+
+
+def _settled_key(entries: list[Entry], found: Mapping[str, Observation | None]) -> str | None:
+    """The first entry (in order) that a host's wait found settled past its cursor, or gone."""
+    for key, _, pane_id, after in entries:
+        # A vanished agent ends the wait too: collect will say identity_changed.
+        if pane_id in found and ((seen := found[pane_id]) is None or seen.seq > after):
+            return key
+    return None  # (a host breaking its contract: nothing it returned is past a cursor)
+
+
+def _timed_out(entries: list[Entry], timeout: float) -> WaitTimeoutError:
+    return WaitTimeoutError(
+        f"none of {len(entries)} agents settled within {timeout:g} s", targets=[e[0] for e in entries]
+    )
 
 
 class Waits:
@@ -47,20 +73,13 @@ class Waits:
         winner: list[str] = []
 
         async def watch(host: AgentHost, mine: list[Entry]) -> str | None:
-            targets: dict[str, int] = {}
-            for _, _, pane_id, after in mine:
-                targets[pane_id] = min(after, targets.get(pane_id, after))
             try:
-                found = await host.wait_many(targets, timeout)
+                found = await host.wait_many(_cursors(mine), timeout)
             except AgentGoneError as exc:  # a host that raises instead of reporting the gone pane
                 found = {str(exc.details.get("pane_id", mine[0][2])): None}
             except WaitTimeoutError:
                 return None
-            for key, _, pane_id, after in mine:
-                # A vanished agent ends the wait too: collect will say identity_changed.
-                if pane_id in found and ((seen := found[pane_id]) is None or seen.seq > after):
-                    return key
-            return None  # (a host breaking its contract: nothing it returned is past a cursor)
+            return _settled_key(mine, found)
 
         async def race(host: AgentHost, mine: list[Entry], group: anyio.abc.TaskGroup) -> None:
             key = await watch(host, mine)
@@ -80,47 +99,44 @@ class Waits:
                     for host, mine in groups.values():
                         group.start_soon(race, host, mine, group)
         if not winner:
-            raise WaitTimeoutError(
-                f"none of {len(entries)} agents settled within {timeout:g} s", targets=[e[0] for e in entries]
-            )
+            raise _timed_out(entries, timeout)
         return winner[0]
 
     def _targets(self, inp: WaitAnyInput) -> tuple[list[Entry], list[tuple[str, AgentHost, str]]]:
         """The fence checked, each target's lease and cursor, and the targets that win at once.
 
         Set-up costs do not grow with the targets: the fence and every target's lease come from one
-        snapshot, and the targets without a cursor are observed with one call per host. The first
-        failing target (in the order given) is refused as a per-target look-up would refuse it.
+        snapshot, and the targets without a cursor are looked at with one call per host that reads
+        only where each is (:meth:`AgentHost.cursors`: seq and settled, no observation built). The
+        first failing target (in the order given) is refused as a per-target look-up would refuse it.
         """
         leases = self._leases(inp)
         hosts: dict[str, AgentHost] = {}
-        panes: list[tuple[str, AgentHost, str, int | None]] = []
+        panes: list[tuple[str, str, str, int | None]] = []  # (name, host name, pane, cursor given)
+        bare: dict[str, list[str]] = {}  # host name -> the panes of the targets without a cursor
         for name, after in inp.targets:
             lease = leases.get(name)
             if lease is None:
                 break  # refused below, once the targets before it are judged
-            host_name = str(lease.data["host"])
+            host_name, pane_id = str(lease.data["host"]), str(lease.data["pane_id"])
             if host_name not in hosts:
                 hosts[host_name] = self.core.host(host_name)
-            panes.append((name, hosts[host_name], str(lease.data["pane_id"]), after))
-        observed: dict[str, dict[str, Observation]] = {
-            host_name: host.get_many([pane for _, h, pane, after in panes if h is host and after is None])
-            for host_name, host in hosts.items()
-            if any(h is host and after is None for _, h, _, after in panes)
-        }
-        by_host = {id(host): host_name for host_name, host in hosts.items()}
+            panes.append((name, host_name, pane_id, after))
+            if after is None:
+                bare.setdefault(host_name, []).append(pane_id)
+        now = {host_name: hosts[host_name].cursors(pane_ids) for host_name, pane_ids in bare.items()}
         entries: list[Entry] = []
         ready: list[tuple[str, AgentHost, str]] = []
-        for name, host, pane_id, after in panes:
-            if after is None:
-                now = observed[by_host[id(host)]].get(pane_id)
-                if now is None:
+        for name, host_name, pane_id, after in panes:
+            host = hosts[host_name]
+            cursor = after
+            if cursor is None:
+                seen = now[host_name].get(pane_id)
+                if seen is None:
                     raise AgentGoneError(f"the agent {name!r} is gone", pane_id=pane_id, target=name)
-                if now.settled and not inp.fresh:
+                if seen.settled and not inp.fresh:
                     ready.append((name, host, pane_id))
-                cursor = now.seq
-            else:
-                cursor = after
+                cursor = seen.seq
             entries.append((name, host, pane_id, cursor))
         if len(panes) < len(inp.targets):
             self.core.lease_by_name(inp.controller_id, inp.targets[len(panes)][0])  # raises its refusal
@@ -148,13 +164,55 @@ class Waits:
 
     async def wait_any(self, inp: WaitAnyInput) -> WaitAnyResult:
         """The first target to settle after its cursor; or, at once, every target given without a
-        cursor that is already settled (unless ``inp.fresh``). Each winner comes with its output."""
-        entries, ready = await in_thread(self._targets, inp)
-        if ready:
-            return await in_thread(self._winners, ready, inp.lines)
-        winner = await self.first_settled(entries, inp.timeout)
-        _, host, pane_id, _ = next(e for e in entries if e[0] == winner)
+        cursor that is already settled (unless ``inp.fresh``). Each winner comes with its output.
+
+        One hop to a worker thread of its own (:meth:`_wait_here`) for the set-up, the wait and the
+        winners' output when every target is on one host with a blocking wait (the process host);
+        otherwise the set-up there, then :meth:`first_settled` races the hosts from the loop. Cancelling
+        abandons the thread at once (everything on it only reads); its wait ends within one tick.
+        """
+        import anyio
+
+        stop = threading.Event()
+        try:
+            done = await anyio.to_thread.run_sync(
+                self._wait_here, inp, stop, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(1)
+            )
+        finally:
+            stop.set()
+        if isinstance(done, WaitAnyResult):
+            return done
+        winner = await self.first_settled(done, inp.timeout)
+        _, host, pane_id, _ = next(e for e in done if e[0] == winner)
         return await in_thread(self._winners, [(winner, host, pane_id)], inp.lines)
+
+    def _wait_here(self, inp: WaitAnyInput, stop: threading.Event) -> WaitAnyResult | list[Entry]:
+        """On a worker thread: the set-up (:meth:`_targets`), then the winners at once, or, with every
+        target on one host that has a blocking wait (:meth:`AgentHost.wait_many_blocking`), the wait
+        and the winner's output on this same thread. Otherwise the entries, for :meth:`first_settled`.
+        """
+        entries, ready = self._targets(inp)
+        if ready:
+            return self._winners(ready, inp.lines)
+        hosts = {id(entry[1]): entry[1] for entry in entries}
+        if len(hosts) != 1:
+            return entries
+        (host,) = hosts.values()
+        try:
+            found = host.wait_many_blocking(_cursors(entries), inp.timeout, stop)
+        except AgentGoneError as exc:  # a host that raises instead of reporting the gone pane
+            found = {str(exc.details.get("pane_id", entries[0][2])): None}
+        except WaitTimeoutError:
+            found = {}
+        if found is None:
+            return entries  # no blocking wait on this host: wait from the loop
+        if stop.is_set():
+            return entries  # cancelled: nobody reads this
+        key = _settled_key(entries, found)
+        if key is None:
+            raise _timed_out(entries, inp.timeout)
+        _, _, pane_id, _ = next(e for e in entries if e[0] == key)
+        return self._winners([(key, host, pane_id)], inp.lines)
 
     def _winners(self, settled: list[tuple[str, AgentHost, str]], lines: int) -> WaitAnyResult:
         return WaitAnyResult([self.winner(name, host, pane_id, lines) for name, host, pane_id in settled])

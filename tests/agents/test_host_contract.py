@@ -247,7 +247,8 @@ def test_every_pane_is_new(rig: Rig) -> None:
 @pytest.mark.anyio
 async def test_wait_many_returns_the_one_that_settled_past_its_cursor_and_get_many_observes(rig: Rig) -> None:
     """Issue 13: every host waits on many panes at once (the process host in one query per tick; the
-    abc's default, which Herdr uses, races one wait per pane) and observes many in one call."""
+    abc's default, which Herdr uses, races one wait per pane) and observes many in one call
+    (``get_many``; ``cursors`` reduced to seq and settled)."""
     quiet, busy = rig.start("quiet"), rig.start("busy")
     assert rig.host.get_many([quiet.pane_id, busy.pane_id, "gone-pane"]) == {
         quiet.pane_id: rig.host.get(quiet.pane_id),
@@ -256,6 +257,9 @@ async def test_wait_many_returns_the_one_that_settled_past_its_cursor_and_get_ma
     with pytest.raises(WaitTimeoutError):
         await rig.host.wait_many({quiet.pane_id: quiet.seq, busy.pane_id: busy.seq}, 0.3)  # settled at the cursor
     working = rig.host.prompt(busy.pane_id, "echo many")
+    cursors = rig.host.cursors([quiet.pane_id, busy.pane_id, "gone-pane"])
+    assert cursors[quiet.pane_id] == (quiet.seq, True), "cursors: where each is, as get_many would say"
+    assert set(cursors) == {quiet.pane_id, busy.pane_id} and cursors[busy.pane_id].seq >= working.seq
     found = await rig.host.wait_many({quiet.pane_id: quiet.seq, busy.pane_id: working.seq}, 20.0)
     assert list(found) == [busy.pane_id]
     settled = found[busy.pane_id]

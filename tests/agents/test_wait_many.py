@@ -9,6 +9,8 @@ slot port that wraps the real adapter.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Hashable, Iterator, Sequence
@@ -232,3 +234,57 @@ def test_the_default_wait_many_races_one_wait_per_target(host: ProcessHost, stor
         anyio.run(AgentHost.wait_many, host, {pane: 0 for pane in panes[:2]}, 0.2)
     assert AgentHost.get_many(host, [*panes, "p999"]) == host.get_many([*panes, "p999"])
     assert set(host.get_many([*panes, "p999"])) == set(panes)
+
+
+def test_cursors_reads_where_each_agent_is_in_one_narrow_query(
+    host: ProcessHost, store: SQLiteStore, tmp_path: Path
+) -> None:
+    """``cursors``: the process host's answers equal the abc's default (``get_many`` reduced), for idle,
+    done, blocked, working (its supervisor alive), working with a dead supervisor (observed unknown:
+    not settled either), closed and never-existing panes; one statement, which decodes no options."""
+    panes = _panes(host, tmp_path, 6)
+    _move(store.path, panes[1], "done")
+    _move(store.path, panes[2], "blocked")
+    working = _move(store.path, panes[3], "working")
+    with SQLiteSlots(store).write() as tx:
+        tx.put_slot(replace(working, pid=os.getpid()), working.seq)  # a live "supervisor"
+    gone = _move(store.path, panes[4], "working")
+    child = subprocess.Popen(["true"])
+    child.wait()  # reaped: its pid is no process of ours any more
+    with SQLiteSlots(store).write() as tx:
+        tx.put_slot(replace(gone, pid=child.pid), gone.seq)
+    host.close(panes[5])
+    asked = [*panes, "p999"]
+    with statements(store) as seen:
+        found = host.cursors(asked)
+    assert found == AgentHost.cursors(host, asked)
+    assert found == {
+        panes[0]: (0, True),
+        panes[1]: (1, True),
+        panes[2]: (1, True),
+        panes[3]: (1, False),
+        panes[4]: (1, False),
+    }, "closed and never-existing panes are absent"
+    assert host.get(panes[4]).status == "unknown" and host.get(panes[3]).status == "working"
+    assert {pane: (o.seq, o.settled) for pane, o in host.get_many(asked).items()} == found
+    reads = [s for s in seen if "agent_slots" in s]
+    assert len(reads) == 1 and "options" not in reads[0], seen
+
+
+def test_the_blocking_wait_many_answers_as_the_async_one_and_stops_when_told(
+    host: ProcessHost, store: SQLiteStore, tmp_path: Path
+) -> None:
+    """``wait_many_blocking`` (for a caller already on a worker thread): the settled target with its
+    observation; wait_timeout at the deadline; an empty answer soon after ``stop`` is set."""
+    panes = _panes(host, tmp_path, 3)
+    moved = _move(store.path, panes[1], "done")
+    found = host.wait_many_blocking({pane: 0 for pane in panes}, 20.0, threading.Event())
+    assert found == {panes[1]: host.get(panes[1])} and moved.seq == 1
+    assert found == anyio.run(host.wait_many, {pane: 0 for pane in panes}, 20.0)
+    with pytest.raises(WaitTimeoutError):
+        host.wait_many_blocking({panes[0]: 0, panes[1]: 1}, 0.2, threading.Event())
+    stop = threading.Event()
+    stopper = _later(0.2, stop.set)
+    assert host.wait_many_blocking({panes[0]: 0, panes[1]: 1}, 600.0, stop) == {}
+    stopper.join()
+    assert AgentHost.wait_many_blocking(host, {panes[0]: 0}, 0.1, stop) is None, "the abc's default: none"

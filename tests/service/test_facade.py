@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 import runner.service as service_module
+from runner.agents.abc import AgentHost
 from runner.errors import InputError
 from runner.fence import Credential
 from runner.service import (
@@ -278,13 +279,13 @@ def test_the_waits_call_the_host_off_the_event_loop_which_keeps_running(world: W
         seen.append(threading.get_ident())
         return real_read(pane_id, lines)
 
-    def slow_get_many(pane_ids: Any) -> Any:  # the set-up observes every cursor-less target in one call
+    def slow_cursors(pane_ids: Any) -> Any:  # the set-up looks at every cursor-less target in one call
         seen.append(threading.get_ident())
         time.sleep(0.3)
-        return {pane_id: real_get(pane_id) for pane_id in pane_ids}
+        return AgentHost.cursors(world.host, pane_ids)
 
     world.host.get = slow_get  # type: ignore[method-assign]
-    world.host.get_many = slow_get_many  # type: ignore[method-assign]
+    world.host.cursors = slow_cursors  # type: ignore[method-assign]
     world.host.read = read  # type: ignore[method-assign]
     ticks: list[float] = []
 

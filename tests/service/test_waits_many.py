@@ -7,10 +7,12 @@ statements the store's connection runs are counted with ``sqlite3``'s trace call
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 import anyio
 import pytest
@@ -73,7 +75,7 @@ def test_of_64_targets_the_one_that_settles_wins_with_its_output(many: World) ->
 
 
 def test_setting_up_64_targets_reads_the_store_once_and_observes_once(many: World) -> None:
-    """The fence and every lease from one snapshot, every cursor-less target's slot in one query; none
+    """The fence and every lease from one snapshot, every cursor-less target's cursor in one query; none
     is settled-and-new, so --fresh waits, and the one that settles after the call wins."""
     world = many
     panes = _panes(world)
@@ -82,7 +84,8 @@ def test_setting_up_64_targets_reads_the_store_once_and_observes_once(many: Worl
         entries, ready = world.service.waits._targets(WaitAnyInput("ctl", world.credential, targets, 20, fresh=True))
     assert ready == [] and [(e[0], e[2], e[3]) for e in entries] == [(f"r{n}", panes[f"r{n}"], 0) for n in range(MANY)]
     assert len([s for s in seen if s.startswith("BEGIN")]) == 2, seen
-    assert len([s for s in seen if "agent_slots" in s]) == 1
+    (slot_read,) = [s for s in seen if "agent_slots" in s]
+    assert "options" not in slot_read, "the set-up reads where each target is (cursors), no observation"
 
     def settle_later() -> None:
         time.sleep(0.2)
@@ -135,3 +138,76 @@ def test_the_first_failing_target_is_refused_as_before(many: World) -> None:
         lambda: anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, (("r1", 0), ("r3", 0)), 0.3)),
     )
     assert timed_out.details["targets"] == ["r1", "r3"]
+
+
+def _record(world: World, name: str, calls: list[tuple[str, int]]) -> None:
+    """Note the thread of every call of the host's method ``name`` (then call the real one)."""
+    real = getattr(world.host, name)
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        calls.append((name, threading.get_ident()))
+        return real(*args, **kwargs)
+
+    setattr(world.host, name, noted)
+
+
+def test_on_one_process_host_the_set_up_the_wait_and_the_output_share_one_worker_thread(world: World) -> None:
+    """One hop: wait-any's set-up, the host's blocking wait and the winner's output run on one worker
+    thread (not the loop's, and no second thread for the wait); the async wait_many is not used."""
+    world.start("a")
+    world.start("b")
+    world.relay("echo from b", target="b")
+    calls: list[tuple[str, int]] = []
+    for name in ("cursors", "wait_many_blocking", "wait_many", "read", "get"):
+        _record(world, name, calls)
+    loop = threading.get_ident()
+    targets = (("a", None), ("b", 1))
+    result = anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, targets, 20, fresh=True))
+    assert [(w.target, w.observation.status) for w in result.winners] == [("b", "done")]
+    assert "from b" in result.winners[0].output
+    assert [name for name, _ in calls] == ["cursors", "wait_many_blocking", "read", "get"]
+    (thread,) = {ident for _, ident in calls}
+    assert thread != loop
+
+
+def test_a_host_without_a_blocking_wait_is_waited_on_from_the_loop(world: World) -> None:
+    """A host whose wait_many_blocking is the abc's default (None) gets the async wait_many, with the
+    same answers: the winner, and wait_timeout naming every target."""
+    world.start("a")
+    world.start("b")
+    world.relay("echo from b", target="b")
+    world.host.wait_many_blocking = lambda *args: None  # type: ignore[method-assign,assignment]
+    calls: list[tuple[str, int]] = []
+    _record(world, "wait_many", calls)
+    result = anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, (("a", 0), ("b", 1)), 20))
+    assert [w.target for w in result.winners] == ["b"] and [name for name, _ in calls] == ["wait_many"]
+    timed_out = refused(
+        "wait_timeout",
+        lambda: anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, (("a", 0), ("b", 2)), 0.3)),
+    )
+    assert timed_out.details["targets"] == ["a", "b"]
+
+
+def test_cancelling_wait_any_ends_its_thread_s_wait(many: World) -> None:
+    """The caller cancels (an MCP client went away): the worker thread's blocking wait sees ``stop``
+    and returns at its next tick, so no thread keeps polling the store."""
+    world = many
+    ended = threading.Event()
+    real = world.host.wait_many_blocking
+
+    def noted(*args: Any) -> Any:
+        try:
+            return real(*args)
+        finally:
+            ended.set()
+
+    world.host.wait_many_blocking = noted  # type: ignore[method-assign]
+    targets = tuple((f"r{n}", 0) for n in range(MANY))
+
+    async def cancelled() -> None:
+        with anyio.move_on_after(0.3) as scope:
+            await world.service.wait_any(WaitAnyInput("ctl", world.credential, targets, 600))
+        assert scope.cancelled_caught
+
+    anyio.run(cancelled)
+    assert ended.wait(30), "the blocking wait returned once the wait-any was cancelled"
