@@ -25,7 +25,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,15 @@ from runner.errors import (
 from runner.log import get_logger
 from runner.scopes import ancestors
 from runner.store.abc import PRUNE_BATCH, Clock, Pruned, Reader, Store, Transaction
-from runner.store.sqlite_file import APPLICATION_ID, check_header, corruption_refused, create_exclusive, recognise
+from runner.store.sqlite_file import (
+    APPLICATION_ID,
+    check_header,
+    corrupt,
+    corruption_refused,
+    create_exclusive,
+    is_corruption,
+    recognise,
+)
 from runner.store.writelock import Place, QueueTimeout, WriteQueue
 
 logger = get_logger(__name__)  # imports logging only to log (cold start)
@@ -463,6 +471,95 @@ def _event(row: tuple[Any, ...], path: Path) -> Event:
     return Event(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], payload, row[9])
 
 
+class _Immediate:
+    """One ``BEGIN IMMEDIATE`` transaction of an :class:`SQLiteStore`, as a context manager.
+
+    Written by hand rather than with ``contextlib`` (three generator layers and two retry closures
+    were a fifth of an uncontended write's CPU). Uncontended, it costs the queue's three system
+    calls, ``BEGIN IMMEDIATE`` and ``COMMIT`` tried once each; only a busy answer from SQLite falls
+    into ``_retry``'s loop, on the budget the queue started.
+
+    Invariant: the queue is entered before the connection's lock is taken, so threads of this
+    process wait their turn in the kernel like other processes do, and readers are not held up
+    meanwhile; it is left after COMMIT or ROLLBACK, never inside the transaction. A nested write (this
+    thread is already writing) skips the queue and reaches ``BEGIN IMMEDIATE``, which SQLite refuses.
+    SQLite's "malformed" / "not a database" errors anywhere inside become ``store_corrupt``, as
+    ``sqlite_file.corruption_refused`` does.
+    """
+
+    __slots__ = ("_clock", "_place", "_store")
+
+    def __init__(self, store: SQLiteStore, clock: Clock | None) -> None:
+        self._store = store
+        self._clock = clock  # None: no Transaction object (migrations, pruning)
+        self._place: Place | None = None
+
+    def __enter__(self) -> Any:
+        store = self._store
+        writing = store._writing
+        depth = getattr(writing, "depth", 0)
+        started = time.monotonic()
+        place = store._enter_queue(started) if depth == 0 else None
+        writing.depth = depth + 1
+        try:
+            store._lock.acquire()  # released by __exit__, or here if BEGIN fails
+            try:
+                try:
+                    store._conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise
+                    begin = lambda: store._conn.execute("BEGIN IMMEDIATE")  # noqa: E731 - reason: one statement, retried
+                    tries = place.attempts + 1 if place is not None else 1
+                    store._retry(begin, started=started, deadline=started + store._deadline, tries=tries)
+            except BaseException:
+                store._lock.release()
+                raise
+        except BaseException as exc:
+            writing.depth = depth
+            if place is not None:
+                store._queue.release(place)  # type: ignore[union-attr]  # reason: a place implies a queue
+            if type(exc) is sqlite3.DatabaseError and is_corruption(exc):
+                raise corrupt(store.path, str(exc)) from None
+            raise
+        self._place = place
+        clock = self._clock
+        return None if clock is None else _Transaction(store._conn, store.path, clock())
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
+        store = self._store
+        conn = store._conn
+        try:
+            try:
+                if kind is None:
+                    try:
+                        conn.execute("COMMIT")
+                    except sqlite3.OperationalError as exc:
+                        if not _is_busy(exc):
+                            raise
+                        store._retry(lambda: conn.execute("COMMIT"), tries=1)
+                else:
+                    conn.execute("ROLLBACK")
+            except BaseException:
+                if kind is None and conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            finally:
+                store._lock.release()
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is sqlite3.DatabaseError and is_corruption(exc):
+                raise corrupt(store.path, str(exc)) from None
+            raise
+        finally:
+            store._writing.depth -= 1
+            place = self._place
+            if place is not None:
+                self._place = None
+                store._queue.release(place)  # type: ignore[union-attr]  # reason: a place implies a queue
+        if error is not None and type(error) is sqlite3.DatabaseError and is_corruption(error):
+            raise corrupt(store.path, str(error)) from None
+
+
 class SQLiteStore(Store):
     """A store in one SQLite file.
 
@@ -591,64 +688,33 @@ class SQLiteStore(Store):
             waited_seconds=round(waited, 3),
         )
 
-    def _depth(self) -> int:
-        return int(getattr(self._writing, "depth", 0))
-
     def _enter_queue(self, started: float) -> Place | None:
-        """Our turn in the FIFO write queue (None: no queue, or this thread is already writing)."""
-        if self._depth() > 0:
-            return None  # a nested write reaches BEGIN IMMEDIATE, and SQLite refuses it as before
+        """Our turn in the FIFO write queue (None: no queue). Not for a nested write (see ``_Immediate``)."""
         if not self._queue_opened:
             with self._queue_guard:
                 if not self._queue_opened:
                     self._queue = WriteQueue.open(self.path)  # None: SQLite's own busy handling alone
                     self._queue_opened = True
-        if self._queue is None:
+        queue = self._queue
+        if queue is None:
             return None
         try:
-            return self._queue.acquire(started + self._deadline)
+            return queue.acquire(started + self._deadline)
         except QueueTimeout as exc:
             raise self._busy(exc.waited, exc.attempts) from None
         except OSError as exc:
             raise CorralError(
-                f"the write queue {self._queue.path} of the store failed: {exc}",
+                f"the write queue {queue.path} of the store failed: {exc}",
                 code="store_unavailable",
                 path=str(self.path),
             ) from None
 
-    @contextmanager
-    def _immediate(self) -> Iterator[None]:
-        # Invariant: the queue is entered before the connection's lock is taken, so threads of this
-        # process wait their turn in the kernel like other processes do, and readers are not held
-        # up meanwhile; it is left after COMMIT or ROLLBACK, never inside the transaction.
-        started = time.monotonic()
-        place = self._enter_queue(started)
-        self._writing.depth = self._depth() + 1
-        try:
-            with self._lock, corruption_refused(self.path):
-                begin = lambda: self._conn.execute("BEGIN IMMEDIATE")  # noqa: E731 - reason: one statement, retried
-                tries = place.attempts if place is not None else 0
-                self._retry(begin, started=started, deadline=started + self._deadline, tries=tries)
-                try:
-                    yield
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                try:
-                    self._retry(lambda: self._conn.execute("COMMIT"))
-                except BaseException:
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
-                    raise
-        finally:
-            self._writing.depth -= 1
-            if place is not None:
-                self._queue.release(place)  # type: ignore[union-attr]  # reason: a place implies a queue
+    def _immediate(self) -> _Immediate:
+        """A ``BEGIN IMMEDIATE`` transaction on the store's connection (``with``; yields None)."""
+        return _Immediate(self, None)
 
-    @contextmanager
-    def write(self) -> Iterator[Transaction]:
-        with self._immediate():
-            yield _Transaction(self._conn, self.path, self._clock())
+    def write(self) -> AbstractContextManager[Transaction]:
+        return _Immediate(self, self._clock)
 
     @contextmanager
     def read(self) -> Iterator[Reader]:
