@@ -211,17 +211,32 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_TEXT = frozenset({str})  # keys another type would come back from JSON as strings
+_KNOWN_ROWS = 256  # rows whose decoded data a store keeps (cleared whole when full)
+
+
 class _Reader(Reader):
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, known: dict[str, tuple[str, dict[str, Any]]]) -> None:
         self._conn = conn
         self._path = path
+        self._known = known
 
     def get(self, instance_id: str) -> Instance | None:
         row = self._conn.execute(
             "SELECT id, machine, state, version, data, created_at, updated_at FROM instances WHERE id = ?",
             (instance_id,),
         ).fetchone()
-        return _instance(row, self._path) if row else None
+        if row is None:
+            return None
+        text = row[4]
+        known = self._known.get(instance_id)
+        if known is not None and known[0] == text:
+            data = dict(known[1])  # flat: a shallow copy is a whole one
+        else:
+            data = decode_object(text, self._path, "instances", row[0], "data")
+            _remember(self._known, instance_id, text, data)
+        return Instance(row[0], row[1], row[2], row[3], data, row[5], row[6])
 
     def find(
         self,
@@ -319,8 +334,12 @@ class _Reader(Reader):
 
 
 class _Transaction(_Reader, Transaction):
-    def __init__(self, conn: sqlite3.Connection, path: Path, now: datetime) -> None:
-        super().__init__(conn, path)
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, known: dict[str, tuple[str, dict[str, Any]]], now: datetime
+    ) -> None:
+        self._conn = conn
+        self._path = path
+        self._known = known
         self.now = now
         self.stamp = format_time(now)  # every row and event of one transaction carries the same time
 
@@ -341,6 +360,7 @@ class _Transaction(_Reader, Transaction):
                     instance=instance.id,
                     expected_version=0,
                 ) from None
+            _remember(self._known, instance.id, encoded, data)
             return Instance(instance.id, instance.machine, state, 1, data, stamp, stamp)
         cursor = self._conn.execute(
             "UPDATE instances SET state = ?, version = version + 1, data = ?, updated_at = ?"
@@ -356,6 +376,7 @@ class _Transaction(_Reader, Transaction):
                 expected_version=instance.version,
                 actual_version=current.version if current else None,
             )
+        _remember(self._known, instance.id, encoded, data)
         return Instance(instance.id, instance.machine, state, instance.version + 1, data, instance.created_at, stamp)
 
     def put_part(self, instance_id: str, key: str, value: Mapping[str, Any]) -> None:
@@ -460,6 +481,21 @@ def decode_object(text: Any, path: Path, table: str, row_id: Any, column: str) -
     )
 
 
+def _remember(known: dict[str, tuple[str, dict[str, Any]]], instance_id: str, text: str, data: dict[str, Any]) -> None:
+    """Keep ``data`` as the decoding of ``text`` for the next ``get`` of ``instance_id``, if it is flat.
+
+    Why: a renew reads back the row it wrote a moment ago; comparing its text with the text we
+    encoded or decoded last costs a memcmp, decoding it again a JSON parse. A match is exact (the
+    same text decodes to the same data, so a damaged row never matches a sound one); only data of
+    JSON scalars under string keys is kept, so that the text decodes to exactly that data and a
+    shallow copy hands every caller a whole copy of its own.
+    """
+    if _SCALARS.issuperset(map(type, data.values())) and _TEXT.issuperset(map(type, data)):
+        if len(known) >= _KNOWN_ROWS:
+            known.clear()
+        known[instance_id] = (text, dict(data))
+
+
 def _instance(row: tuple[Any, ...], path: Path) -> Instance:
     return Instance(
         row[0], row[1], row[2], row[3], decode_object(row[4], path, "instances", row[0], "data"), row[5], row[6]
@@ -524,7 +560,7 @@ class _Immediate:
             raise
         self._place = place
         clock = self._clock
-        return None if clock is None else _Transaction(store._conn, store.path, clock())
+        return None if clock is None else _Transaction(store._conn, store.path, store._known, clock())
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
         store = self._store
@@ -579,6 +615,8 @@ class SQLiteStore(Store):
         self._queue: WriteQueue | None = None  # opened at the first write: readers never make a lock file
         self._queue_opened = False
         self._queue_guard = threading.Lock()
+        # Invariant: each entry is a row's data text and its decoding (flat data only), never mutated.
+        self._known: dict[str, tuple[str, dict[str, Any]]] = {}
         try:
             # Invariant: a store file is made only where no name exists, whole (created 0600:
             # SQLite gives its -wal and -shm files the same mode); an existing one is never remade.
@@ -721,7 +759,7 @@ class SQLiteStore(Store):
         with self._lock, corruption_refused(self.path):
             self._conn.execute("BEGIN")  # deferred: a snapshot from the first read on, no write lock
             try:
-                yield _Reader(self._conn, self.path)
+                yield _Reader(self._conn, self.path, self._known)
             finally:
                 self._conn.execute("COMMIT")
 
