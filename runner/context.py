@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-
 # Why hand-written ``__init__``s below: a frozen dataclass's generated one sets each field through
 # ``object.__setattr__``; filling ``__dict__`` in one call halves the cost of the records every
 # transition builds several of (same fields, same order and defaults, still frozen).
@@ -35,7 +34,7 @@ class Instance:
 
     def __init__(
         self,
-        id: str,  # noqa: A002 - reason: the field's name
+        id: str,
         machine: str,
         state: str,
         version: int,
@@ -231,7 +230,7 @@ class Gate(Protocol):
         """The store the gate checks in: a host may pass its own transaction only on the same store."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Update:
     """What an update contributes: new data values, values for the caller's reply only, parts and claims.
 
@@ -250,6 +249,20 @@ class Update:
     reply: Mapping[str, Any] = field(default_factory=dict)
     parts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     claims: tuple[tuple[str, str, str], ...] | None = None
+
+    def __init__(
+        self,
+        data: Mapping[str, Any] | None = None,
+        reply: Mapping[str, Any] | None = None,
+        parts: Mapping[str, Mapping[str, Any]] | None = None,
+        claims: tuple[tuple[str, str, str], ...] | None = None,
+    ) -> None:
+        self.__dict__.update(
+            data={} if data is None else data,
+            reply={} if reply is None else reply,
+            parts={} if parts is None else parts,
+            claims=claims,
+        )
 
 
 def format_time(moment: datetime) -> str:

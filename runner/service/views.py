@@ -29,7 +29,7 @@ class Page(list[T]):
         self.next_after = next_after
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class LeaseView:
     """A lease as listings show it: every public field, the expiry judged by the store's clock."""
 
@@ -38,6 +38,10 @@ class LeaseView:
     version: int
     expired: bool
     data: Mapping[str, Any]
+
+    def __init__(self, controller_id: str, state: str, version: int, expired: bool, data: Mapping[str, Any]) -> None:
+        # One call instead of a frozen dataclass's field-by-field object.__setattr__ (see runner.context).
+        self.__dict__.update(controller_id=controller_id, state=state, version=version, expired=expired, data=data)
 
     def to_dict(self) -> dict[str, Any]:
         return {
