@@ -11,8 +11,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+# Why hand-written ``__init__``s below: a frozen dataclass's generated one sets each field through
+# ``object.__setattr__``; filling ``__dict__`` in one call halves the cost of the records every
+# transition builds several of (same fields, same order and defaults, still frozen).
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class Instance:
     """One durable run of a machine as the store holds it.
 
@@ -28,12 +32,32 @@ class Instance:
     created_at: str | None = None
     updated_at: str | None = None
 
+    def __init__(
+        self,
+        id: str,
+        machine: str,
+        state: str,
+        version: int,
+        data: Mapping[str, Any],
+        created_at: str | None = None,
+        updated_at: str | None = None,
+    ) -> None:
+        self.__dict__.update(
+            id=id,
+            machine=machine,
+            state=state,
+            version=version,
+            data=data,
+            created_at=created_at,
+            updated_at=updated_at,
+        )
+
     @property
     def exists(self) -> bool:
         return self.version > 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Event:
     """One line of the append-only event log. ``seq`` is global, monotonic and never reused."""
 
@@ -47,6 +71,32 @@ class Event:
     actor: str
     payload: Mapping[str, Any]
     at: str
+
+    def __init__(
+        self,
+        seq: int,
+        instance_id: str,
+        machine: str,
+        trigger: str,
+        from_state: str,
+        to_state: str,
+        version: int,
+        actor: str,
+        payload: Mapping[str, Any],
+        at: str,
+    ) -> None:
+        self.__dict__.update(
+            seq=seq,
+            instance_id=instance_id,
+            machine=machine,
+            trigger=trigger,
+            from_state=from_state,
+            to_state=to_state,
+            version=version,
+            actor=actor,
+            payload=payload,
+            at=at,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,7 +158,7 @@ class Rejection:
     details: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Context:
     """Everything a guard, update or effect may look at while one trigger is being fired.
 
@@ -132,6 +182,34 @@ class Context:
     gate: Gate | None = None
     """For effects: the check that the authority the effect was granted under still holds (see :class:`Gate`)."""
 
+    def __init__(
+        self,
+        instance: Instance,
+        trigger: str,
+        params: Mapping[str, Any],
+        secrets: Mapping[str, str],
+        observations: Mapping[str, Any],
+        now: datetime,
+        view: View,
+        actor: str,
+        data: Mapping[str, Any] | None = None,
+        resources: Mapping[str, Any] | None = None,
+        gate: Gate | None = None,
+    ) -> None:
+        self.__dict__.update(
+            instance=instance,
+            trigger=trigger,
+            params=params,
+            secrets=secrets,
+            observations=observations,
+            now=now,
+            view=view,
+            actor=actor,
+            data={} if data is None else data,
+            resources={} if resources is None else resources,
+            gate=gate,
+        )
+
 
 class Gate(Protocol):
     """The authority check an effect runs at the very moment it acts on the world.
@@ -152,7 +230,7 @@ class Gate(Protocol):
         """The store the gate checks in: a host may pass its own transaction only on the same store."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Update:
     """What an update contributes: new data values, values for the caller's reply only, parts and claims.
 
@@ -171,6 +249,20 @@ class Update:
     reply: Mapping[str, Any] = field(default_factory=dict)
     parts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     claims: tuple[tuple[str, str, str], ...] | None = None
+
+    def __init__(
+        self,
+        data: Mapping[str, Any] | None = None,
+        reply: Mapping[str, Any] | None = None,
+        parts: Mapping[str, Mapping[str, Any]] | None = None,
+        claims: tuple[tuple[str, str, str], ...] | None = None,
+    ) -> None:
+        self.__dict__.update(
+            data={} if data is None else data,
+            reply={} if reply is None else reply,
+            parts={} if parts is None else parts,
+            claims=claims,
+        )
 
 
 def format_time(moment: datetime) -> str:

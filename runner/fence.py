@@ -36,7 +36,7 @@ def instance_id(controller_id: str) -> str:
     return f"controller/{controller_id}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Credential:
     """What a holder presents: which grant it holds and the token proving it.
 
@@ -47,6 +47,10 @@ class Credential:
     lease_id: str
     generation: int
     token: str = field(repr=False)
+
+    def __init__(self, controller_id: str, lease_id: str, generation: int, token: str) -> None:
+        # One call instead of a frozen dataclass's field-by-field object.__setattr__ (see runner.context).
+        self.__dict__.update(controller_id=controller_id, lease_id=lease_id, generation=generation, token=token)
 
 
 @dataclass(frozen=True)

@@ -36,3 +36,29 @@ def test_the_same_instant_in_two_zones_formats_alike_and_a_naive_time_is_local()
     naive = datetime(2026, 12, 1, 12, 0, 0)
     assert format_time(naive) == _reference(naive.astimezone())
     assert format_time(utc + timedelta(microseconds=1)) == "2026-12-01T12:00:00.000002Z"
+
+
+def test_records_with_hand_written_inits_stay_frozen_dataclasses() -> None:
+    import dataclasses
+
+    import pytest
+
+    from runner.context import Context, Event, Instance, Update
+    from runner.engine import Request, Result
+
+    one = Instance("a/1", "a", "start", 1, {"x": 1})
+    assert one == Instance(id="a/1", machine="a", state="start", version=1, data={"x": 1})
+    assert (one.created_at, one.updated_at) == (None, None)
+    assert dataclasses.replace(one, version=2).version == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        one.state = "other"  # type: ignore[misc]  # reason: frozen, as the test shows
+    event = Event(1, "a/1", "a", "go", "start", "end", 2, "me", {}, "2026-01-01T00:00:00.000000Z")
+    assert event.to_dict()["from"] == "start" and "payload={}" in repr(event)
+    first, second = Update(), Update()
+    assert first.data == {} and first.data is not second.data and first.claims is None
+    request = Request("a/1", "go", secrets={"token": "SECRET-42"})
+    assert request.params == {} and request.actor == "unknown" and "SECRET-42" not in repr(request)
+    assert Result(one, (event,)).reply == {}
+    ctx = Context(one, "go", {}, {}, {}, datetime.now(UTC), None, "me")  # type: ignore[arg-type]  # reason: no view needed
+    assert ctx.data == {} and ctx.resources == {} and ctx.gate is None
+    assert [f.name for f in dataclasses.fields(Context)][-3:] == ["data", "resources", "gate"]

@@ -45,7 +45,7 @@ from runner.updates import UPDATES
 logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Request:
     """One trigger to fire.
 
@@ -64,8 +64,31 @@ class Request:
     expected_version: int | None = None
     resources: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
+    def __init__(
+        self,
+        instance_id: str,
+        trigger: str,
+        params: Mapping[str, Any] | None = None,
+        secrets: Mapping[str, str] | None = None,
+        observations: Mapping[str, Any] | None = None,
+        actor: str = "unknown",
+        expected_version: int | None = None,
+        resources: Mapping[str, Any] | None = None,
+    ) -> None:
+        # One call instead of a frozen dataclass's field-by-field object.__setattr__ (see runner.context).
+        self.__dict__.update(
+            instance_id=instance_id,
+            trigger=trigger,
+            params={} if params is None else params,
+            secrets={} if secrets is None else secrets,
+            observations={} if observations is None else observations,
+            actor=actor,
+            expected_version=expected_version,
+            resources={} if resources is None else resources,
+        )
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class Result:
     """What a fired trigger did: the instance as it now stands, its events, and the one-time reply.
 
@@ -77,6 +100,15 @@ class Result:
     events: tuple[Event, ...]
     reply: Mapping[str, Any] = field(default_factory=dict, repr=False)
     outcome: str | None = None
+
+    def __init__(
+        self,
+        instance: Instance,
+        events: tuple[Event, ...],
+        reply: Mapping[str, Any] | None = None,
+        outcome: str | None = None,
+    ) -> None:
+        self.__dict__.update(instance=instance, events=events, reply={} if reply is None else reply, outcome=outcome)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,15 @@ from runner.errors import (
 from runner.log import get_logger
 from runner.scopes import ancestors
 from runner.store.abc import PRUNE_BATCH, Clock, Pruned, Reader, Store, Transaction
-from runner.store.sqlite_file import APPLICATION_ID, check_header, corruption_refused, create_exclusive, recognise
+from runner.store.sqlite_file import (
+    APPLICATION_ID,
+    check_header,
+    corrupt,
+    corruption_refused,
+    create_exclusive,
+    is_corruption,
+    recognise,
+)
 from runner.store.writelock import Place, QueueTimeout, WriteQueue
 
 logger = get_logger(__name__)  # imports logging only to log (cold start)
@@ -203,17 +211,32 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_TEXT = frozenset({str})  # keys another type would come back from JSON as strings
+_KNOWN_ROWS = 256  # rows whose decoded data a store keeps (cleared whole when full)
+
+
 class _Reader(Reader):
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: Path, known: dict[str, tuple[str, dict[str, Any]]]) -> None:
         self._conn = conn
         self._path = path
+        self._known = known
 
     def get(self, instance_id: str) -> Instance | None:
         row = self._conn.execute(
             "SELECT id, machine, state, version, data, created_at, updated_at FROM instances WHERE id = ?",
             (instance_id,),
         ).fetchone()
-        return _instance(row, self._path) if row else None
+        if row is None:
+            return None
+        text = row[4]
+        known = self._known.get(instance_id)
+        if known is not None and known[0] == text:
+            data = dict(known[1])  # flat: a shallow copy is a whole one
+        else:
+            data = decode_object(text, self._path, "instances", row[0], "data")
+            _remember(self._known, instance_id, text, data)
+        return Instance(row[0], row[1], row[2], row[3], data, row[5], row[6])
 
     def find(
         self,
@@ -311,8 +334,12 @@ class _Reader(Reader):
 
 
 class _Transaction(_Reader, Transaction):
-    def __init__(self, conn: sqlite3.Connection, path: Path, now: datetime) -> None:
-        super().__init__(conn, path)
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, known: dict[str, tuple[str, dict[str, Any]]], now: datetime
+    ) -> None:
+        self._conn = conn
+        self._path = path
+        self._known = known
         self.now = now
         self.stamp = format_time(now)  # every row and event of one transaction carries the same time
 
@@ -333,6 +360,7 @@ class _Transaction(_Reader, Transaction):
                     instance=instance.id,
                     expected_version=0,
                 ) from None
+            _remember(self._known, instance.id, encoded, data)
             return Instance(instance.id, instance.machine, state, 1, data, stamp, stamp)
         cursor = self._conn.execute(
             "UPDATE instances SET state = ?, version = version + 1, data = ?, updated_at = ?"
@@ -348,6 +376,7 @@ class _Transaction(_Reader, Transaction):
                 expected_version=instance.version,
                 actual_version=current.version if current else None,
             )
+        _remember(self._known, instance.id, encoded, data)
         return Instance(instance.id, instance.machine, state, instance.version + 1, data, instance.created_at, stamp)
 
     def put_part(self, instance_id: str, key: str, value: Mapping[str, Any]) -> None:
@@ -452,6 +481,21 @@ def decode_object(text: Any, path: Path, table: str, row_id: Any, column: str) -
     )
 
 
+def _remember(known: dict[str, tuple[str, dict[str, Any]]], instance_id: str, text: str, data: dict[str, Any]) -> None:
+    """Keep ``data`` as the decoding of ``text`` for the next ``get`` of ``instance_id``, if it is flat.
+
+    Why: a renew reads back the row it wrote a moment ago; comparing its text with the text we
+    encoded or decoded last costs a memcmp, decoding it again a JSON parse. A match is exact (the
+    same text decodes to the same data, so a damaged row never matches a sound one); only data of
+    JSON scalars under string keys is kept, so that the text decodes to exactly that data and a
+    shallow copy hands every caller a whole copy of its own.
+    """
+    if _SCALARS.issuperset(map(type, data.values())) and _TEXT.issuperset(map(type, data)):
+        if len(known) >= _KNOWN_ROWS:
+            known.clear()
+        known[instance_id] = (text, dict(data))
+
+
 def _instance(row: tuple[Any, ...], path: Path) -> Instance:
     return Instance(
         row[0], row[1], row[2], row[3], decode_object(row[4], path, "instances", row[0], "data"), row[5], row[6]
@@ -461,6 +505,95 @@ def _instance(row: tuple[Any, ...], path: Path) -> Instance:
 def _event(row: tuple[Any, ...], path: Path) -> Event:
     payload = decode_object(row[8], path, "events", row[0], "payload")
     return Event(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], payload, row[9])
+
+
+class _Immediate:
+    """One ``BEGIN IMMEDIATE`` transaction of an :class:`SQLiteStore`, as a context manager.
+
+    Written by hand rather than with ``contextlib`` (three generator layers and two retry closures
+    were a fifth of an uncontended write's CPU). Uncontended, it costs the queue's three system
+    calls, ``BEGIN IMMEDIATE`` and ``COMMIT`` tried once each; only a busy answer from SQLite falls
+    into ``_retry``'s loop, on the budget the queue started.
+
+    Invariant: the queue is entered before the connection's lock is taken, so threads of this
+    process wait their turn in the kernel like other processes do, and readers are not held up
+    meanwhile; it is left after COMMIT or ROLLBACK, never inside the transaction. A nested write (this
+    thread is already writing) skips the queue and reaches ``BEGIN IMMEDIATE``, which SQLite refuses.
+    SQLite's "malformed" / "not a database" errors anywhere inside become ``store_corrupt``, as
+    ``sqlite_file.corruption_refused`` does.
+    """
+
+    __slots__ = ("_clock", "_place", "_store")
+
+    def __init__(self, store: SQLiteStore, clock: Clock | None) -> None:
+        self._store = store
+        self._clock = clock  # None: no Transaction object (migrations, pruning)
+        self._place: Place | None = None
+
+    def __enter__(self) -> Any:
+        store = self._store
+        writing = store._writing
+        depth = getattr(writing, "depth", 0)
+        started = time.monotonic()
+        place = store._enter_queue(started) if depth == 0 else None
+        writing.depth = depth + 1
+        try:
+            store._lock.acquire()  # released by __exit__, or here if BEGIN fails
+            try:
+                try:
+                    store._conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise
+                    begin = lambda: store._conn.execute("BEGIN IMMEDIATE")  # noqa: E731 - reason: one statement, retried
+                    tries = place.attempts + 1 if place is not None else 1
+                    store._retry(begin, started=started, deadline=started + store._deadline, tries=tries)
+            except BaseException:
+                store._lock.release()
+                raise
+        except BaseException as exc:
+            writing.depth = depth
+            if place is not None:
+                store._queue.release(place)  # type: ignore[union-attr]  # reason: a place implies a queue
+            if type(exc) is sqlite3.DatabaseError and is_corruption(exc):
+                raise corrupt(store.path, str(exc)) from None
+            raise
+        self._place = place
+        clock = self._clock
+        return None if clock is None else _Transaction(store._conn, store.path, store._known, clock())
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
+        store = self._store
+        conn = store._conn
+        try:
+            try:
+                if kind is None:
+                    try:
+                        conn.execute("COMMIT")
+                    except sqlite3.OperationalError as exc:
+                        if not _is_busy(exc):
+                            raise
+                        store._retry(lambda: conn.execute("COMMIT"), tries=1)
+                else:
+                    conn.execute("ROLLBACK")
+            except BaseException:
+                if kind is None and conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            finally:
+                store._lock.release()
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is sqlite3.DatabaseError and is_corruption(exc):
+                raise corrupt(store.path, str(exc)) from None
+            raise
+        finally:
+            store._writing.depth -= 1
+            place = self._place
+            if place is not None:
+                self._place = None
+                store._queue.release(place)  # type: ignore[union-attr]  # reason: a place implies a queue
+        if error is not None and type(error) is sqlite3.DatabaseError and is_corruption(error):
+            raise corrupt(store.path, str(error)) from None
 
 
 class SQLiteStore(Store):
@@ -482,6 +615,8 @@ class SQLiteStore(Store):
         self._queue: WriteQueue | None = None  # opened at the first write: readers never make a lock file
         self._queue_opened = False
         self._queue_guard = threading.Lock()
+        # Invariant: each entry is a row's data text and its decoding (flat data only), never mutated.
+        self._known: dict[str, tuple[str, dict[str, Any]]] = {}
         try:
             # Invariant: a store file is made only where no name exists, whole (created 0600:
             # SQLite gives its -wal and -shm files the same mode); an existing one is never remade.
@@ -591,71 +726,40 @@ class SQLiteStore(Store):
             waited_seconds=round(waited, 3),
         )
 
-    def _depth(self) -> int:
-        return int(getattr(self._writing, "depth", 0))
-
     def _enter_queue(self, started: float) -> Place | None:
-        """Our turn in the FIFO write queue (None: no queue, or this thread is already writing)."""
-        if self._depth() > 0:
-            return None  # a nested write reaches BEGIN IMMEDIATE, and SQLite refuses it as before
+        """Our turn in the FIFO write queue (None: no queue). Not for a nested write (see ``_Immediate``)."""
         if not self._queue_opened:
             with self._queue_guard:
                 if not self._queue_opened:
                     self._queue = WriteQueue.open(self.path)  # None: SQLite's own busy handling alone
                     self._queue_opened = True
-        if self._queue is None:
+        queue = self._queue
+        if queue is None:
             return None
         try:
-            return self._queue.acquire(started + self._deadline)
+            return queue.acquire(started + self._deadline)
         except QueueTimeout as exc:
             raise self._busy(exc.waited, exc.attempts) from None
         except OSError as exc:
             raise CorralError(
-                f"the write queue {self._queue.path} of the store failed: {exc}",
+                f"the write queue {queue.path} of the store failed: {exc}",
                 code="store_unavailable",
                 path=str(self.path),
             ) from None
 
-    @contextmanager
-    def _immediate(self) -> Iterator[None]:
-        # Invariant: the queue is entered before the connection's lock is taken, so threads of this
-        # process wait their turn in the kernel like other processes do, and readers are not held
-        # up meanwhile; it is left after COMMIT or ROLLBACK, never inside the transaction.
-        started = time.monotonic()
-        place = self._enter_queue(started)
-        self._writing.depth = self._depth() + 1
-        try:
-            with self._lock, corruption_refused(self.path):
-                begin = lambda: self._conn.execute("BEGIN IMMEDIATE")  # noqa: E731 - reason: one statement, retried
-                tries = place.attempts if place is not None else 0
-                self._retry(begin, started=started, deadline=started + self._deadline, tries=tries)
-                try:
-                    yield
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                try:
-                    self._retry(lambda: self._conn.execute("COMMIT"))
-                except BaseException:
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
-                    raise
-        finally:
-            self._writing.depth -= 1
-            if place is not None:
-                self._queue.release(place)  # type: ignore[union-attr]  # reason: a place implies a queue
+    def _immediate(self) -> _Immediate:
+        """A ``BEGIN IMMEDIATE`` transaction on the store's connection (``with``; yields None)."""
+        return _Immediate(self, None)
 
-    @contextmanager
-    def write(self) -> Iterator[Transaction]:
-        with self._immediate():
-            yield _Transaction(self._conn, self.path, self._clock())
+    def write(self) -> AbstractContextManager[Transaction]:
+        return _Immediate(self, self._clock)
 
     @contextmanager
     def read(self) -> Iterator[Reader]:
         with self._lock, corruption_refused(self.path):
             self._conn.execute("BEGIN")  # deferred: a snapshot from the first read on, no write lock
             try:
-                yield _Reader(self._conn, self.path)
+                yield _Reader(self._conn, self.path, self._known)
             finally:
                 self._conn.execute("COMMIT")
 

@@ -66,6 +66,8 @@ _FLOCK = struct.Struct("@hhqqi4x")
 _SEEK_SET = 0
 BASE = 8  # ticket t is byte BASE + t (t >= 1); the counter is the file's first 8 bytes
 _BUSY = (errno.EAGAIN, errno.EACCES)
+_SETLK = F_OFD_SETLK if F_OFD_SETLK is not None else -1  # -1: never used (WriteQueue.open returns None)
+_UNLOCK_ALL = _FLOCK.pack(F_UNLCK, _SEEK_SET, BASE, 0, 0)  # every byte from BASE on (length 0: to any end)
 _forks = [0]  # forks of this process so far, as seen by the child (getpid per write is a syscall)
 
 
@@ -79,11 +81,6 @@ os.register_at_fork(after_in_child=_forked)
 def lock_path(database: Path) -> Path:
     """Where the queue of ``database`` lives: ``<db>.lock`` beside it."""
     return database.with_name(database.name + ".lock")
-
-
-def _counter(fd: int) -> int:
-    raw = os.pread(fd, 8, 0)
-    return int.from_bytes(raw, "little") if len(raw) == 8 else 0
 
 
 def _set_counter(fd: int, ticket: int) -> None:
@@ -106,7 +103,7 @@ def _lock(fd: int, kind: int, start: int, length: int, *, wait: bool) -> bool:
     return True
 
 
-@dataclass
+@dataclass(slots=True)
 class Place:
     """A place in the queue, held from :meth:`WriteQueue.acquire` to :meth:`WriteQueue.release`."""
 
@@ -196,14 +193,19 @@ class WriteQueue:
             QueueTimeout: the deadline passed first (nothing is held).
             OSError: the lock file failed (not a lock conflict).
         """
-        started = time.monotonic()
         fd = self._descriptor()
         try:
-            ticket = _counter(fd) + 1
+            raw = os.pread(fd, 8, 0)
+            ticket = (int.from_bytes(raw, "little") if len(raw) == 8 else 0) + 1
             # Uncontended, one call: our ticket's byte and every byte below it, written-locked. The
             # counter stays: whoever comes meanwhile finds this byte taken and queues above it.
-            if _lock(fd, F_WRLCK, BASE, ticket + 1, wait=False):
-                return Place(fd, ticket, time.monotonic() - started, 1)
+            try:
+                fcntl(fd, _SETLK, _FLOCK.pack(F_WRLCK, _SEEK_SET, BASE, ticket + 1, 0))
+                return Place(fd, ticket, 0.0, 1)  # no clock read: an uncontended wait is a few system calls
+            except OSError as exc:
+                if exc.errno not in _BUSY:
+                    raise
+            started = time.monotonic()
             ticket = self._join(fd, ticket)
             if _lock(fd, F_RDLCK, BASE, ticket, wait=False):  # the one before us just left
                 return Place(fd, ticket, time.monotonic() - started, 1)
@@ -262,7 +264,7 @@ class WriteQueue:
     def release(self, place: Place) -> None:
         """Leave the queue: the next in line gets the lock."""
         try:
-            _lock(place.fd, F_UNLCK, BASE, 0, wait=False)  # length 0: to the end of any file
+            fcntl(place.fd, _SETLK, _UNLOCK_ALL)
         except OSError:
             self._discard(place.fd)
             raise

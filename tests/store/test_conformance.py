@@ -1073,3 +1073,46 @@ def test_a_version_2_sqlite_file_migrates_forward_and_pages(tmp_path: Path) -> N
     with sqlite3.connect(path) as raw:
         indexes = {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "instances_by_machine_id" in indexes
+
+
+def test_data_read_back_is_what_was_written_and_each_reader_gets_its_own_copy(any_store: Store) -> None:
+    # A store may keep what it wrote to answer the next read (the SQLite store does, for flat data):
+    # every reader still gets the data as written, and changing one copy changes no other.
+    flat = {"name": "ada", "count": 3, "ratio": 0.5, "done": False, "none": None, "text": "é\u2028\ud800"}
+    nested = {"steps": {"a": {"state": "done"}}, "tags": ["x", "y"]}
+    with any_store.write() as tx:
+        written = tx.put(new("thing/flat"), "start", flat)
+        tx.put(new("thing/nested"), "start", nested)
+    written.data["name"] = "changed by the writer"  # type: ignore[index]  # reason: the writer's own copy
+    for _ in range(2):
+        with any_store.read() as reader:
+            got_flat, got_nested = reader.get("thing/flat"), reader.get("thing/nested")
+        assert got_flat is not None and got_nested is not None
+        assert dict(got_flat.data) == flat and dict(got_nested.data) == nested
+        got_flat.data["name"] = "changed by a reader"  # type: ignore[index]  # reason: this reader's own copy
+        got_nested.data["steps"]["a"]["state"] = "changed"  # type: ignore[index]  # reason: likewise
+    with any_store.write() as tx:
+        current = tx.get("thing/flat")
+        assert current is not None and dict(current.data) == flat
+        tx.put(current, "start", {**flat, "count": 4})
+    assert any_store.get("thing/flat").data["count"] == 4  # type: ignore[union-attr]  # reason: written above
+
+
+def test_a_row_damaged_after_it_was_written_is_refused_not_answered_from_memory(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    try:
+        with store.write() as tx:
+            tx.put(new(), "start", {"name": "ada"})
+        assert store.get("thing/1") is not None  # read back as written
+        other = sqlite3.connect(str(tmp_path / "s.db"), isolation_level=None)
+        other.execute("UPDATE instances SET data = '{\"name\": ' WHERE id = 'thing/1'")
+        other.close()
+        with pytest.raises(StoreCorruptError) as caught:
+            store.get("thing/1")
+        assert caught.value.details["table"] == "instances" and caught.value.details["row"] == "thing/1"
+        with pytest.raises(StoreCorruptError), store.write() as tx:
+            tx.get("thing/1")
+        with store.write() as tx:  # the failed write left nothing held: the next one goes through
+            assert tx.get("thing/2") is None
+    finally:
+        store.close()
