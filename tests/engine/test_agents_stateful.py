@@ -703,10 +703,12 @@ class AgentsMachine(RuleBasedStateMachine):
         if rec.state in ("failed", "abandoned"):
             return ("err", "receipt_ended")
         assert rec.after_seq is not None
-        if alive and not (agent.seq > rec.after_seq and agent.status in SETTLED):
-            return ("err", "wait_timeout")
+        # The service looks at the pane before it waits: a pane that no longer holds the receipt's
+        # agent (gone, or another agent) can only fail, so it is not waited on (Receipts._not_the_receipts).
         if not alive or not self.same_identity(agent, name):
             return ("err", "identity_changed")
+        if not (agent.seq > rec.after_seq and agent.status in SETTLED):
+            return ("err", "wait_timeout")
         if moves:
             return ("err", "cursor_superseded")  # capture_stable, then the cursor_superseded transition
         if agent.seq == rec.after_seq + 1:
