@@ -25,8 +25,9 @@ is awaited on the loop.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runner.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from runner.service.adopted import Adopted
@@ -138,19 +139,6 @@ _WHERE: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'runner.service' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
 __all__ = [
     "TTL_DEFAULT",
     "TTL_MAX",
@@ -219,3 +207,5 @@ __all__ = [
     "machines",
     "validate",
 ]
+
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE, globals(), __all__)

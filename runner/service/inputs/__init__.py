@@ -14,8 +14,9 @@ shared bases in ``base`` and ``leases``), and this package resolves each name on
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runner.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from runner.service.inputs.adopted import AdoptedCloseInput, AdoptedListInput, AdoptedReleaseInput, AdoptInput
@@ -76,19 +77,6 @@ _WHERE: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'runner.service.inputs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
 __all__ = [
     "LIMIT_MAX",
     "PANE_OR_NAME",
@@ -126,3 +114,5 @@ __all__ = [
     "WriterVerifyInput",
     "check_page",
 ]
+
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE, globals(), __all__)

@@ -11,8 +11,9 @@ subclasses, cheaper to create than dataclasses and alike in behaviour.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runner.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from runner.service.views.controller import Grant, LeaseView
@@ -41,19 +42,6 @@ _WHERE: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'runner.service.views' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
 __all__ = [
     "AgentLeaseView",
     "AskManyResult",
@@ -69,3 +57,5 @@ __all__ = [
     "WaitAnyResult",
     "Winner",
 ]
+
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE, globals(), __all__)
