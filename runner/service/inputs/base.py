@@ -33,3 +33,19 @@ class FencedInput:
     def __post_init__(self) -> None:
         check_controller_id(self.controller_id)
         check_credential(self.credential, self.controller_id)
+
+
+@dataclass(frozen=True)
+class ListingInput:
+    """A listing's filter and page: one controller's (if given), live ones unless ``include_ended``,
+    at most ``limit`` after the key ``after`` (the previous page's ``next_after``)."""
+
+    controller_id: str | None = None
+    include_ended: bool = False
+    after: str | None = None
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.controller_id is not None:
+            check_controller_id(self.controller_id)
+        check_page(self.after, self.limit)

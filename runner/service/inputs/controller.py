@@ -15,7 +15,7 @@ from runner.service.checks import (
     check_sha256,
     check_ttl,
 )
-from runner.service.inputs.base import FencedInput, check_page
+from runner.service.inputs.base import FencedInput, ListingInput
 
 
 @dataclass(frozen=True)
@@ -104,20 +104,10 @@ class ReleaseInput(FencedInput):
 
 
 @dataclass(frozen=True)
-class ListLeasesInput:
+class ListLeasesInput(ListingInput):
     """Controller leases (or one), with expiry judged now; never a secret.
 
     Held (``active``) ones only unless ``include_ended`` (which adds released ones); one
     ``controller_id`` is shown in any state. ``after`` (a controller id: the previous page's
     ``next_after``) and ``limit`` page through them in controller id order.
     """
-
-    controller_id: str | None = None
-    include_ended: bool = False
-    after: str | None = None
-    limit: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.controller_id is not None:
-            check_controller_id(self.controller_id)
-        check_page(self.after, self.limit)

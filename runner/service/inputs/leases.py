@@ -6,30 +6,19 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from runner.service.checks import (
-    check_controller_id,
     check_expected_agent,
     check_pane,
 )
-from runner.service.inputs.base import FencedInput, check_page
+from runner.service.inputs.base import FencedInput, ListingInput
 
 
 @dataclass(frozen=True)
-class LeaseListInput:
+class LeaseListInput(ListingInput):
     """Leases of one machine (of one controller, if given); ``include_ended`` adds the ended ones.
 
     ``after`` (a lease instance id: the previous page's ``next_after``) and ``limit`` page through
     them in instance id order.
     """
-
-    controller_id: str | None = None
-    include_ended: bool = False
-    after: str | None = None
-    limit: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.controller_id is not None:
-            check_controller_id(self.controller_id)
-        check_page(self.after, self.limit)
 
 
 @dataclass(frozen=True)
