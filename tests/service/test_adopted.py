@@ -311,7 +311,7 @@ def test_close_is_bound_to_the_cursor_and_the_adopted_identity(world: World) -> 
     pane = outside(world)
     adopt(world, pane)
     identity = (pane, "stray", "script", str(world.cwd.resolve()))
-    ProcessHost.prompt(world.host, pane, "sleep 0.3\necho moved", Expect(identity, 0))
+    ProcessHost.prompt(world.host, pane, "sleep 2\necho moved", Expect(identity, 0))
     refused("agent_not_settled", lambda: close(world, seq=1))
     anyio.run(world.host.wait, pane, 1, 30)
     refused("cursor_mismatch", lambda: close(world, seq=0))

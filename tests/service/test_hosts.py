@@ -297,7 +297,7 @@ def test_a_second_prompt_is_refused_while_a_receipt_is_open(world: World) -> Non
 
 def test_a_stale_close_cursor_and_a_working_agent_are_refused(world: World) -> None:
     lease = world.start()
-    receipt = world.relay("sleep 1")
+    receipt = world.relay("sleep 3")  # still working at the close below, even on a loaded machine
     refused("agent_not_settled", lambda: world.close(receipt.data["after_seq"]))
     (result,) = world.collect(receipt.token)
     refused("cursor_mismatch", lambda: world.close(lease.data["started_seq"]))
