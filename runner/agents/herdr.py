@@ -172,7 +172,12 @@ class SubprocessRunner:
         return Completed(done.returncode, done.stdout, done.stderr)
 
     async def run_async(self, argv: Sequence[str], timeout: float) -> Completed:
-        process = await anyio.open_process(list(argv), stdin=subprocess.DEVNULL, env=herdr_environment())
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        # Shielded: a cancellation delivered between the spawn and open_process's return would leave
+        # the child killed but never reaped (asyncio's own clean-up wait is cancelled again), and the
+        # loop closing under it warns of a subprocess still running. Cancelled, it is killed below.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(list(argv), stdin=subprocess.DEVNULL, env=herdr_environment())
         chunks: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
 
         async def drain(name: str, stream: Any) -> None:

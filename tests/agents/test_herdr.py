@@ -332,6 +332,42 @@ def test_a_herdr_that_hangs_is_killed_at_the_call_timeout(fake_herdr: FakeHerdr)
     assert not alive(hung)
 
 
+def test_a_call_cancelled_as_its_process_starts_leaves_no_child_behind_its_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each CLI verb runs its own event loop. A cancellation that lands between the spawn and the
+    moment the process is handed back (a lost ``wait-any`` race, a ``--timeout``) must still kill and
+    reap the child before the loop closes: otherwise asyncio reports a subprocess still running, the
+    suite's warnings-as-errors turn that into a failure, and a long-lived server leaks a zombie."""
+    import gc
+    import random
+    import warnings
+
+    from runner.agents.herdr import SubprocessRunner
+
+    unraised: list[str] = []
+    seen_hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: unraised.append(repr(unraisable.exc_value))
+
+    async def cancelled_call(after: float) -> None:
+        with anyio.move_on_after(after):
+            await SubprocessRunner().run_async(["sleep", "30"], 60)
+
+    rng = random.Random(7)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(120):  # spawning takes about a millisecond: deadlines across it
+                anyio.run(cancelled_call, rng.uniform(0, 0.004))
+            gc.collect()
+    finally:
+        sys.unraisablehook = seen_hook
+    left = [str(w.message) for w in caught if "still running" in str(w.message)]
+    left += [u for u in unraised if "still running" in u]
+    left += [r.getMessage() for r in caplog.records if "is closed" in r.getMessage()]  # asyncio's own log
+    assert left == []
+
+
 def test_read_asks_for_recent_lines_and_changes_nothing(host: HerdrHost, fake_herdr: FakeHerdr, cwd: str) -> None:
     started(host, fake_herdr, cwd)
     text = "echo first\necho second\necho third"
