@@ -145,6 +145,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("plans", "recipe", "run"), "runner.cli.plans"),
     **dict.fromkeys(("preflight", "scopes", "writer"), "runner.cli.writers"),
     "paths": "runner.cli.paths",
+    "mcp": "runner.cli.mcp",
 }
 
 
