@@ -309,8 +309,6 @@ def draw(
     guards, updates and effects; a recipe its steps in order, each with the operation it does and the
     machine that operation drives; a plan its recipe with each step coloured by its recorded state.
     """
-    from runner.presentation import draw as drawing
-
     chosen = [name for name, given in (("MACHINE", machine), ("--recipe", recipe_name), ("--plan", plan_id)) if given]
     if len(chosen) != 1:
         raise UsageError(
@@ -323,43 +321,17 @@ def draw(
         raise InputError("out", "png is binary: give --out FILE")
     if out is not None and not out.parent.is_dir():
         raise InputError("out", f"the directory {out.parent} does not exist: create it first, or write elsewhere")
-    doc: dict[str, Any]
-    if machine is not None:
-        spec = app.library.get(machine)
-        path = None
-        if instance_id is not None:
-            instance, history = app.service.history(instance_id)
-            path = drawing.trail(spec, instance_id, instance, history)
-        picture = drawing.render(spec, fmt, path)
-        doc = {"machine": spec.name}
-        what = f"machine {spec.name} v{spec.version}"
-        if path is not None:
-            doc |= {"instance": path.instance_id, "state": path.current, "path": path.path}
-            what += f", instance {path.instance_id} in {path.current}"
-    else:
-        from runner.definitions.recipes import RecipeLibrary
+    from runner.service.definitions import draw as drawn
 
-        recipes = RecipeLibrary()
-        status = None
-        if plan_id is not None:
-            plan = app.service.plans.plan(plan_id)
-            recipe = recipes.get(str(plan.data["recipe"]))
-            changed = recipe.sha256 != plan.data.get("recipe_sha256")
-            status = drawing.PlanStatus.of(plan, "the recipe changed since the plan was submitted" if changed else "")
-        else:
-            assert recipe_name is not None
-            recipe = recipes.get(recipe_name)
-        picture = drawing.render_recipe(recipe, fmt, status)
-        doc = {"recipe": recipe.name}
-        what = f"recipe {recipe.name} v{recipe.version}"
-        if status is not None:
-            doc |= {
-                "plan": status.plan_id,
-                "state": status.state,
-                "steps": {s.id: status.of_step(s.id) for s in recipe.steps},
-            }
-            what = f"plan {status.plan_id} ({status.state}), " + what
-    doc["format"] = fmt
+    doc, picture, what = drawn(
+        app.service,
+        app.library,
+        machine=machine,
+        instance_id=instance_id,
+        recipe_name=recipe_name,
+        plan_id=plan_id,
+        fmt=fmt,
+    )
     if out is not None:
         try:
             out.write_bytes(picture if isinstance(picture, bytes) else picture.encode("utf-8"))

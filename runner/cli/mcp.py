@@ -31,9 +31,7 @@ from runner.cli.app import App, cli
     help="With --http: the largest request body in bytes (larger ones are answered 413).",
 )
 @click.pass_context
-def mcp(
-    ctx: click.Context, http: bool, listen: str, auth_token_file: Path | None, max_request_size: int
-) -> None:
+def mcp(ctx: click.Context, http: bool, listen: str, auth_token_file: Path | None, max_request_size: int) -> None:
     """Serve corral's tools over MCP: stdio by default (what a coordinator launches), or --http."""
     if ctx.invoked_subcommand is not None:
         return

@@ -493,22 +493,9 @@ def recipe() -> None:
 @click.pass_obj
 def recipe_list(app: App, as_json: bool) -> None:
     """The recipes on the search path."""
-    from runner.definitions.recipes import RecipeLibrary
+    from runner.service.definitions import recipe_rows
 
-    library = RecipeLibrary()
-    rows: list[dict[str, Any]] = []
-    for name in library.names():
-        resolved = library.get(name)
-        rows.append(
-            {
-                "recipe": name,
-                "version": resolved.version,
-                "steps": len(resolved.steps),
-                "extends": list(resolved.extends),
-                "builtin": library.is_builtin(name),
-                "description": resolved.description,
-            }
-        )
+    rows = recipe_rows()
     if as_json:
         render.emit_json({"recipes": rows})
         return
@@ -536,21 +523,14 @@ def recipe_list(app: App, as_json: bool) -> None:
 @click.pass_obj
 def recipe_show(app: App, name: str, resolved: bool, as_json: bool) -> None:
     """A recipe as written, or (--resolved) as it runs."""
-    from runner.definitions.recipes import RecipeLibrary
+    from runner.service.definitions import recipe_document
 
-    library = RecipeLibrary()
-    if resolved:
-        doc = library.get(name).to_json()
-        if as_json:
-            render.emit_json(doc)
-        else:
-            import yaml
-
-            click.echo(yaml.safe_dump(doc, sort_keys=False, width=100), nl=False)
-        return
-    library.get(name)  # validated, with its bases
-    path = library.paths()[name]
+    doc = recipe_document(name, resolved)
     if as_json:
-        render.emit_json({"recipe": name, "path": str(path), "text": path.read_text(encoding="utf-8")})
+        render.emit_json(doc)
+    elif resolved:
+        import yaml
+
+        click.echo(yaml.safe_dump(doc, sort_keys=False, width=100), nl=False)
     else:
-        click.echo(path.read_text(encoding="utf-8"), nl=False)
+        click.echo(doc["text"], nl=False)

@@ -158,3 +158,94 @@ class Definitions:
     def machines(self) -> list[MachineSummary]:
         """Every machine the library can find, built-ins first."""
         return machines(self.core.library)
+
+
+def recipe_rows() -> list[dict[str, Any]]:
+    """Every recipe on the search path as ``corral recipe list --json`` lists it (resolved: its bases applied)."""
+    from runner.definitions.recipes import RecipeLibrary
+
+    library = RecipeLibrary()
+    rows: list[dict[str, Any]] = []
+    for name in library.names():
+        resolved = library.get(name)
+        rows.append(
+            {
+                "recipe": name,
+                "version": resolved.version,
+                "steps": len(resolved.steps),
+                "extends": list(resolved.extends),
+                "builtin": library.is_builtin(name),
+                "description": resolved.description,
+            }
+        )
+    return rows
+
+
+def recipe_document(name: str, resolved: bool) -> dict[str, Any]:
+    """One recipe: as it runs (``resolved``), or as written (its file's path and text)."""
+    from runner.definitions.recipes import RecipeLibrary
+
+    library = RecipeLibrary()
+    recipe = library.get(name)  # validated, with its bases
+    if resolved:
+        return dict(recipe.to_json())
+    path = library.paths()[name]
+    return {"recipe": name, "path": str(path), "text": path.read_text(encoding="utf-8")}
+
+
+def draw(
+    service: Any,
+    library: Library,
+    *,
+    machine: str | None = None,
+    instance_id: str | None = None,
+    recipe_name: str | None = None,
+    plan_id: str | None = None,
+    fmt: str = "mermaid",
+) -> tuple[dict[str, Any], str | bytes, str]:
+    """A drawing of one machine (with ``instance_id``: the path it took), recipe or plan.
+
+    Returns the JSON document ``corral draw --json`` prints without the picture, the picture, and a
+    phrase naming what was drawn. Exactly one of ``machine``, ``recipe_name`` and ``plan_id`` is given
+    (the caller checks it, with its own words for the options).
+    """
+    from runner.presentation import draw as drawing
+
+    doc: dict[str, Any]
+    if machine is not None:
+        spec = library.get(machine)
+        path = None
+        if instance_id is not None:
+            instance, history = service.history(instance_id)
+            path = drawing.trail(spec, instance_id, instance, history)
+        picture = drawing.render(spec, fmt, path)
+        doc = {"machine": spec.name}
+        what = f"machine {spec.name} v{spec.version}"
+        if path is not None:
+            doc |= {"instance": path.instance_id, "state": path.current, "path": path.path}
+            what += f", instance {path.instance_id} in {path.current}"
+    else:
+        from runner.definitions.recipes import RecipeLibrary
+
+        recipes = RecipeLibrary()
+        status = None
+        if plan_id is not None:
+            plan = service.plans.plan(plan_id)
+            recipe = recipes.get(str(plan.data["recipe"]))
+            changed = recipe.sha256 != plan.data.get("recipe_sha256")
+            status = drawing.PlanStatus.of(plan, "the recipe changed since the plan was submitted" if changed else "")
+        else:
+            assert recipe_name is not None
+            recipe = recipes.get(recipe_name)
+        picture = drawing.render_recipe(recipe, fmt, status)
+        doc = {"recipe": recipe.name}
+        what = f"recipe {recipe.name} v{recipe.version}"
+        if status is not None:
+            doc |= {
+                "plan": status.plan_id,
+                "state": status.state,
+                "steps": {s.id: status.of_step(s.id) for s in recipe.steps},
+            }
+            what = f"plan {status.plan_id} ({status.state}), " + what
+    doc["format"] = fmt
+    return doc, picture, what

@@ -1,0 +1,171 @@
+"""JSON Schemas for the tools, generated from the operations' Input types (and the result shapes).
+
+An input schema is built from the fields of the operation's Input dataclass (their type hints and
+defaults), named as the CLI names its options in snake_case (``controller_id`` -> ``controller``,
+``ttl_seconds`` -> ``ttl``), without the fields the server supplies (the credential, a grant's
+proposal, the idempotency keys). So a field added to an Input shows up in the tool's schema, and a
+schema cannot describe an argument the service does not take.
+
+Every schema here is an ``object`` with ``properties``; none has a top-level ``oneOf``/``anyOf``/
+``allOf`` (Claude-backed clients reject them): "exactly one of" is enforced at run time with a clear
+error. A value that may be absent is ``{"type": [T, "null"]}``, never an ``anyOf``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+JSONSchema = dict[str, Any]
+
+_SCALARS: dict[Any, JSONSchema] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    Path: {"type": "string"},
+}
+
+
+def type_schema(hint: Any) -> JSONSchema:
+    """The JSON Schema of one field's type hint (``str``, ``int | None``, ``tuple[str, ...]``, ...).
+
+    Raises:
+        TypeError: a type with no JSON shape here (the tool must give that argument's schema itself).
+    """
+    if hint in _SCALARS:
+        return dict(_SCALARS[hint])
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        present = [a for a in args if a is not type(None)]
+        if len(present) == 1 and len(args) == 2:
+            inner = type_schema(present[0])
+            if isinstance(inner.get("type"), str):
+                inner["type"] = [inner["type"], "null"]
+                return inner
+        raise TypeError(f"no JSON schema for {hint!r}")
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return {"type": "array", "items": type_schema(args[0])}
+    if origin in (list, Sequence) and len(args) == 1:
+        return {"type": "array", "items": type_schema(args[0])}
+    if origin in (dict, Mapping) or hint in (dict, Mapping):
+        return {"type": "object"}
+    raise TypeError(f"no JSON schema for {hint!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Arg:
+    """One tool argument: the Input field it fills (None: an argument the tool itself reads), its
+    description, and a schema of its own where the field's type has no plain JSON shape."""
+
+    field: str | None
+    description: str
+    schema: JSONSchema | None = None
+    required: bool | None = None
+    """None: required when the field has no default."""
+    default: Any = None
+    """The default shown in the schema (and filled in before the handler runs); None: the field's own."""
+
+
+def input_schema(cls: type | None, args: Mapping[str, Arg]) -> JSONSchema:
+    """The tool's input schema: one property per argument, typed from ``cls``'s field of that name.
+
+    Raises:
+        TypeError: an argument names a field ``cls`` does not have, or a field's type has no JSON shape
+            and the argument gives no schema.
+    """
+    fields = {f.name: f for f in dataclasses.fields(cls)} if cls is not None else {}
+    hints = typing.get_type_hints(cls) if cls is not None else {}
+    properties: dict[str, JSONSchema] = {}
+    required: list[str] = []
+    for name, arg in args.items():
+        field = None
+        if arg.field is not None:
+            if arg.field not in fields:
+                raise TypeError(f"{cls!r} has no field {arg.field!r} (argument {name!r})")
+            field = fields[arg.field]
+        if arg.schema is not None:
+            schema: JSONSchema | None = dict(arg.schema)
+        else:
+            schema = type_schema(hints[field.name]) if field is not None else None
+        if schema is None:
+            raise TypeError(f"argument {name!r} reads no field and gives no schema")
+        schema["description"] = arg.description
+        default = arg.default if arg.default is not None else dataclasses.MISSING
+        if default is dataclasses.MISSING and field is not None:
+            default = field.default
+            if default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:
+                default = field.default_factory()
+        if default is not dataclasses.MISSING and default is not None:
+            schema["default"] = list(default) if isinstance(default, tuple) else default
+        is_required = arg.required
+        if is_required is None:
+            is_required = (
+                field is not None
+                and field.default is dataclasses.MISSING
+                and (field.default_factory is dataclasses.MISSING)
+            )
+        if is_required:
+            required.append(name)
+        properties[name] = schema
+    out: JSONSchema = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        out["required"] = required
+    return out
+
+
+# --- result shapes ----------------------------------------------------------------------------------------
+# What each view's ``to_dict`` writes (runner/service/views): the keys it always has, typed, and
+# ``additionalProperties`` for the instance data it spreads beside them. Every structured result of the
+# MCP conformance run is validated against its tool's output schema (the SDK client does so too).
+
+
+def obj(
+    properties: Mapping[str, JSONSchema], *, open_: bool = True, required: Sequence[str] | None = None
+) -> JSONSchema:
+    """An object schema with ``properties`` (all required unless ``required`` says which)."""
+    return {
+        "type": "object",
+        "properties": dict(properties),
+        "required": list(properties) if required is None else list(required),
+        "additionalProperties": open_,
+    }
+
+
+STR: JSONSchema = {"type": "string"}
+INT: JSONSchema = {"type": "integer"}
+BOOL: JSONSchema = {"type": "boolean"}
+ANY_OBJ: JSONSchema = {"type": "object"}
+NULLABLE_STR: JSONSchema = {"type": ["string", "null"]}
+
+
+def array(items: JSONSchema) -> JSONSchema:
+    return {"type": "array", "items": items}
+
+
+LEASE = obj({"controller_id": STR, "state": STR, "expired": BOOL, "version": INT})
+"""``LeaseView.to_dict``: a controller lease (its data beside; never the token)."""
+AGENT_LEASE = obj({"id": STR, "machine": STR, "state": STR, "version": INT})
+"""``AgentLeaseView.to_dict``: a reviewer, writer, adopted lease or a pane close."""
+RECEIPT = obj({"state": STR, "version": INT, "token": STR}, required=["state", "version"])
+"""``ReceiptView.to_dict``."""
+OBSERVATION = obj({"pane_id": STR, "name": STR, "kind": STR, "status": STR, "seq": INT})
+"""``Observation.to_dict``: one agent as its host sees it."""
+COLLECTED = obj({"receipt": RECEIPT, "output": STR, "replayed": BOOL})
+"""``CollectResult.to_dict``: the output is text an agent printed."""
+CLOSED = obj({"lease": AGENT_LEASE, "output": STR})
+"""``CloseResult.to_dict``."""
+HOUSEKEEPING = obj({"applied": BOOL, "actions": array(ANY_OBJ)})
+"""``Housekeeping.to_dict`` (cleanup, reconcile)."""
+WINNER = obj({"target": STR, "observation": OBSERVATION, "output": STR})
+PLAN = obj(
+    {"plan": STR, "recipe": STR, "state": STR, "controller": NULLABLE_STR, "steps": ANY_OBJ},
+    required=["plan", "recipe", "state", "steps"],
+)
+"""A plan's summary, as ``corral plans show --json`` prints it."""
+PAGE = {"next_after": NULLABLE_STR}
