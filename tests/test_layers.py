@@ -109,6 +109,13 @@ RENEW_NEVER = (
     "socket",
     "getpass",
     "importlib.metadata",
+    # The MCP SDK and what it brings (issue 14): only `corral mcp` imports them.
+    "mcp",
+    "mcp_types",
+    "pydantic",
+    "starlette",
+    "uvicorn",
+    "runner.mcp",
     "runner.documents.schema",
     "runner.definitions.lint",
     "runner.service.inventory",
@@ -155,6 +162,10 @@ def test_commands_that_do_not_wait_pay_for_no_event_loop(tmp_path: Path) -> None
     # ... and a command that needs them loads the lazy inputs and views (the probe sees them).
     lazy = ("runner.service.inputs.receipts", "runner.service.views.receipts", "runner.service.inputs.controller")
     assert probe("receipts", never=lazy)["lazy"] == sorted(lazy[:2])
+    # Every command but `corral mcp` leaves the MCP SDK alone; `corral mcp config` too (it writes a file).
+    sdk = ("mcp", "mcp_types", "pydantic", "starlette", "uvicorn")
+    for argv in (["status"], ["mcp", "config", "--client", "claude-code"]):
+        assert [m for m in probe(*argv, never=sdk)["lazy"] if m in sdk] == [], argv
 
 
 def test_the_default_holder_is_getpass_and_socket_spelled_cheaply(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,8 +33,8 @@ from runner.log import get_logger
 from runner.mcp.tools import DATA_NOTICE, TOOLS, Tool
 
 if TYPE_CHECKING:
-    from runner.runtime import Runtime as App
     from runner.fence import Credential
+    from runner.runtime import Runtime as App
 
 T = TypeVar("T")
 log = get_logger("corral.mcp")
@@ -51,12 +51,34 @@ SERVER_INSTRUCTIONS = (
 )
 
 
-class Call:
-    """One tool call: the runtime, the credentials of the state home, and the call's progress."""
+class FileKeeper:
+    """Credentials kept as the CLI keeps them: a 0600 file per controller in the state home."""
 
-    def __init__(self, runtime: App, tool: Tool) -> None:
+    def __init__(self, runtime: App) -> None:
+        self.files = runtime.credentials
+
+    def load(self, controller_id: str) -> Credential:
+        return self.files.load(controller_id)
+
+    def grant(self, controller_id: str, fire: Callable[[Any], T], keep_binding: bool = False) -> T:
+        from runner.service.checks import check_controller_id
+
+        check_controller_id(controller_id)  # before a path is made from it
+        path = self.files.path(controller_id)
+        return self.files.grant(controller_id, path, fire, binding=None, keep_binding=keep_binding)
+
+    def discard(self, controller_id: str, credential: Credential) -> None:
+        self.files.discard(self.files.path(controller_id), controller_id, credential)
+
+
+class Call:
+    """One tool call: the runtime, where its credentials are kept (``keeper``: the state home's files
+    for MCP, the request's header for HTTP), and the call's progress."""
+
+    def __init__(self, runtime: App, tool: Tool, keeper: Any = None) -> None:
         self.runtime = runtime
         self.tool = tool
+        self.keeper = keeper if keeper is not None else FileKeeper(runtime)
         self._watch: Callable[[], dict[str, Any]] | None = None
         self._events: list[dict[str, Any]] = []
         self._events_lock = threading.Lock()
@@ -66,12 +88,12 @@ class Call:
     def service(self) -> Any:
         return self.runtime.service
 
-    # --- credentials: loaded and saved where the CLI keeps them ---------------------------------------
+    # --- credentials -----------------------------------------------------------------------------------
 
     def credential(self, controller_id: str, *, releasing: bool = False) -> Credential:
-        """The controller's credential from the state home (the CLI's ``load_credential``)."""
+        """The controller's credential (the CLI's ``load_credential``; a second release is ``lease_released``)."""
         try:
-            return self.runtime.credentials.load(controller_id)
+            return self.keeper.load(controller_id)
         except CredentialError as exc:
             if releasing and exc.code == "credential_missing":
                 lease = self.service.controller_lease(controller_id)
@@ -87,16 +109,11 @@ class Call:
             raise
 
     def grant(self, controller_id: str, fire: Callable[[Any], T], keep_binding: bool = False) -> T:
-        """A grant (acquire, resume, takeover) with its credential saved first, as the CLI does."""
-        from runner.service.checks import check_controller_id
-
-        check_controller_id(controller_id)  # before a path is made from it
-        files = self.runtime.credentials
-        return files.grant(controller_id, files.path(controller_id), fire, binding=None, keep_binding=keep_binding)
+        """A grant (acquire, resume, takeover) with its credential kept first, crash-safely."""
+        return self.keeper.grant(controller_id, fire, keep_binding)
 
     def discard(self, controller_id: str, credential: Credential) -> None:
-        files = self.runtime.credentials
-        files.discard(files.path(controller_id), controller_id, credential)
+        self.keeper.discard(controller_id, credential)
 
     # --- waits: threads, progress ---------------------------------------------------------------------
 
@@ -241,11 +258,13 @@ def _check_arguments(tool: Tool, arguments: dict[str, Any] | None) -> dict[str, 
     return given
 
 
-async def call_tool(runtime: App, tool: Tool, arguments: dict[str, Any] | None, report: Reporter) -> dict[str, Any]:
+async def call_tool(
+    runtime: App, tool: Tool, arguments: dict[str, Any] | None, report: Reporter, keeper: Any = None
+) -> dict[str, Any]:
     """Run one tool: its structured result, or raise the CorralError that refused it (an input error
     names the tool's argument, not the Input field behind it)."""
     try:
-        return await _call_tool(runtime, tool, arguments, report)
+        return await _call_tool(runtime, tool, arguments, report, keeper)
     except InputError as exc:
         field = str(exc.details.get("field"))
         named = next((name for name, arg in tool.args.items() if arg.field == field and arg.field != name), None)
@@ -257,9 +276,11 @@ async def call_tool(runtime: App, tool: Tool, arguments: dict[str, Any] | None, 
         raise
 
 
-async def _call_tool(runtime: App, tool: Tool, arguments: dict[str, Any] | None, report: Reporter) -> dict[str, Any]:
+async def _call_tool(
+    runtime: App, tool: Tool, arguments: dict[str, Any] | None, report: Reporter, keeper: Any
+) -> dict[str, Any]:
     args = _check_arguments(tool, arguments)
-    call = Call(runtime, tool)
+    call = Call(runtime, tool, keeper)
     if not tool.is_async:
         done = await anyio.to_thread.run_sync(tool.handler, call, args)
         assert isinstance(done, dict)

@@ -160,6 +160,50 @@ class Events:
         """The store's retention floor: the highest pruned sequence number (0 if none ever was)."""
         return self.core.store.retention_floor()
 
+    def wait(self, since: int, timeout: float, limit: int | None = None) -> list[Event]:
+        """Events after ``since`` (at most ``limit``), waiting up to ``timeout`` s for the first one: the
+        live tail of a stream, re-read from the store (so several servers on one store serve the same).
+
+        Raises:
+            EventsPrunedError: ``since`` is (or while waiting falls) below the retention floor.
+        """
+        return self.core.store.wait_events(since, timeout, limit)
+
+    def store_id(self) -> str:
+        """The store's identity (an epoch a stream's cursor carries: a cursor of another store, or of a
+        restored copy made before, is told apart from ours)."""
+        return str(self.core.store.info().get("store_id") or "")
+
+    def snapshot(self, instance_id: str) -> dict[str, object] | None:
+        """One instance as it is now (its public data only) with ``last_event_seq``: the sequence number
+        of the event that brought it to this version, so tailing its events after it misses nothing and
+        repeats nothing; ``terminal`` says whether its state ends it. None if it never existed."""
+        store = self.core.store
+        instance = store.get(instance_id)
+        if instance is None:
+            return None
+        last = 0
+        for event in self._from(0, instance_id, True):
+            if event.version > instance.version:
+                break
+            last = event.seq
+        spec = self.core.library.builtin(instance.machine)
+        state = spec.states.get(instance.state)
+        return {
+            "id": instance.id,
+            "machine": instance.machine,
+            "state": instance.state,
+            "version": instance.version,
+            "terminal": bool(state is not None and state.terminal),
+            "data": spec.public_data(instance.data),
+            "last_event_seq": max(last, store.retention_floor()) if last == 0 else last,
+        }
+
+    def terminal(self, machine: str, state: str) -> bool:
+        """Whether ``state`` ends an instance of ``machine``."""
+        found = self.core.library.builtin(machine).states.get(state)
+        return bool(found is not None and found.terminal)
+
     def prune(self, inp: PruneEventsInput) -> Pruned:
         """Delete the oldest events by one criterion (``dry_run``: only say what would go).
 
