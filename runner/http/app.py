@@ -1,0 +1,666 @@
+"""``corral serve``: the HTTP API (REST under ``/api``, resumable Server-Sent Events, the dashboard).
+
+Starlette on uvicorn, through the runtime and the service only: each REST route calls one tool of the
+operation table the MCP server serves (:mod:`runner.http.routes`), so arguments, checks, codes and
+result documents are the MCP tools' (and the CLI's ``--json``). What is HTTP's own:
+
+- **Credentials**: a grant's response carries ``credential`` once (a string); later calls present it in
+  the ``Corral-Credential`` header. It is never in a URL, never logged (there is no access log of
+  headers or queries), never in an error.
+- **Errors**: ``{"error": {code, message, details}}`` with the status from :func:`http_status`.
+- **Idempotency**: a POST with ``Idempotency-Key`` is recorded in the store (key, SHA-256 of method,
+  path and body, the response) for ``--idempotency-ttl`` (24 h): the same key and body replays the
+  response (``Idempotent-Replayed: true``), another body is 409 ``idempotency_mismatch``. Every server
+  on the store shares them.
+- **Limits**: bodies over ``--max-request-size`` are 413 before they are read whole; path arguments are
+  contained under ``--workdir-root`` (symlinks resolved) and a raw ``..`` is always refused.
+- **Streams** (:mod:`runner.http.streams`): the durable event log as SSE, resumable by ``Last-Event-ID``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
+from runner.errors import CorralError, CredentialError, InputError, RefusedError
+from runner.log import get_logger
+
+if TYPE_CHECKING:
+    from runner.fence import Credential
+    from runner.runtime import Runtime
+
+log = get_logger("corral.http")
+
+CREDENTIAL_HEADER = "corral-credential"
+IDEMPOTENCY_TTL_DEFAULT = 24 * 3600
+BODY_MAX_DEFAULT = 1 << 20
+RETRY_AFTER_BUSY = "1"
+
+_NOT_FOUND = {"not_found", "controller_unknown", "machine_unknown", "target_unknown", "receipt_unknown", "plan_unknown",
+              "recipe_unknown", "instance_unknown", "tool_unknown", "lease_unknown", "decision_unknown"}  # fmt: skip
+_FORBIDDEN = {"caller_not_controller", "fence_stale", "not_owner", "path_outside_root"}
+_UNAUTHORIZED = {"credential_missing", "credential_corrupt", "credential_invalid", "unauthorized"}
+
+
+def http_status(error: CorralError) -> int:
+    """The HTTP status of an error: the category's row of :data:`runner.errors.STATUS`, refined where a
+    code says more (absent things 404, a credential 401, another holder's fence 403, a timed-out wait
+    408, a busy store 503)."""
+    code = error.code
+    if code in _NOT_FOUND or code.endswith("_unknown"):
+        return 404
+    if code in _UNAUTHORIZED:
+        return 401
+    if code in _FORBIDDEN:
+        return 403
+    if code == "wait_timeout":
+        return 408
+    if code == "store_busy" or code == "store_unavailable":
+        return 503
+    if code == "request_too_large":
+        return 413
+    return error.status.http
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the server runs (``corral serve``'s options)."""
+
+    token: str | None = None
+    max_request_size: int = BODY_MAX_DEFAULT
+    workdir_root: Path | None = None
+    idempotency_ttl: int = IDEMPOTENCY_TTL_DEFAULT
+    heartbeat: float = 15.0
+    subscriber_buffer: int = 1000
+    loopback: bool = True
+
+
+class HeaderKeeper:
+    """A call's credential from the request's ``Corral-Credential`` header; a grant's is handed back."""
+
+    def __init__(self, header: str | None) -> None:
+        self.header = header
+        self.issued: Credential | None = None
+
+    def load(self, controller_id: str) -> Credential:
+        from runner.fence import Credential
+
+        if not self.header:
+            raise CredentialError(
+                f"controller {controller_id!r}: present the lease's credential in the Corral-Credential header "
+                "(the grant's response handed it out)",
+                code="credential_missing",
+                controller_id=controller_id,
+            )
+        parts = self.header.strip().split(".")
+        if len(parts) != 4 or parts[0] != "v1" or not parts[2].isdigit() or not parts[3]:
+            raise CredentialError(
+                "the Corral-Credential header is not a credential (v1.LEASE.GENERATION.TOKEN)",
+                code="credential_corrupt",
+            )
+        return Credential(controller_id, parts[1], int(parts[2]), parts[3])
+
+    def grant(self, controller_id: str, fire: Any, keep_binding: bool = False) -> Any:
+        from runner.fence import Proposal
+        from runner.service.checks import check_controller_id
+
+        check_controller_id(controller_id)
+        granted = fire(Proposal.new())
+        self.issued = granted.credential
+        return granted
+
+    def discard(self, controller_id: str, credential: Credential) -> None:
+        """Nothing is kept server-side: the caller drops its copy."""
+
+
+def credential_header(credential: Credential) -> str:
+    """What a grant hands out and later calls present: ``v1.<lease id>.<generation>.<token>``."""
+    return f"v1.{credential.lease_id}.{credential.generation}.{credential.token}"
+
+
+def error_response(error: CorralError, extra: Mapping[str, Any] | None = None) -> Any:
+    from starlette.responses import JSONResponse
+
+    status = http_status(error)
+    headers = {"Retry-After": RETRY_AFTER_BUSY} if status == 503 else None
+    return JSONResponse({"error": error.to_dict(), **(extra or {})}, status_code=status, headers=headers)
+
+
+def _json_response(doc: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Any:
+    from starlette.responses import Response
+
+    body = json.dumps(doc, sort_keys=True, default=str).encode()
+    return Response(body, status_code=status, media_type="application/json", headers=dict(headers or {}))
+
+
+# --- arguments ------------------------------------------------------------------------------------------
+
+
+def _query_args(tool: Any, query: Any) -> dict[str, Any]:
+    """GET arguments from the query string, typed by the tool's input schema (repeat a key for a list)."""
+    props = tool.input_schema["properties"]
+    args: dict[str, Any] = {}
+    for name in set(query.keys()):
+        schema = props.get(name)
+        if schema is None:
+            raise InputError(name, f"{tool.name} takes no argument {name!r}")
+        values = query.getlist(name)
+        kind = schema.get("type")
+        kinds = kind if isinstance(kind, list) else [kind]
+        if "array" in kinds:
+            item = schema.get("items", {}).get("type")
+            args[name] = [_scalar(name, v, [item]) for v in values]
+        else:
+            if len(values) != 1:
+                raise InputError(name, f"give {name} once")
+            args[name] = _scalar(name, values[0], kinds)
+    return args
+
+
+def _scalar(name: str, text: str, kinds: list[Any]) -> Any:
+    if "integer" in kinds:
+        try:
+            return int(text)
+        except ValueError:
+            raise InputError(name, f"{text!r} is not an integer") from None
+    if "number" in kinds:
+        try:
+            return float(text)
+        except ValueError:
+            raise InputError(name, f"{text!r} is not a number") from None
+    if "boolean" in kinds:
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise InputError(name, f"{text!r} is not true or false")
+    if text == "" and "null" in kinds:
+        return None
+    return text
+
+
+def contain_paths(args: dict[str, Any], root: Path | None) -> None:
+    """Path arguments: never a raw ``..``; under ``root`` (symlinks resolved) when one is set.
+
+    Raises:
+        InputError: ``path_traversal`` or ``path_outside_root``, naming the argument.
+    """
+    from runner.http.routes import PATH_ARGS
+
+    for name in PATH_ARGS:
+        value = args.get(name)
+        if not isinstance(value, str):
+            continue
+        if ".." in value.split("/"):
+            raise InputError(name, f"{value!r} has a '..' segment: give the path itself", code="path_traversal")
+        if root is None:
+            continue
+        resolved = os.path.realpath(value)
+        base = os.path.realpath(root)
+        if resolved != base and not resolved.startswith(base.rstrip("/") + "/"):
+            raise InputError(
+                name, f"{value!r} is outside the server's working-directory root {base}", code="path_outside_root"
+            )
+
+
+# --- the app -----------------------------------------------------------------------------------------------
+
+
+class Server:
+    """The app's state: the runtime, the options, the plans it runs in the background."""
+
+    def __init__(self, runtime: Runtime, options: Options) -> None:
+        self.runtime = runtime
+        self.options = options
+        self.group: Any = None
+        self.started = time.monotonic()
+
+    @property
+    def service(self) -> Any:
+        return self.runtime.service
+
+    async def call(self, tool_name: str, args: dict[str, Any], keeper: HeaderKeeper) -> dict[str, Any]:
+        from runner.mcp.server import call_tool
+        from runner.mcp.tools import TOOLS
+
+        async def no_progress(progress: float, total: float | None, message: str) -> None:
+            return None
+
+        contain_paths(args, self.options.workdir_root)
+        return await call_tool(self.runtime, TOOLS[tool_name], args, no_progress, keeper)
+
+    def run_plan_later(self, plan_id: str, how: str) -> None:
+        """Run (or resume) a plan in the server; its event stream shows it, ``GET /api/plans/ID`` its state."""
+
+        async def run() -> None:
+            from runner.service.plans import PlanResumeInput, PlanRunInput
+
+            plans = await anyio.to_thread.run_sync(self._plans)
+            try:
+                if how == "run":
+                    await plans.run(PlanRunInput(plan_id))
+                else:
+                    await plans.resume(PlanResumeInput(plan_id))
+            except CorralError as exc:
+                log.warning("plan %s stopped: %s [%s]", plan_id, exc.message, exc.code)
+            except Exception as exc:  # noqa: BLE001 - a background run must not take the server down
+                log.error("plan %s: unexpected %s: %s", plan_id, type(exc).__name__, exc)
+
+        assert self.group is not None
+        self.group.start_soon(run)
+
+    def _plans(self) -> Any:
+        self.runtime.home.ensure("credentials")
+        self.runtime.home.ensure("snapshots")
+        return self.service.plans
+
+
+async def _body(request: Any) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise InputError("body", "the request body is not JSON", code="body_invalid") from None
+    if not isinstance(doc, dict):
+        raise InputError("body", "the request body is not a JSON object", code="body_invalid")
+    return doc
+
+
+def _endpoint(server: Server, route: Any) -> Any:
+    from runner.mcp.tools import TOOLS
+
+    tool = TOOLS[route.tool]
+
+    async def endpoint(request: Any) -> Any:
+        keeper = HeaderKeeper(request.headers.get(CREDENTIAL_HEADER))
+        try:
+            if route.method == "GET":
+                args = _query_args(tool, request.query_params)
+            else:
+                args = await _body(request)
+            for param, arg in route.path_args.items():
+                value = request.path_params[param]
+                if arg in args and args[arg] != value:
+                    raise InputError(arg, f"{arg} is {value!r} in the path and {args[arg]!r} in the body")
+                args[arg] = value
+            if route.tool == "corral_agent_get" and "wait" in request.query_params:
+                return await _agent_wait(server, request, args, keeper)
+            if route.background:
+                return await _background(server, route, args, keeper)
+            result = await server.call(route.tool, args, keeper)
+        except CorralError as exc:
+            return error_response(exc)
+        except Exception as exc:  # noqa: BLE001 - reported as internal, never a traceback
+            from runner.mcp.server import unexpected
+
+            return error_response(unexpected(exc))
+        if keeper.issued is not None:
+            result["credential"] = credential_header(keeper.issued)
+        return _json_response(result)
+
+    return endpoint
+
+
+async def _agent_wait(server: Server, request: Any, args: dict[str, Any], keeper: HeaderKeeper) -> Any:
+    """``GET /api/agents/{pane}?wait=DURATION&after_seq=N``: block until settled after the cursor; 408 with
+    the last observation when it does not within DURATION."""
+    from runner.service.events import parse_duration
+
+    wait = request.query_params["wait"]
+    try:
+        timeout = float(wait)
+    except ValueError:
+        timeout = parse_duration(wait, "wait").total_seconds()
+    wait_args = {k: v for k, v in args.items() if k in ("target", "host")}
+    if "after_seq" in request.query_params:
+        wait_args["after_seq"] = _scalar("after_seq", request.query_params["after_seq"], ["integer"])
+    wait_args["timeout"] = timeout
+    try:
+        return _json_response(await server.call("corral_agent_wait", wait_args, keeper))
+    except CorralError as exc:
+        if exc.code != "wait_timeout":
+            raise
+        last = await server.call("corral_agent_get", {k: v for k, v in args.items() if k in ("target", "host")}, keeper)
+        return error_response(exc, {"observation": last["observation"]})
+
+
+async def _background(server: Server, route: Any, args: dict[str, Any], keeper: HeaderKeeper) -> Any:
+    """A plan route: recorded (and, for retry, redriven) now; the run goes on in the server (202)."""
+    plan_id = str(args.get("plan_id") or "")
+    if route.tool == "corral_plan_submit":
+        submitted = await server.call("corral_plan_submit", {**args, "run": False}, keeper)
+        plan_id = str(submitted["plan"])
+        if submitted["state"] not in ("succeeded", "cancelled", "failed"):
+            server.run_plan_later(plan_id, "run" if submitted["created"] else "resume")
+        return _json_response(submitted, 202, {"Location": f"/api/plans/{plan_id}"})
+    plans = await anyio.to_thread.run_sync(server._plans)
+    if route.tool == "corral_plan_retry":
+        from runner.service.plans import PlanRetryInput
+
+        await anyio.to_thread.run_sync(plans.retry, PlanRetryInput(plan_id))
+    shown = await server.call("corral_plan_show", {"plan_id": plan_id}, keeper)
+    server.run_plan_later(plan_id, "resume")
+    return _json_response(shown, 202, {"Location": f"/api/plans/{plan_id}"})
+
+
+def build_app(runtime: Runtime, options: Options) -> Any:
+    """The ASGI app: the REST routes, the streams, the OpenAPI document, the dashboard, behind the guards."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.routing import Mount, Route
+
+    from runner.http import streams
+    from runner.http.openapi import document
+    from runner.http.routes import ROUTES
+
+    server = Server(runtime, options)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        async with anyio.create_task_group() as group:
+            server.group = group
+            yield
+            group.cancel_scope.cancel()
+
+    async def ping(request: Request) -> Any:
+        store_id = await anyio.to_thread.run_sync(server.service.events.store_id)
+        from runner._version import __version__
+
+        return _json_response({"ok": True, "version": __version__, "store_id": store_id})
+
+    async def openapi(request: Request) -> Any:
+        return _json_response(document())
+
+    async def instance(request: Request) -> Any:
+        found = await anyio.to_thread.run_sync(server.service.events.snapshot, request.path_params["id"])
+        if found is None:
+            return error_response(
+                InputError("id", f"no instance {request.path_params['id']!r}", code="instance_unknown")
+            )
+        return _json_response(found)
+
+    async def decisions(request: Request) -> Any:
+        try:
+            listed = await anyio.to_thread.run_sync(_decisions, server)
+        except CorralError as exc:
+            return error_response(exc)
+        return _json_response({"decisions": listed})
+
+    async def decide(request: Request) -> Any:
+        try:
+            body = await _body(request)
+            done = await _decide(server, request.path_params["id"], body)
+        except CorralError as exc:
+            return error_response(exc)
+        return _json_response(done, 202)
+
+    routes: list[Any] = [
+        Route("/api/ping", ping, methods=["GET"]),
+        Route("/api/openapi.json", openapi, methods=["GET"]),
+        Route("/api/events", streams.endpoint(server, "all"), methods=["GET"]),
+        Route("/api/plans/{plan_id}/events", streams.endpoint(server, "plan"), methods=["GET"]),
+        Route("/api/instances/{id:path}/events", streams.endpoint(server, "instance"), methods=["GET"]),
+        Route("/api/instances/{id:path}", instance, methods=["GET"]),
+        Route("/api/decisions", decisions, methods=["GET"]),
+        Route("/api/decisions/{id:path}", decide, methods=["POST"]),
+    ]
+    routes += [Route(r.path, _endpoint(server, r), methods=[r.method]) for r in ROUTES]
+    routes += _dashboard_routes()
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.corral = server
+    return Guard(Idempotency(BodyLimit(app, options.max_request_size), server), options)
+
+
+def _dashboard_routes() -> list[Any]:
+    from starlette.responses import FileResponse, PlainTextResponse
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    static = Path(__file__).parent / "static"
+    if not (static / "index.html").is_file():
+        return []
+
+    async def index(request: Any) -> Any:
+        return FileResponse(static / "index.html", headers={"Cache-Control": "no-store"})
+
+    del PlainTextResponse
+    return [Route("/", index, methods=["GET"]), Mount("/static", StaticFiles(directory=static), name="static")]
+
+
+def _decisions(server: Server) -> list[dict[str, Any]]:
+    decisions = getattr(server.service, "decisions", None)
+    if decisions is None:
+        return []
+    listed = decisions.list() if hasattr(decisions, "list") else decisions()
+    return list(listed)
+
+
+async def _decide(server: Server, decision_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    decision = body.get("decision")
+    if decision not in ("approve", "reject"):
+        raise InputError("decision", f"{decision!r} is not approve or reject")
+    reason = body.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise InputError("reason", "a decision needs a reason (1-1000 characters): it is recorded")
+    decisions = server.service.decisions
+    from runner.service.decisions import DecideInput
+
+    inp = DecideInput(decision_id, decision == "approve", reason, server.runtime.service.actor)
+    done = await anyio.to_thread.run_sync(decisions.decide, inp)
+    plan_id = done.get("plan") if isinstance(done, dict) else None
+    if plan_id:
+        server.run_plan_later(str(plan_id), "resume")
+    return dict(done) if isinstance(done, dict) else {"decided": decision_id}
+
+
+# --- middleware -------------------------------------------------------------------------------------------
+
+
+class BodyLimit:
+    """413 for a body over the limit: by its Content-Length before reading, or as it streams in."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        too_large = InputError(
+            "body", f"the request body is over {self.limit} bytes (--max-request-size)", code="request_too_large"
+        )
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await error_response(too_large)(scope, receive, send)
+            return
+        seen = 0
+        chunks: list[dict[str, Any]] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                chunks.append(message)
+                break
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                await error_response(too_large)(scope, receive, send)
+                return
+            chunks.append(message)
+            if not message.get("more_body"):
+                break
+        replay = iter(chunks)
+
+        async def again() -> Any:
+            try:
+                return next(replay)
+            except StopIteration:
+                return await receive()
+
+        await self.app(scope, again, send)
+
+
+class Idempotency:
+    """``Idempotency-Key`` on a POST: reserved in the store, the response recorded, replayed for the same
+    key and body (``Idempotent-Replayed: true``), refused for another body (409 ``idempotency_mismatch``)."""
+
+    def __init__(self, app: Any, server: Server) -> None:
+        self.app, self.server = app, server
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        key = headers.get("idempotency-key")
+        if key is None:
+            await self.app(scope, receive, send)
+            return
+        if not (1 <= len(key) <= 255 and key.isprintable()):
+            error = InputError("idempotency_key", "an Idempotency-Key is 1-255 printable characters", code="idempotency_key_invalid")
+            await error_response(error)(scope, receive, send)
+            return
+        body = bytearray()
+        messages: list[dict[str, Any]] = []
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        digest = hashlib.sha256(b"POST\n" + scope["path"].encode() + b"\n" + bytes(body)).hexdigest()
+        # A credential is part of the request: a replay must not hand one caller's response to another.
+        digest = hashlib.sha256((digest + "\n" + headers.get(CREDENTIAL_HEADER, "")).encode()).hexdigest()
+        store = self.server.runtime.store
+        try:
+            found = await anyio.to_thread.run_sync(
+                store.reserve_idempotency, key, digest, self.server.options.idempotency_ttl
+            )
+        except CorralError as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        if found is not None:
+            await self._answer_existing(found, digest, scope, receive, send)
+            return
+        replay = iter(messages)
+
+        async def again() -> Any:
+            try:
+                return next(replay)
+            except StopIteration:
+                return await receive()
+
+        status: list[int] = []
+        sent: list[bytes] = []
+
+        async def recording(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status.append(int(message["status"]))
+            elif message["type"] == "http.response.body":
+                sent.append(message.get("body", b""))
+            await send(message)
+
+        try:
+            await self.app(scope, again, recording)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(store.release_idempotency, key)
+            raise
+        code = status[0] if status else 500
+        if code >= 500:  # nothing was decided: let a retry run again
+            await anyio.to_thread.run_sync(store.release_idempotency, key)
+            return
+        await anyio.to_thread.run_sync(store.complete_idempotency, key, code, b"".join(sent).decode("utf-8", "replace"))
+
+    async def _answer_existing(self, found: Any, digest: str, scope: Any, receive: Any, send: Any) -> None:
+        from starlette.responses import Response
+
+        if found.request_sha256 != digest:
+            error = RefusedError(
+                "this Idempotency-Key was used for another request (method, path, body or credential)",
+                code="idempotency_mismatch",
+            )
+            await _conflict(error)(scope, receive, send)
+            return
+        if found.state != "done":
+            error = RefusedError("a request with this Idempotency-Key is still in progress", code="idempotency_in_progress")
+            await _conflict(error)(scope, receive, send)
+            return
+        response = Response(
+            (found.response or "").encode(),
+            status_code=int(found.status or 200),
+            media_type="application/json",
+            headers={"Idempotent-Replayed": "true"},
+        )
+        await response(scope, receive, send)
+
+
+def _conflict(error: CorralError) -> Any:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": error.to_dict()}, status_code=409)
+
+
+class Guard:
+    """The bearer token (constant-time) on ``/api``, and ``Origin``: only a page of this server (or, on
+    loopback, a loopback page) may call it from a browser."""
+
+    def __init__(self, app: Any, options: Options) -> None:
+        self.app, self.options = app, options
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        import hmac
+
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        origin = headers.get("origin")
+        if origin is not None and not _origin_allowed(origin, headers.get("host", ""), self.options.loopback):
+            error = RefusedError(f"requests from the page at {origin} are not allowed", code="origin_forbidden")
+            from starlette.responses import JSONResponse
+
+            await JSONResponse({"error": error.to_dict()}, status_code=403)(scope, receive, send)
+            return
+        token = self.options.token
+        if token is not None and scope["path"].startswith("/api/"):
+            scheme, _, value = headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
+                from starlette.responses import JSONResponse
+
+                error = CorralError("a bearer token is required (Authorization: Bearer ...)", code="unauthorized")
+                response = JSONResponse({"error": error.to_dict()}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _origin_allowed(origin: str, host: str, loopback: bool) -> bool:
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(origin)
+    if parts.netloc and parts.netloc == host:
+        return True  # the dashboard this server serves
+    if not loopback:
+        return False
+    name = parts.hostname or ""
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
