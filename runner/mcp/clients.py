@@ -307,7 +307,8 @@ def write(setup: Setup) -> Outcome:
     Raises:
         InvalidError: ``config_invalid`` when the existing file is not a regular file, not UTF-8, or
             does not parse (``details``: ``path``, ``line``, ``column``); ``config_unmergeable`` when
-            a TOML file defines the entry in a way a textual edit cannot replace. Nothing is written.
+            a TOML file defines the entry in a way a textual edit cannot replace; ``config_unwritable``
+            when the file or its directory cannot be written. Nothing is written.
     """
     target = Path(os.path.realpath(setup.path)) if setup.path.is_symlink() else setup.path
     existing = _read(target)
@@ -318,7 +319,15 @@ def write(setup: Setup) -> Outcome:
     if merged is None:
         return Outcome(setup.path, written=False, changed=False)
     private = setup.scope == "user" and setup.client.private_user_file
-    _replace(target, merged, 0o600 if private else 0o644, 0o700 if setup.scope == "user" else 0o777)
+    try:
+        _replace(target, merged, 0o600 if private else 0o644, 0o700 if setup.scope == "user" else 0o777)
+    except OSError as exc:
+        raise InvalidError(
+            f"cannot write {target}: {exc.strerror or exc}; fix the directory (or name another --dir) and "
+            "run again; the file is as it was",
+            code="config_unwritable",
+            path=str(target),
+        ) from None
     return Outcome(setup.path, written=True, changed=True)
 
 
@@ -326,8 +335,10 @@ def _read(path: Path) -> str | None:
     """The file's text, or None when there is none."""
     try:
         info = path.stat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no such file (a parent is missing or a file)
         return None
+    except OSError as exc:
+        raise _invalid(path, f"unreadable ({exc.strerror or exc})", None, None) from None
     if not stat.S_ISREG(info.st_mode):
         raise InvalidError(
             f"{path} is not a regular file; move it away or name another --dir; nothing was written",
@@ -336,7 +347,10 @@ def _read(path: Path) -> str | None:
             line=None,
             column=None,
         )
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise _invalid(path, f"unreadable ({exc.strerror or exc})", None, None) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -294,6 +294,14 @@ def test_a_config_path_that_is_a_directory_is_refused(tmp_path: Path, env: dict[
     assert (tmp_path / ".mcp.json").is_dir()
 
 
+def test_a_directory_that_cannot_be_made_is_config_unwritable(tmp_path: Path, env: dict[str, str]) -> None:
+    (tmp_path / ".codex").write_text("not a directory\n")
+    with pytest.raises(CorralError) as caught:
+        clients.write(setup("codex", "project", tmp_path, env))
+    assert caught.value.code == "config_unwritable"
+    assert (tmp_path / ".codex").read_text() == "not a directory\n"
+
+
 def test_an_empty_json_file_is_an_empty_configuration(tmp_path: Path, env: dict[str, str]) -> None:
     (tmp_path / ".mcp.json").write_text("\n")
     assert clients.write(setup("claude-code", "project", tmp_path, env)).changed
