@@ -1,7 +1,9 @@
-"""What a coordinator's MCP client needs to launch ``corral mcp``, and merging it into the client's file.
+"""What a coordinator's MCP client needs to launch ``corral mcp``, and where that goes, per client.
 
 ``corral mcp config`` (:mod:`runner.cli.mcp`) is the surface; this module owns the knowledge of each
-client (where its configuration lives per scope, and the shape of its entry) and the careful write:
+client (where its configuration lives per scope, the shape of its entry), what to launch (the
+installed ``corral`` and its arguments), and the policy of the write (modes, symlinks, directories);
+:mod:`runner.mcp.configfile` does the merge itself:
 
 ============  =========================================  ===========================================
 client        project scope                              user scope
@@ -14,26 +16,19 @@ opencode      ``<dir>/opencode.json``                    ``$XDG_CONFIG_HOME/open
                                                          else ``~/.config/opencode/opencode.json``
 ============  =========================================  ===========================================
 
-A merge changes the one ``corral`` entry and nothing else a program could read: JSON files are
-loaded, the entry set and the document dumped again (indent 2, trailing newline); a TOML file is
-edited as text (only the ``[mcp_servers.corral]`` table and its sub-tables are replaced, or the table
-is appended) and the result is parsed again and compared with the original before it is written. A
-file that does not parse is refused (``config_invalid``), and nothing is written. Writes are atomic.
+A merge changes the one ``corral`` entry and nothing else a program could read, and refuses a file
+that does not parse (``config_invalid``); writes are atomic. Nothing secret is ever written: a store
+URL with a password is refused (``store_url_password``).
 
 Standard library only, and no import of the ``mcp`` SDK: this runs in a plain ``corral`` command.
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import os
 import re
 import shutil
-import stat
 import sys
-import tempfile
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +36,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
 from runner.errors import InputError, InvalidError
+from runner.mcp import configfile
 
 __all__ = [
     "CLIENTS",
@@ -156,10 +152,10 @@ class Setup:
         """The entry in the file's own syntax, nested under its keys, ready to paste (ends with a newline)."""
         outer, name = self.client.key
         if self.client.format == "toml":
-            return _toml_table(outer, name, self.entry, "\n")
+            return configfile.toml_table(outer, name, self.entry, "\n")
         doc: dict[str, Any] = dict(self.client.skeleton or {})
         doc[outer] = {name: self.entry}
-        return _dump_json(doc)
+        return configfile.dump_json(doc)
 
 
 @dataclass(frozen=True)
@@ -311,16 +307,16 @@ def write(setup: Setup) -> Outcome:
             when the file or its directory cannot be written. Nothing is written.
     """
     target = Path(os.path.realpath(setup.path)) if setup.path.is_symlink() else setup.path
-    existing = _read(target)
+    existing = configfile.read(target)
     if setup.client.format == "toml":
-        merged = _merge_toml(existing, setup, target)
+        merged = configfile.merge_toml(existing, setup.client.key, setup.entry, target)
     else:
-        merged = _merge_json(existing, setup, target)
+        merged = configfile.merge_json(existing, setup.client.key, setup.entry, target, setup.client.skeleton)
     if merged is None:
         return Outcome(setup.path, written=False, changed=False)
     private = setup.scope == "user" and setup.client.private_user_file
     try:
-        _replace(target, merged, 0o600 if private else 0o644, 0o700 if setup.scope == "user" else 0o777)
+        configfile.replace(target, merged, 0o600 if private else 0o644, 0o700 if setup.scope == "user" else 0o777)
     except OSError as exc:
         raise InvalidError(
             f"cannot write {target}: {exc.strerror or exc}; fix the directory (or name another --dir) and "
@@ -329,245 +325,3 @@ def write(setup: Setup) -> Outcome:
             path=str(target),
         ) from None
     return Outcome(setup.path, written=True, changed=True)
-
-
-def _read(path: Path) -> str | None:
-    """The file's text, or None when there is none."""
-    try:
-        info = path.stat()
-    except (FileNotFoundError, NotADirectoryError):  # no such file (a parent is missing or a file)
-        return None
-    except OSError as exc:
-        raise _invalid(path, f"unreadable ({exc.strerror or exc})", None, None) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise InvalidError(
-            f"{path} is not a regular file; move it away or name another --dir; nothing was written",
-            code="config_invalid",
-            path=str(path),
-            line=None,
-            column=None,
-        )
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise _invalid(path, f"unreadable ({exc.strerror or exc})", None, None) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise _invalid(path, "not UTF-8", line, exc.start - data.rfind(b"\n", 0, exc.start)) from None
-
-
-def _invalid(path: Path, what: str, line: int | None, column: int | None) -> InvalidError:
-    where = f"{path}:{line}:{column}" if line is not None and column is not None else str(path)
-    return InvalidError(
-        f"{where}: {what}; fix the file (or move it away) and run again; nothing was written",
-        code="config_invalid",
-        path=str(path),
-        line=line,
-        column=column,
-    )
-
-
-def _merge_json(existing: str | None, setup: Setup, path: Path) -> str | None:
-    outer, name = setup.client.key
-    entry = setup.entry
-    if existing is None or not existing.strip():
-        doc: dict[str, Any] = dict(setup.client.skeleton or {})
-        doc[outer] = {name: entry}
-        return _dump_json(doc)
-    try:
-        doc = json.loads(existing)
-    except json.JSONDecodeError as exc:
-        raise _invalid(path, f"not valid JSON ({exc.msg})", exc.lineno, exc.colno) from None
-    if not isinstance(doc, dict):
-        raise _invalid(path, "the document is not a JSON object", 1, 1)
-    servers = doc.setdefault(outer, {})
-    if not isinstance(servers, dict):
-        raise _invalid(path, f"{outer!r} is not a JSON object", None, None)
-    if servers.get(name) == entry:
-        return None
-    servers[name] = entry
-    return _dump_json(doc)
-
-
-def _dump_json(doc: Any) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-
-
-_TOML_WHERE = re.compile(r"\(at line (\d+), column (\d+)\)")
-
-
-def _merge_toml(existing: str | None, setup: Setup, path: Path) -> str | None:
-    outer, name = setup.client.key
-    entry = setup.entry
-    text = existing or ""
-    try:
-        before = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        found = _TOML_WHERE.search(str(exc))
-        line, column = (int(found.group(1)), int(found.group(2))) if found else (text.count("\n") + 1, None)
-        raise _invalid(path, f"not valid TOML ({_TOML_WHERE.sub('', str(exc)).strip()})", line, column) from None
-    servers = before.get(outer)
-    if isinstance(servers, dict) and servers.get(name) == entry:
-        return None
-    newline = "\r\n" if "\r\n" in text else "\n"
-    merged = _replace_tables(text, (outer, name), _toml_table(outer, name, entry, newline), newline)
-    try:
-        after = tomllib.loads(merged)
-    except tomllib.TOMLDecodeError:
-        after = None
-    # Invariant: the write changes the entry and nothing else a reader of the file could see.
-    if (
-        after is None
-        or after.get(outer, {}).get(name) != entry
-        or _canonical(_without(after, outer, name)) != _canonical(_without(before, outer, name))
-    ):
-        raise InvalidError(
-            f"{path} defines {outer}.{name} in a way corral cannot replace as text (an inline table, "
-            f"dotted keys, or a [{outer}.{name}] header inside a multi-line string); replace that "
-            f"definition by hand with:\n{_toml_table(outer, name, entry, chr(10))}nothing was written",
-            code="config_unmergeable",
-            path=str(path),
-        )
-    return merged
-
-
-def _canonical(doc: Any) -> str:
-    """A document as comparable text (``nan`` equals ``nan``; dates as their text; key order ignored)."""
-    return json.dumps(doc, sort_keys=True, default=str)
-
-
-def _without(doc: dict[str, Any], outer: str, name: str) -> dict[str, Any]:
-    """``doc`` without ``outer.name`` (and without ``outer`` if that leaves it empty)."""
-    rest = copy.deepcopy(doc)
-    servers = rest.get(outer)
-    if isinstance(servers, dict):
-        servers.pop(name, None)
-        if not servers:
-            del rest[outer]
-    return rest
-
-
-def _replace_tables(text: str, prefix: tuple[str, ...], table: str, newline: str) -> str:
-    """``text`` with every table under ``prefix`` (its header, keys and sub-tables) replaced by
-    ``table`` where the first one stood, or ``table`` appended. Comments and blank lines after the last
-    key of a removed table stay (they belong to what comes next), unless another removed table follows."""
-    lines = text.splitlines(keepends=True)
-    headers = [(i, path) for i, line in enumerate(lines) if (path := _header_path(line)) is not None]
-    out: list[str] = []
-    placed = False
-    position = 0
-    for n, (start, header) in enumerate(headers):
-        end = headers[n + 1][0] if n + 1 < len(headers) else len(lines)
-        if header[: len(prefix)] != prefix:
-            continue
-        out += lines[position:start]
-        if not placed:
-            out.append(table)
-            placed = True
-        if n + 1 < len(headers) and headers[n + 1][1][: len(prefix)] == prefix:
-            position = end  # what lies between two of the replaced tables goes with them
-            continue
-        last = start
-        for i in range(start, end):
-            if lines[i].strip() and not lines[i].lstrip().startswith("#"):
-                last = i
-        position = last + 1
-    out += lines[position:]
-    merged = "".join(out)
-    if placed:
-        return merged
-    if merged and not merged.endswith("\n"):
-        merged += newline
-    if merged.strip() and not merged.endswith(newline * 2):
-        merged += newline
-    return merged + table
-
-
-def _header_path(line: str) -> tuple[str, ...] | None:
-    """The key path of a ``[table]`` or ``[[array]]`` header line, or None for any other line.
-
-    The line alone is parsed by tomllib, so quoting (``[mcp_servers."corral"]``), spacing and a
-    trailing comment are read exactly as TOML reads them.
-    """
-    if not line.lstrip().startswith("["):
-        return None
-    try:
-        doc: Any = tomllib.loads(line.strip())
-    except tomllib.TOMLDecodeError:
-        return None
-    path: list[str] = []
-    while isinstance(doc, dict) and len(doc) == 1:
-        key, doc = next(iter(doc.items()))
-        path.append(key)
-        if isinstance(doc, list) and len(doc) == 1:
-            doc = doc[0]
-    return tuple(path) if path and doc == {} else None
-
-
-def _toml_table(outer: str, name: str, entry: Mapping[str, Any], newline: str) -> str:
-    lines = [f"[{_toml_key(outer)}.{_toml_key(name)}]"]
-    lines += [f"{_toml_key(key)} = {_toml_value(value)}" for key, value in entry.items()]
-    return newline.join(lines) + newline
-
-
-def _toml_key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _toml_string(key)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return _toml_string(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    raise TypeError(f"no TOML form for {type(value).__name__}")  # the entries hold only the above
-
-
-def _toml_string(value: str) -> str:
-    """A TOML basic string: backslash, quote and every control character escaped."""
-    out = []
-    for char in value:
-        if char in ('"', "\\"):
-            out.append("\\" + char)
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\u{ord(char):04X}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
-
-
-def _replace(path: Path, text: str, new_mode: int, dir_mode: int) -> None:
-    """Write ``text`` to ``path`` atomically: a temporary file beside it, fsync, rename, fsync of the
-    directory. An existing file's mode is kept."""
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:  # a path that is not valid UTF-8 (surrogate escapes) in the entry
-        raise InvalidError(
-            f"the entry for {path} holds a path that is not valid UTF-8; install corral under a UTF-8 path",
-            code="config_invalid",
-            path=str(path),
-        ) from None
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = new_mode
-    path.parent.mkdir(parents=True, exist_ok=True, mode=dir_mode)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), mode)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
