@@ -10,7 +10,11 @@ from click.core import ParameterSource
 from runner.cli import render
 from runner.cli.app import App, cli, json_option
 from runner.errors import UsageError
-from runner.mcp import clients  # the standard library only: no SDK import for `corral mcp config`
+
+# The clients and scopes of runner.mcp.clients (tests/mcp/test_clients.py checks they agree), named
+# here so that serving (`corral mcp`) does not import the config writer.
+CLIENTS = ("claude-code", "codex", "opencode")
+SCOPES = ("project", "user")
 
 
 @cli.group(invoke_without_command=True)
@@ -51,12 +55,12 @@ def mcp(
 @click.option(
     "--client",
     required=True,
-    type=click.Choice(list(clients.CLIENTS)),
+    type=click.Choice(CLIENTS),
     help="The coordinator's MCP client whose configuration to print or write.",
 )
 @click.option(
     "--scope",
-    type=click.Choice(clients.SCOPES),
+    type=click.Choice(SCOPES),
     default="project",
     show_default=True,
     help="project: a file in the project directory (see --dir); user: the client's own file in your home.",
@@ -79,6 +83,8 @@ def config(ctx: click.Context, client: str, scope: str, write: bool, directory: 
     a store URL with a password is refused (store_url_password). An existing file that does not
     parse is refused (config_invalid) and left untouched; writing the same entry again changes nothing.
     """
+    from runner.mcp import clients  # the standard library only: no SDK import for `corral mcp config`
+
     if directory is not None and scope != "project":
         raise UsageError("--dir goes with --scope project", code="usage")
     parent = ctx.parent

@@ -111,6 +111,13 @@ def test_user_scope_creates_missing_directories_private(tmp_path: Path, env: dic
     assert read_config(plan.path) == EXPECTED["codex"]
 
 
+def test_the_cli_offers_exactly_the_known_clients_and_scopes() -> None:
+    from runner.cli import mcp
+
+    assert tuple(clients.CLIENTS) == mcp.CLIENTS
+    assert clients.SCOPES == mcp.SCOPES
+
+
 def test_unknown_client_or_scope_is_input_invalid(tmp_path: Path, env: dict[str, str]) -> None:
     for client, scope in (("cursor", "project"), ("codex", "global")):
         with pytest.raises(CorralError) as caught:
