@@ -5,8 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
-from runner.cli.app import App, cli
+from runner.cli import render
+from runner.cli.app import App, cli, json_option
+from runner.errors import UsageError
+
+# The clients and scopes of runner.mcp.clients (tests/mcp/test_clients.py checks they agree), named
+# here so that serving (`corral mcp`) does not import the config writer.
+CLIENTS = ("claude-code", "codex", "opencode")
+SCOPES = ("project", "user")
 
 
 @cli.group(invoke_without_command=True)
@@ -39,3 +47,80 @@ def mcp(ctx: click.Context, http: bool, listen: str, auth_token_file: Path | Non
     from runner.mcp.server import serve
 
     serve(app, http=http, listen=listen, auth_token_file=auth_token_file, max_request_size=max_request_size)
+
+
+@mcp.command(name="config")
+@click.option(
+    "--client",
+    required=True,
+    type=click.Choice(CLIENTS),
+    help="The coordinator's MCP client whose configuration to print or write.",
+)
+@click.option(
+    "--scope",
+    type=click.Choice(SCOPES),
+    default="project",
+    show_default=True,
+    help="project: a file in the project directory (see --dir); user: the client's own file in your home.",
+)
+@click.option("--write", is_flag=True, help="Merge the entry into the file (nothing else in it changes).")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="With --scope project: the project directory (default: the git top level of the current "
+    "directory, else the current directory).",
+)
+@json_option
+@click.pass_context
+def config(ctx: click.Context, client: str, scope: str, write: bool, directory: Path | None, as_json: bool) -> None:
+    """Print (or, with --write, merge into the client's file) the entry that launches `corral mcp`.
+
+    It names the absolute path of the installed corral, and passes on --home and --store (given on
+    the command line or as $CORRAL_HOME and $CORRAL_STORE) so the client's server uses the same state;
+    a store URL with a password is refused (store_url_password). An existing file that does not
+    parse is refused (config_invalid) and left untouched; writing the same entry again changes nothing.
+    """
+    from runner.mcp import clients  # the standard library only: no SDK import for `corral mcp config`
+
+    if directory is not None and scope != "project":
+        raise UsageError("--dir goes with --scope project", code="usage")
+    parent = ctx.parent
+    assert parent is not None and parent.parent is not None, "config is a subcommand of corral mcp"
+    if any(
+        parent.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+        for name in ("http", "listen", "auth_token_file", "max_request_size")
+    ):
+        raise UsageError(
+            "the options of `corral mcp` (--http, --listen, ...) do not go with `corral mcp config`", code="usage"
+        )
+    root = parent.parent
+    app: App = ctx.obj
+    given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    home = app.config.home.root if root.get_parameter_source("home_dir") in given else None
+    store = root.params.get("store_url") if root.get_parameter_source("store_url") in given else None
+    setup = clients.plan(
+        client, scope, clients.corral_executable(), clients.server_args(home, store), directory=directory
+    )
+    outcome = clients.write(setup) if write else None
+    if as_json:
+        render.emit_json(
+            {
+                "client": client,
+                "scope": scope,
+                "path": str(setup.path),
+                "command": setup.command,
+                "args": setup.args,
+                "config": setup.entry,
+                "written": bool(outcome and outcome.written),
+                "changed": bool(outcome and outcome.changed),
+            }
+        )
+        return
+    click.echo(setup.snippet(), nl=False)
+    if outcome is None:
+        click.echo(f"(for {setup.path}; run again with --write to merge it there)", err=True)
+    elif outcome.changed:
+        click.echo(f"wrote {setup.path}")
+    else:
+        click.echo(f"unchanged {setup.path} (it already holds this entry)")
