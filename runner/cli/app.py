@@ -146,6 +146,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("preflight", "scopes", "writer"), "runner.cli.writers"),
     "paths": "runner.cli.paths",
     "mcp": "runner.cli.mcp",
+    "serve": "runner.cli.serve",
 }
 
 

@@ -44,9 +44,13 @@ def mcp(ctx: click.Context, http: bool, listen: str, auth_token_file: Path | Non
     if ctx.invoked_subcommand is not None:
         return
     app: App = ctx.obj
-    from runner.mcp.server import serve
+    from dataclasses import replace
 
-    serve(app, http=http, listen=listen, auth_token_file=auth_token_file, max_request_size=max_request_size)
+    from runner.mcp.server import serve
+    from runner.runtime import Runtime
+
+    with Runtime.open(replace(app.config, surface="mcp")) as runtime:  # events name the surface that acted
+        serve(runtime, http=http, listen=listen, auth_token_file=auth_token_file, max_request_size=max_request_size)
 
 
 @mcp.command(name="config")

@@ -65,7 +65,7 @@ def http_status(error: CorralError) -> int:
         return 403
     if code == "wait_timeout":
         return 408
-    if code == "store_busy" or code == "store_unavailable":
+    if code in {"store_busy", "store_unavailable"}:
         return 503
     if code == "request_too_large":
         return 413
@@ -359,7 +359,7 @@ def build_app(runtime: Runtime, options: Options) -> Any:
     """The ASGI app: the REST routes, the streams, the OpenAPI document, the dashboard, behind the guards."""
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.routing import Mount, Route
+    from starlette.routing import Route
 
     from runner.http import streams
     from runner.http.openapi import document
@@ -528,7 +528,9 @@ class Idempotency:
             await self.app(scope, receive, send)
             return
         if not (1 <= len(key) <= 255 and key.isprintable()):
-            error = InputError("idempotency_key", "an Idempotency-Key is 1-255 printable characters", code="idempotency_key_invalid")
+            error = InputError(
+                "idempotency_key", "an Idempotency-Key is 1-255 printable characters", code="idempotency_key_invalid"
+            )
             await error_response(error)(scope, receive, send)
             return
         body = bytearray()
@@ -596,7 +598,9 @@ class Idempotency:
             await _conflict(error)(scope, receive, send)
             return
         if found.state != "done":
-            error = RefusedError("a request with this Idempotency-Key is still in progress", code="idempotency_in_progress")
+            error = RefusedError(
+                "a request with this Idempotency-Key is still in progress", code="idempotency_in_progress"
+            )
             await _conflict(error)(scope, receive, send)
             return
         response = Response(
@@ -641,8 +645,10 @@ class Guard:
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
                 from starlette.responses import JSONResponse
 
-                error = CorralError("a bearer token is required (Authorization: Bearer ...)", code="unauthorized")
-                response = JSONResponse({"error": error.to_dict()}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+                denied = CorralError("a bearer token is required (Authorization: Bearer ...)", code="unauthorized")
+                response = JSONResponse(
+                    {"error": denied.to_dict()}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+                )
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)

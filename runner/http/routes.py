@@ -30,11 +30,31 @@ ROUTES: tuple[Route, ...] = (
     R("GET", "/api/status", "corral_status"),
     # controller leases
     R("GET", "/api/controllers", "corral_controller_list"),
-    R("POST", "/api/controllers/{controller}/acquire", "corral_controller_acquire", path_args={"controller": "controller"}),
+    R(
+        "POST",
+        "/api/controllers/{controller}/acquire",
+        "corral_controller_acquire",
+        path_args={"controller": "controller"},
+    ),
     R("POST", "/api/controllers/{controller}/renew", "corral_controller_renew", path_args={"controller": "controller"}),
-    R("POST", "/api/controllers/{controller}/resume", "corral_controller_resume", path_args={"controller": "controller"}),
-    R("POST", "/api/controllers/{controller}/takeover", "corral_controller_takeover", path_args={"controller": "controller"}),
-    R("POST", "/api/controllers/{controller}/release", "corral_controller_release", path_args={"controller": "controller"}),
+    R(
+        "POST",
+        "/api/controllers/{controller}/resume",
+        "corral_controller_resume",
+        path_args={"controller": "controller"},
+    ),
+    R(
+        "POST",
+        "/api/controllers/{controller}/takeover",
+        "corral_controller_takeover",
+        path_args={"controller": "controller"},
+    ),
+    R(
+        "POST",
+        "/api/controllers/{controller}/release",
+        "corral_controller_release",
+        path_args={"controller": "controller"},
+    ),
     # reviewers
     R("GET", "/api/reviewers", "corral_reviewer_list"),
     R("POST", "/api/reviewers", "corral_reviewer_start"),

@@ -17,11 +17,10 @@ import contextlib
 import hmac
 import ipaddress
 import json
-import os
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -408,6 +407,8 @@ def serve(runtime: App, *, http: bool, listen: str, auth_token_file: Path | None
                 raise InputError("http", f"{name} goes with --http")
         anyio.run(_serve_stdio, runtime)
         return
+    from runner.http.listen import parse_listen, read_token
+
     endpoint = parse_listen(listen)
     token = read_token(auth_token_file) if auth_token_file is not None else None
     if endpoint.kind == "tcp" and not endpoint.loopback and token is None:
@@ -427,64 +428,6 @@ async def _serve_stdio(runtime: App) -> None:
     server = build_server(runtime)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
-
-
-class Endpoint:
-    """Where the HTTP server listens: ``tcp`` host and port, or a ``unix`` socket path."""
-
-    def __init__(self, kind: str, host: str = "", port: int = 0, path: str = "") -> None:
-        self.kind, self.host, self.port, self.path = kind, host, port, path
-
-    @property
-    def loopback(self) -> bool:
-        if self.kind == "unix":
-            return True
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
-
-
-def parse_listen(listen: str) -> Endpoint:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) or ``unix:///absolute/path``.
-
-    Raises:
-        InputError: ``listen`` naming what is wrong.
-    """
-    if listen.startswith("unix://"):
-        path = listen[len("unix://") :]
-        if not path.startswith("/"):
-            raise InputError("listen", f"{listen!r}: a unix socket is unix:///absolute/path")
-        return Endpoint("unix", path=path)
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise InputError("listen", f"{listen!r} is not HOST:PORT or unix:///path")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not host:
-        raise InputError("listen", f"{listen!r} names no host (127.0.0.1 for loopback)")
-    return Endpoint("tcp", host=host, port=int(port))
-
-
-def read_token(path: Path) -> str:
-    """The bearer token in ``path``: a private file (not group or world readable), 16+ characters.
-
-    Raises:
-        InputError: ``auth_token_invalid`` when the file is missing, readable by others, or too short.
-    """
-    try:
-        info = path.stat()
-        text = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError("auth_token_file", f"cannot read {path}: {exc}", code="auth_token_invalid") from None
-    if info.st_mode & 0o077:
-        raise InputError("auth_token_file", f"{path} is readable by others (chmod 600 it)", code="auth_token_invalid")
-    if len(text) < 16 or not text.isprintable():
-        raise InputError(
-            "auth_token_file", f"{path} holds no token of 16 or more printable characters", code="auth_token_invalid"
-        )
-    return text
 
 
 class Guard:
@@ -533,9 +476,7 @@ async def _plain(send: Any, status: int, text: str, extra: dict[str, str] | None
     await send({"type": "http.response.body", "body": body})
 
 
-async def _serve_http(runtime: App, endpoint: Endpoint, token: str | None, max_request_size: int) -> None:
-    import socket
-
+async def _serve_http(runtime: App, endpoint: Any, token: str | None, max_request_size: int) -> None:
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -559,64 +500,10 @@ async def _serve_http(runtime: App, endpoint: Endpoint, token: str | None, max_r
     guarded = Guard(app, token, endpoint.loopback)
     config = uvicorn.Config(guarded, log_level="warning", access_log=False, lifespan="on", ws="none")
     web = uvicorn.Server(config)
-    with _bound(endpoint) as sock:
-        where = f"unix://{endpoint.path}" if endpoint.kind == "unix" else f"http://{_hostport(sock)}/mcp"
+    from runner.http.listen import bound, hostport
+
+    with bound(endpoint) as sock:
+        where = f"unix://{endpoint.path}" if endpoint.kind == "unix" else f"http://{hostport(sock)}/mcp"
         sys.stderr.write(f"corral mcp: serving {where}\n")
         sys.stderr.flush()
         await web.serve(sockets=[sock])
-    del socket
-
-
-def _hostport(sock: Any) -> str:
-    host, port = sock.getsockname()[:2]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-@contextlib.contextmanager
-def _bound(endpoint: Endpoint) -> Iterator[Any]:
-    """The listening socket, bound before uvicorn starts; a unix socket is created 0600 (no window)."""
-    import socket
-
-    if endpoint.kind == "unix":
-        path = endpoint.path
-        with contextlib.suppress(FileNotFoundError):
-            if not _is_socket(path):
-                raise InputError("listen", f"{path} exists and is not a socket: refusing to replace it")
-            os.unlink(path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)
-        try:
-            sock.bind(path)
-        except OSError as exc:
-            sock.close()
-            raise InputError("listen", f"cannot listen on {path}: {exc.strerror}") from None
-        finally:
-            os.umask(old)
-        os.chmod(path, 0o600)
-        sock.listen(128)
-        try:
-            yield sock
-        finally:
-            sock.close()
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        return
-    family = socket.AF_INET6 if ":" in endpoint.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((endpoint.host, endpoint.port))
-    except OSError as exc:
-        sock.close()
-        raise InputError("listen", f"cannot listen on {endpoint.host}:{endpoint.port}: {exc.strerror}") from None
-    sock.listen(128)
-    try:
-        yield sock
-    finally:
-        sock.close()
-
-
-def _is_socket(path: str) -> bool:
-    import stat
-
-    return stat.S_ISSOCK(os.lstat(path).st_mode)

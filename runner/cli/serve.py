@@ -1,0 +1,60 @@
+"""``corral serve``: the HTTP API, its event streams and the dashboard (``runner.http``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from runner.cli.app import App, cli
+
+
+@cli.command()
+@click.option(
+    "--listen",
+    metavar="ADDR",
+    default="127.0.0.1:8421",
+    show_default=True,
+    help="HOST:PORT, or unix:///path for a unix socket (created 0600). Off loopback a token is required.",
+)
+@click.option(
+    "--auth-token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A private file (chmod 600) with the bearer token every /api request must send.",
+)
+@click.option(
+    "--max-request-size",
+    type=int,
+    default=1 << 20,
+    show_default=True,
+    help="The largest request body in bytes; larger ones are answered 413 before they are read whole.",
+)
+@click.option(
+    "--workdir-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Every path input (cwd, worktree) must resolve under this directory.",
+)
+@click.option(
+    "--idempotency-ttl",
+    type=int,
+    default=24 * 3600,
+    show_default=True,
+    help="How long an Idempotency-Key's response is kept, in seconds (60-604800).",
+)
+@click.pass_obj
+def serve(
+    app: App,
+    listen: str,
+    auth_token_file: Path | None,
+    max_request_size: int,
+    workdir_root: Path | None,
+    idempotency_ttl: int,
+) -> None:
+    """Serve the HTTP API (/api, resumable SSE under /api/events) and the live dashboard (/)."""
+    from dataclasses import replace
+
+    from runner.http.serve import serve as run
+    from runner.runtime import Runtime
+
+    with Runtime.open(replace(app.config, surface="http")) as runtime:  # events name the surface that acted
+        run(runtime, listen, auth_token_file, max_request_size, workdir_root, idempotency_ttl)

@@ -1,0 +1,129 @@
+"""The OpenAPI 3.1 document of ``corral serve``, generated from the routes and the tools' schemas.
+
+Request bodies and query parameters are the tool's input schema (without what the path fills);
+responses are its output schema and the one error document. So the HTTP API, the MCP tools and the
+service's Input types cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+ERROR = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}, "details": {"type": "object"}},
+            "required": ["code", "message", "details"],
+        }
+    },
+    "required": ["error"],
+    "additionalProperties": True,
+}
+ERROR_STATUSES = {
+    "400": "The request is malformed.",
+    "401": "No or a wrong bearer token or credential.",
+    "403": "Refused: another holder's fence, a foreign Origin, a path outside the root.",
+    "404": "No such thing (controller, instance, plan, recipe, machine).",
+    "408": "A wait ended before the agent settled (the last observation beside the error).",
+    "409": "Refused by a guard, or the world changed underneath (re-read, decide again).",
+    "413": "The request body is over --max-request-size.",
+    "422": "An invalid input; nothing was written.",
+    "502": "The agent's run failed.",
+    "503": "The store stayed busy or is unavailable (Retry-After).",
+}
+
+
+def _errors() -> dict[str, Any]:
+    return {
+        status: {
+            "description": text,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+        for status, text in ERROR_STATUSES.items()
+    }
+
+
+def _strip_defaults(schema: dict[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(schema)
+
+
+@functools.cache
+def document() -> dict[str, Any]:
+    """The whole document (built once per process)."""
+    from runner._version import __version__
+    from runner.http.routes import ROUTES
+    from runner.mcp.tools import TOOLS
+
+    paths: dict[str, dict[str, Any]] = {}
+    for route in ROUTES:
+        tool = TOOLS[route.tool]
+        schema = _strip_defaults(tool.input_schema)
+        properties: dict[str, Any] = schema["properties"]
+        required = [name for name in schema.get("required", []) if name not in route.path_args.values()]
+        parameters: list[dict[str, Any]] = [
+            {"name": param, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+            for param in route.path_args
+        ]
+        for arg in route.path_args.values():
+            properties.pop(arg, None)
+        operation: dict[str, Any] = {
+            "operationId": route.tool.removeprefix("corral_"),
+            "summary": tool.title,
+            "description": tool.description,
+            "responses": {
+                "200" if not route.background else "202": {
+                    "description": "The result (the document corral prints with --json).",
+                    "content": {"application/json": {"schema": tool.output}},
+                },
+                **_errors(),
+            },
+        }
+        if any(name == "controller" for name in tool.args) and tool.name != "corral_controller_list":
+            parameters.append(
+                {
+                    "name": "Corral-Credential",
+                    "in": "header",
+                    "required": False,
+                    "description": "The credential a grant handed out (v1.LEASE.GENERATION.TOKEN).",
+                    "schema": {"type": "string"},
+                }
+            )
+        if route.method == "GET":
+            for name, prop in properties.items():
+                param: dict[str, Any] = {"name": name, "in": "query", "required": name in required, "schema": prop}
+                if prop.get("type") == "array" or "array" in (prop.get("type") or []):
+                    param["explode"] = True
+                parameters.append(param)
+        else:
+            body = {**schema, "properties": properties}
+            if required:
+                body["required"] = required
+            else:
+                body.pop("required", None)
+            operation["requestBody"] = {"required": bool(required), "content": {"application/json": {"schema": body}}}
+            parameters.append(
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": False,
+                    "description": "Replays the stored response for the same key and body (24 h).",
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                }
+            )
+        if parameters:
+            operation["parameters"] = parameters
+        paths.setdefault(route.path, {})[route.method.lower()] = operation
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "corral",
+            "version": __version__,
+            "description": "Drive coding agents through guarded leases.",
+        },
+        "paths": paths,
+        "components": {"schemas": {"Error": ERROR}},
+    }

@@ -1,0 +1,67 @@
+"""Running the HTTP app on uvicorn (``corral serve``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from runner.errors import InputError
+
+if TYPE_CHECKING:
+    from runner.runtime import Runtime
+
+
+def serve(
+    runtime: Runtime,
+    listen: str,
+    auth_token_file: Path | None,
+    max_request_size: int,
+    workdir_root: Path | None,
+    idempotency_ttl: int,
+) -> None:
+    """Check the options, bind the socket, and serve until stopped (SIGINT/SIGTERM end it cleanly)."""
+    from runner.http.app import Options
+    from runner.http.listen import parse_listen, read_token
+
+    endpoint = parse_listen(listen)
+    token = read_token(auth_token_file) if auth_token_file is not None else None
+    if endpoint.kind == "tcp" and not endpoint.loopback and token is None:
+        raise InputError(
+            "listen",
+            f"{listen} is not a loopback address: give --auth-token-file FILE (clients send Authorization: Bearer)",
+            code="auth_token_required",
+        )
+    if not 1024 <= max_request_size <= 1 << 30:
+        raise InputError("max_request_size", f"{max_request_size} is not a body size from 1024 bytes to 1 GiB")
+    if not 60 <= idempotency_ttl <= 7 * 86400:
+        raise InputError("idempotency_ttl", f"{idempotency_ttl} is not from 60 s to 7 days")
+    if workdir_root is not None and not workdir_root.is_dir():
+        raise InputError("workdir_root", f"{workdir_root} is not a directory")
+    options = Options(
+        token=token,
+        max_request_size=max_request_size,
+        workdir_root=workdir_root.resolve() if workdir_root is not None else None,
+        idempotency_ttl=idempotency_ttl,
+        loopback=endpoint.loopback,
+    )
+    runtime.store  # noqa: B018 - open (and migrate) the store before listening: a bad store fails here
+    anyio.run(_serve, runtime, options, endpoint)
+
+
+async def _serve(runtime: Runtime, options: Any, endpoint: Any) -> None:
+    import uvicorn
+
+    from runner.http.app import build_app
+    from runner.http.listen import bound, hostport
+
+    app = build_app(runtime, options)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", ws="none")
+    web = uvicorn.Server(config)
+    with bound(endpoint) as sock:
+        where = f"unix://{endpoint.path}" if endpoint.kind == "unix" else f"http://{hostport(sock)}"
+        sys.stderr.write(f"corral serve: serving {where} (API under /api, dashboard at /)\n")
+        sys.stderr.flush()
+        await web.serve(sockets=[sock])
