@@ -487,12 +487,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wakes", type=int, default=30, help="wake-ups timed per way (default: 30)")
     parser.add_argument("--sleep", type=float, default=0.15, help="seconds each prompted agent sleeps (0.15)")
     parser.add_argument("--cold-runs", type=int, default=9, help="cold starts timed (default: 9)")
-    parser.add_argument("--quick", action="store_true", help="a run of a few seconds (40 calls, 8 wakes, 3 colds)")
+    parser.add_argument("--quick", action="store_true", help="a run of seconds (100 calls, 8 wakes, 3 colds)")
     parser.add_argument("--dir", type=Path, help="where to put the state home (default: a new temp dir)")
     parser.add_argument("--json", action="store_true", help="print the figures and samples as JSON")
     args = parser.parse_args(argv)
     if args.quick:
-        args.calls, args.wakes, args.cold_runs = min(args.calls, 40), min(args.wakes, 8), min(args.cold_runs, 3)
+        args.calls, args.wakes, args.cold_runs = min(args.calls, 100), min(args.wakes, 8), min(args.cold_runs, 3)
     if args.calls < 1 or args.wakes < 1 or args.cold_runs < 1 or not 0.05 <= args.sleep <= 5:
         parser.error("--calls, --wakes, --cold-runs must be >= 1 and --sleep from 0.05 to 5 s")
     with tempfile.TemporaryDirectory(prefix="corral-bench-mcp-", dir=args.dir) as name:
