@@ -225,6 +225,17 @@ class RawClient:
         self.proc.stdout.close()
 
 
+def cpu_ns(pid: int) -> int:
+    """On-CPU time of every live thread of ``pid`` so far (``/proc/PID/task/*/schedstat``, ns)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return total
+
+
 async def timed(call: Callable[[], Awaitable[Any]]) -> float:
     start = time.perf_counter()
     await call()
@@ -250,6 +261,7 @@ async def round_trips(warm: Warm, raw: RawClient, calls: int) -> dict[str, Any]:
         },
     }
     samples: dict[str, dict[str, list[float]]] = {tool: {way: [] for way in w} for tool, w in ways.items()}
+    cpu: dict[str, dict[str, int]] = {tool: {"raw_server": 0, "direct": 0} for tool in ways}
     for _ in range(max(5, calls // 10)):  # warm-up: caches, threads, the client's schema checks
         for by_way in ways.values():
             for call in by_way.values():
@@ -257,7 +269,12 @@ async def round_trips(warm: Warm, raw: RawClient, calls: int) -> dict[str, Any]:
     for index in range(calls):
         order = [(tool, way) for tool, w in ways.items() for way in w]
         for tool, way in order if index % 2 == 0 else order[::-1]:
+            server_before, own_before = cpu_ns(raw.proc.pid), time.thread_time_ns()
             samples[tool][way].append(await timed(ways[tool][way]))
+            if way == "raw":  # the server's CPU for the call (its threads: stdin reader, loop, worker)
+                cpu[tool]["raw_server"] += cpu_ns(raw.proc.pid) - server_before
+            elif way == "direct":  # the operation's CPU, in this thread
+                cpu[tool]["direct"] += time.thread_time_ns() - own_before
     out: dict[str, Any] = {}
     for tool, by_way in samples.items():
         rows = {way: stats(s) for way, s in by_way.items()}
@@ -266,6 +283,7 @@ async def round_trips(warm: Warm, raw: RawClient, calls: int) -> dict[str, Any]:
             "dispatch_ms": round(rows["dispatch"]["median_ms"] - rows["direct"]["median_ms"], 3),
             "transport_ms": round(rows["stdio"]["median_ms"] - rows["dispatch"]["median_ms"], 3),
             "client_sdk_ms": round(rows["stdio"]["median_ms"] - rows["raw"]["median_ms"], 3),
+            "cpu_ms_per_call": {k: round(v / calls / 1e6, 3) for k, v in cpu[tool].items()},
             "samples_ms": {way: [round(x, 3) for x in s] for way, s in by_way.items()},
         }
     return out
@@ -439,7 +457,9 @@ def figures(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 "detail": f"stdio median {stdio['median_ms']} ms (p99 {stdio['p99_ms']}), in process "
                 f"{direct['median_ms']} ms (p99 {direct['p99_ms']}), of {stdio['n']} calls each; "
                 f"dispatch {trip['dispatch_ms']} ms + transport {trip['transport_ms']} ms, of which the SDK client "
-                f"{trip['client_sdk_ms']} ms (bare JSON-RPC client: median {trip['raw']['median_ms']} ms)",
+                f"{trip['client_sdk_ms']} ms (bare JSON-RPC client: median {trip['raw']['median_ms']} ms); "
+                f"CPU per call: the server {trip['cpu_ms_per_call']['raw_server']} ms, in process "
+                f"{trip['cpu_ms_per_call']['direct']} ms",
             }
         )
     wake = doc["wake_up"]
