@@ -10,9 +10,11 @@ Issue 14's figures, each measured against the same operation without MCP in the 
    runtime over the same home (``Runtime.open``): *direct* is the service call as the tool's handler
    makes it (the renew loads the controller's credential file first, as the server does every call),
    *dispatch* is ``runner.mcp.server.call_tool`` (argument check against the input schema, worker
-   thread, handler) without a transport. MCP overhead = median(stdio) - median(direct); **target:
-   under 5 ms**. The detail splits it into dispatch and transport (stdio, JSON-RPC, the client's
-   own result checks) and gives the p99s.
+   thread, handler) without a transport, and *raw* the call to a second warm server driven with
+   bare JSON-RPC lines (no client SDK). MCP overhead = median(stdio) - median(direct); **target:
+   under 5 ms**. The detail splits it into dispatch, transport (the server's SDK, the pipes, the
+   client's SDK) and what the client SDK adds (stdio - raw), gives the p99s, and the CPU per call of
+   the raw server (all its threads) beside the in-process call's: the figure load moves least.
 2. **Wake-up of ``corral_wait_any``, end to end.** Two ``script`` reviewers leased through MCP. Each
    sample relays ``sleep S`` (``--sleep``, 0.15 s) to one of them (alternating), then calls
    ``corral_wait_any`` over both, the prompted one at its receipt's ``after_seq`` and the other at its
@@ -32,7 +34,8 @@ Issue 14's figures, each measured against the same operation without MCP in the 
    Children read compiled bytecode from a private ``PYTHONPYCACHEPREFIX`` that the warm-up fills.
    No target in issue 14: value only.
 
-``--quick`` (a few seconds, for ``bench/summary.py``): fewer calls, wake-ups and cold starts.
+``--quick`` (for ``bench/summary.py``; 20-30 s, most of it agents' runs and cold starts): fewer calls,
+wake-ups and cold starts.
 ``--json`` prints ``{"figures": [...]}`` (bench/README.md) and the samples.
 
 This file is ``bench/mcp.py`` as issue 14 names it; run as a script, its directory would come first
