@@ -57,7 +57,9 @@ class _Reader(SlotReader):
 
     def slots(self, include_closed: bool = False) -> list[AgentSlot]:
         where = "" if include_closed else " WHERE NOT closed"
-        return [self._slot(row) for row in self._conn.execute(f"SELECT {_COLUMNS} FROM agent_slots{where} ORDER BY number")]
+        return [
+            self._slot(row) for row in self._conn.execute(f"SELECT {_COLUMNS} FROM agent_slots{where} ORDER BY number")
+        ]
 
     def slots_of(self, pane_ids: Sequence[str]) -> dict[str, AgentSlot]:
         wanted = list(dict.fromkeys(pane_ids))

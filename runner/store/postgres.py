@@ -59,17 +59,13 @@ The password never needs to be in the URL: libpq reads ``PGPASSFILE`` (``~/.pgpa
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import threading
 import time
-import zlib
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from runner.context import Claim, Event, Instance, format_time
 from runner.errors import (
@@ -86,203 +82,29 @@ from runner.errors import (
 from runner.log import get_logger
 from runner.scopes import ancestors
 from runner.store.abc import PRUNE_BATCH, Clock, Pruned, Reader, Store, Transaction
+from runner.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, Target, channel_of, lock_key, statements
 
 if TYPE_CHECKING:
     import psycopg
 
 logger = get_logger(__name__)
 
-DEFAULT_SCHEMA = "corral"
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 CLASS_WRITE = 0x636F7272  # "corr": the advisory lock class of every store's write lock
 CLASS_MIGRATE = 0x636F7273  # the lock under which a schema is created or migrated
 FALLBACK_POLL = 1.0  # seconds between re-reads of a wait when no notification came
 LISTEN_TICK = 0.1  # how often the listening thread looks up from its socket (its stop latency)
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE, without importing psycopg at module load
 _NOTIFY_MAX = 16  # notifications per transaction; more changes send one "*"
 _NOTIFY_ID = 200  # characters of an id in a payload
 _FIRST_SLICE = 0.05  # the first wait for the write lock; each later one doubles, up to _SLICE_CAP
 _SLICE_CAP = 2.0
-_TEXT = 'COLLATE "C"'
 
 encode_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-
-# Each entry migrates the schema from version i to i + 1 (statements separated by ";\n\n" are sent
-# whole: PL/pgSQL bodies hold semicolons). Never edit one that has shipped.
-MIGRATIONS: tuple[str, ...] = (
-    f"""
-    CREATE TABLE schema_version (
-        version  integer NOT NULL
-    );
-
-    CREATE TABLE instances (
-        id          text {_TEXT} PRIMARY KEY,
-        machine     text {_TEXT} NOT NULL,
-        state       text {_TEXT} NOT NULL,
-        version     integer NOT NULL CHECK (version > 0),
-        data        text NOT NULL,
-        created_at  text NOT NULL,
-        updated_at  text NOT NULL
-    );
-
-    CREATE INDEX instances_by_machine_state ON instances (machine, state);
-
-    CREATE INDEX instances_by_machine_id ON instances (machine, id);
-
-    CREATE TABLE store_meta (
-        only_row         boolean PRIMARY KEY DEFAULT true CHECK (only_row),
-        store_id         text NOT NULL,
-        retention_floor  bigint NOT NULL CHECK (retention_floor >= 0),
-        last_seq         bigint NOT NULL CHECK (last_seq >= retention_floor)
-    );
-
-    INSERT INTO store_meta (store_id, retention_floor, last_seq)
-        VALUES (replace(gen_random_uuid()::text, '-', ''), 0, 0);
-
-    CREATE FUNCTION store_meta_guard() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        IF TG_OP <> 'UPDATE' THEN
-            RAISE EXCEPTION 'the store''s metadata is one row';
-        END IF;
-        IF NEW.store_id IS DISTINCT FROM OLD.store_id OR NEW.retention_floor < OLD.retention_floor
-            OR NEW.last_seq < OLD.last_seq THEN
-            RAISE EXCEPTION 'the store id never changes; the retention floor and the last seq only rise';
-        END IF;
-        RETURN NEW;
-    END $$;
-
-    CREATE TRIGGER store_meta_fixed BEFORE INSERT OR UPDATE OR DELETE ON store_meta
-        FOR EACH ROW EXECUTE FUNCTION store_meta_guard();
-
-    CREATE TABLE events (
-        seq          bigint PRIMARY KEY,
-        instance_id  text {_TEXT} NOT NULL,
-        machine      text {_TEXT} NOT NULL,
-        trigger      text NOT NULL,
-        from_state   text NOT NULL,
-        to_state     text NOT NULL,
-        version      integer NOT NULL,
-        actor        text NOT NULL,
-        payload      text NOT NULL,
-        at           text {_TEXT} NOT NULL
-    );
-
-    CREATE INDEX events_by_instance ON events (instance_id, seq);
-
-    CREATE FUNCTION events_guard() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-    BEGIN
-        IF TG_OP = 'UPDATE' THEN
-            RAISE EXCEPTION 'the event log is append-only';
-        END IF;
-        IF OLD.seq > (SELECT retention_floor FROM store_meta) THEN
-            RAISE EXCEPTION 'the event log is append-only: only events at or below the retention floor go';
-        END IF;
-        RETURN OLD;
-    END $$;
-
-    CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE ON events
-        FOR EACH ROW EXECUTE FUNCTION events_guard();
-
-    CREATE TABLE instance_parts (
-        instance_id  text {_TEXT} NOT NULL,
-        key          text {_TEXT} NOT NULL,
-        value        text NOT NULL,
-        ord          bigserial NOT NULL,
-        PRIMARY KEY (instance_id, key)
-    );
-
-    CREATE TABLE claims (
-        space        text {_TEXT} NOT NULL,
-        scope        text {_TEXT} NOT NULL,
-        kind         text {_TEXT} NOT NULL,
-        instance_id  text {_TEXT} NOT NULL,
-        PRIMARY KEY (space, scope, kind, instance_id)
-    );
-
-    CREATE INDEX claims_by_instance ON claims (instance_id);
-
-    CREATE TABLE counters (
-        name   text {_TEXT} PRIMARY KEY,
-        value  bigint NOT NULL
-    );
-
-    CREATE TABLE agent_slots (
-        pane_id      text {_TEXT} PRIMARY KEY,
-        number       integer NOT NULL UNIQUE,
-        name         text NOT NULL,
-        kind         text NOT NULL,
-        cwd          text NOT NULL,
-        status       text NOT NULL,
-        seq          integer NOT NULL CHECK (seq >= 0),
-        run          integer,
-        pid          integer,
-        exit_status  integer,
-        closed       boolean NOT NULL DEFAULT false,
-        options      text NOT NULL DEFAULT '{{}}',
-        dir          text NOT NULL,
-        created_at   text NOT NULL,
-        updated_at   text NOT NULL
-    )
-    """,
-)
-SCHEMA_VERSION = len(MIGRATIONS)
-CORRAL_TABLES = frozenset({"schema_version", "instances", "events", "store_meta"})
 
 
 def _wall_clock() -> datetime:
     return datetime.now(UTC)
-
-
-def _statements(script: str) -> list[str]:
-    return [part.strip() for part in script.strip().split(";\n\n") if part.strip()]
-
-
-def _key(schema: str) -> int:
-    """The advisory lock key of a schema: a signed 32-bit hash (the two-key form takes int4s)."""
-    value = zlib.crc32(schema.encode())
-    return value - 2**32 if value >= 2**31 else value
-
-
-def channel_of(schema: str) -> str:
-    """The NOTIFY channel of a store schema (an identifier of at most 63 bytes)."""
-    name = f"corral_{schema}"
-    return name if len(name) <= 63 else "corral_" + hashlib.sha1(schema.encode()).hexdigest()[:16]
-
-
-class Target:
-    """What a PostgreSQL URL names: the libpq connection string (without ``schema``), the schema,
-    and a description for messages (host, port, database, schema; never a password)."""
-
-    def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("postgresql", "postgres"):
-            raise InputError("store", f"{parts.scheme!r} is not a PostgreSQL URL", code="store_url_invalid")
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        schemas = [value for key, value in query if key == "schema"]
-        self.schema = schemas[-1] if schemas else DEFAULT_SCHEMA
-        if not _SCHEMA_NAME.match(self.schema):
-            raise InputError(
-                "store",
-                f"the schema {self.schema!r} is not a lowercase identifier ([a-z_][a-z0-9_]*, at most 63)",
-                code="store_url_invalid",
-            )
-        rest = [(key, value) for key, value in query if key != "schema"]
-        self.conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
-        params = dict(rest)
-        host = parts.hostname or params.get("host") or "(default host)"
-        port = parts.port or params.get("port") or 5432
-        database = parts.path.lstrip("/") or params.get("dbname") or "(default database)"
-        self.server = f"{host}:{port}/{database}"
-        self.described = f"postgresql {self.server} schema {self.schema}"
-        netloc = parts.hostname or ""
-        if parts.username:
-            netloc = f"{parts.username}@{netloc}"
-        if parts.port:
-            netloc += f":{parts.port}"
-        self.public_url = urlunsplit(parts._replace(netloc=netloc))  # the URL without its password
-
-    def details(self) -> dict[str, Any]:
-        return {"server": self.server, "schema": self.schema}
 
 
 def _decode(text: Any, where: str, table: str, row_id: Any, column: str) -> dict[str, Any]:
@@ -394,8 +216,8 @@ class _Reader(Reader):
             "  JOIN claims AS c ON c.space = %(space)s AND c.scope = p.v"
             " UNION ALL"
             " SELECT c.instance_id, c.space, c.kind, c.scope FROM unnest(%(wanted)s::text[]) AS p(v)"
-            '  JOIN claims AS c ON c.space = %(space)s AND c.scope > (p.v || \'/\') COLLATE "C"'
-            '  AND c.scope < (p.v || \'0\') COLLATE "C"'
+            "  JOIN claims AS c ON c.space = %(space)s AND c.scope > (p.v || '/') COLLATE \"C\""
+            "  AND c.scope < (p.v || '0') COLLATE \"C\""
             ") AS m"
         )
         args: dict[str, Any] = {"exact": sorted(exact), "wanted": wanted}
@@ -499,7 +321,8 @@ class _Transaction(_Reader, Transaction):
         # transaction: commit order is seq order and no number is skipped (module docstring).
         row = self._conn.execute(
             "WITH s AS (UPDATE store_meta SET last_seq = last_seq + 1 RETURNING last_seq)"
-            " INSERT INTO events (seq, instance_id, machine, trigger, from_state, to_state, version, actor, payload, at)"
+            " INSERT INTO events"
+            " (seq, instance_id, machine, trigger, from_state, to_state, version, actor, payload, at)"
             " SELECT s.last_seq, %s, %s, %s, %s, %s, %s, %s, %s, %s FROM s RETURNING seq",
             (
                 instance.id,
@@ -598,7 +421,7 @@ class PostgresStore(Store):
         self.channel = channel_of(self.target.schema)
         self._clock = clock or _wall_clock
         self._deadline = busy_deadline
-        self._key = _key(self.target.schema)
+        self._key = lock_key(self.target.schema)
         self._lock = threading.RLock()  # one connection; transactions on it must not interleave
         self._in_tx = False
         self._listener: _Listener | None = None
@@ -717,7 +540,7 @@ class PostgresStore(Store):
                     raise self._too_new(current)
                 for target in range(current + 1, SCHEMA_VERSION + 1):
                     logger.info("migrating %s to schema version %d", self.target.described, target)
-                    for statement in _statements(MIGRATIONS[target - 1]):
+                    for statement in statements(MIGRATIONS[target - 1]):
                         conn.execute(statement.encode())  # no parameters: '%' in the DDL stays itself
                     if target == 1:
                         conn.execute("INSERT INTO schema_version (version) VALUES (1)")
@@ -788,8 +611,9 @@ class PostgresStore(Store):
                         with self._errors():
                             conn.execute("ROLLBACK")
                     raise
-                commit: sql.Composable = sql.SQL("COMMIT")
+                commit: sql.SQL | sql.Composed = sql.SQL("COMMIT")
                 if tx.notes:
+                    # The notifications and the COMMIT in one round trip; delivered only if it commits.
                     notes = tx.notes if len(tx.notes) <= _NOTIFY_MAX else ["*"]
                     channel = sql.Identifier(self.channel)
                     commit = sql.SQL(" ").join(
@@ -799,7 +623,7 @@ class PostgresStore(Store):
                     try:
                         conn.execute(commit)
                     except psycopg.errors.Error:
-                        if not conn.broken and not conn.closed and conn.info.transaction_status != 0:
+                        if not conn.broken and not conn.closed and conn.info.transaction_status != _IDLE:
                             conn.execute("ROLLBACK")
                         raise
             finally:

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 BIN_DIRS = ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin")
@@ -76,9 +77,11 @@ def start(directory: Path) -> str:
             mode = parent.stat().st_mode
             if not mode & 0o001:
                 parent.chmod(mode | 0o001)
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "text": True, "check": False}
+    quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "text": True}
     done = subprocess.run(
-        _as_owner([initdb, "-D", str(data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--no-sync"]), **quiet
+        _as_owner([initdb, "-D", str(data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--no-sync"]),
+        check=False,
+        **quiet,
     )
     if done.returncode != 0:
         raise RuntimeError(f"initdb failed: {done.stderr.strip()}")
@@ -86,6 +89,7 @@ def start(directory: Path) -> str:
     options += " -c synchronous_commit=off -c full_page_writes=off"
     done = subprocess.run(
         _as_owner([pg_ctl, "-D", str(data), "-l", str(directory / "server.log"), "-o", options, "-w", "start"]),
+        check=False,
         **quiet,
     )
     if done.returncode != 0:

@@ -41,7 +41,7 @@ class StoreKind(ABC):
 
     scheme: str
 
-    def ready(self, request: pytest.FixtureRequest) -> None:
+    def ready(self, request: pytest.FixtureRequest) -> None:  # noqa: B027 - reason: a hook most kinds leave empty
         """Make sure the kind's server (if any) is there for this test: skip or fail if it cannot be."""
 
     @abstractmethod
