@@ -62,7 +62,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -467,6 +467,23 @@ class PostgresStore(Store):
         self._conn = conn
         return conn
 
+    def _begun(self, begin: Callable[[psycopg.Connection[Any]], object]) -> psycopg.Connection[Any]:
+        """The connection with ``begin`` run on it; a connection found broken at BEGIN (the server
+        restarted, an idle connection was cut) is made again once: nothing had been sent, so
+        retrying is safe. A connection that breaks later, inside the transaction, is never retried."""
+        import psycopg
+
+        conn = self._connection()
+        try:
+            begin(conn)
+        except psycopg.OperationalError:
+            if not (conn.broken or conn.closed):
+                raise
+            logger.info("the connection to %s was lost; reconnecting", self.target.described)
+            conn = self._connection()
+            begin(conn)
+        return conn
+
     @contextmanager
     def _errors(self, *, committing: bool = False) -> Iterator[None]:
         """psycopg's errors as corral's: a broken connection is ``store_unavailable``."""
@@ -598,8 +615,7 @@ class PostgresStore(Store):
             if self._in_tx:
                 raise CorralError(f"a write inside a transaction of the store {self.target.described} (a bug)")
             with self._errors():
-                conn = self._connection()
-                self._begin_write(conn)
+                conn = self._begun(self._begin_write)
             self._in_tx = True
             try:
                 tx = _Transaction(self, conn, self._clock())
@@ -632,11 +648,10 @@ class PostgresStore(Store):
     @contextmanager
     def read(self) -> Iterator[Reader]:
         with self._lock, self._errors():
-            conn = self._connection()
             if self._in_tx:  # inside this thread's write: its own view
-                yield _Reader(self, conn)
+                yield _Reader(self, self._connection())
                 return
-            conn.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            conn = self._begun(lambda c: c.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))
             try:
                 yield _Reader(self, conn)
             finally:
