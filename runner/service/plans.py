@@ -390,6 +390,7 @@ class Plans:
         secrets: Mapping[str, str] | None = None,
         observations: Mapping[str, Any] | None = None,
         actor: str | None = None,
+        expected_version: int | None = None,
     ) -> Instance:
         result = self.service.engine.fire(
             self.spec,
@@ -400,6 +401,7 @@ class Plans:
                 secrets=secrets or {},
                 observations=observations or {},
                 actor=actor or self.service.actor,
+                expected_version=expected_version,
             ),
         )
         return result.instance
@@ -456,8 +458,9 @@ class Plans:
         """A person's decision on a step that waits on one (a blocked agent, an approval step): recorded
         on the plan as an event with the deciding actor (``inp.actor``, else the service's); call
         :meth:`resume` next to continue. Refused (``plan_not_waiting``) unless the plan is paused with
-        that step waiting; an approval whose deadline passed is refused (``approval_timeout``): resume
-        the plan and the step fails with that code."""
+        that step waiting and not yet decided; an approval whose deadline passed is refused
+        (``approval_timeout``): resume the plan and the step fails with that code. Two deciders racing:
+        one decides, the other gets ``version_conflict`` (the plan is compared and set at the version read)."""
         plan_id, step_id, reason = inp.plan_id, inp.step_id, inp.reason
         plan = self.plan(plan_id)
         record = (plan.data.get("steps") or {}).get(step_id)
@@ -468,6 +471,16 @@ class Plans:
                 plan=plan_id,
                 step=step_id,
                 state=plan.state,
+            )
+        if isinstance(record.get("decision"), Mapping):
+            raise RefusedError(
+                f"plan {plan_id!r}: step {step_id!r} was decided already (by {record['decision'].get('actor')}); "
+                f"`corral plans resume {plan_id}` carries the decision out",
+                code="plan_not_waiting",
+                plan=plan_id,
+                step=step_id,
+                state=plan.state,
+                decision=dict(record["decision"]),
             )
         if approval_expired(record.get("waiting_on"), self.service.now()):
             raise RefusedError(
@@ -489,6 +502,9 @@ class Plans:
                 "decide",
                 {"step_id": step_id, "approve": bool(inp.approve), "reason": reason},
                 actor=inp.actor,
+                # Invariant: one decision per waiting step. The plan as read above: a decision (or a
+                # resume) committed meanwhile makes this one a version_conflict, never an overwrite.
+                expected_version=plan.version,
             )
         )
 

@@ -349,3 +349,43 @@ def test_corral_runs_shows_and_decides_an_approval(tmp_path: Path, cli_env: dict
     assert final["state"] == "succeeded"
     assert final["steps"]["approve"]["outputs"]["approved"] is True
     assert final["steps"]["approve"]["outputs"]["decided_by"].startswith("cli:")
+
+
+def test_racing_deciders_record_one_decision(rig: ApprovalRig, tmp_path: Path) -> None:
+    import threading
+
+    from runner.errors import CorralError
+
+    rig.run("race")
+    stores = [SQLiteStore(tmp_path / "corral.db", clock=rig.clock) for _ in range(6)]
+    start = threading.Barrier(len(stores))
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def decide(index: int, store: SQLiteStore) -> None:
+        plans = Plans(Service(store, Library(cache_dir=tmp_path / "cache"), actor=f"p{index}"), rig.recipes,
+                      MemoryKeeper(), OPERATIONS)  # fmt: skip
+        start.wait()
+        try:
+            plans.decide(PlanDecideInput("race", "approve", index % 2 == 0, f"by {index}"))
+            outcome = "decided"
+        except CorralError as exc:
+            outcome = exc.code
+        with lock:
+            outcomes.append(outcome)
+
+    try:
+        threads = [threading.Thread(target=decide, args=(i, s)) for i, s in enumerate(stores)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for store in stores:
+            store.close()
+    assert outcomes.count("decided") == 1, outcomes
+    assert set(outcomes) <= {"decided", "plan_not_waiting", "version_conflict"}, outcomes
+    decides = [e for e in rig.plan_events("race") if e.trigger == "decide"]
+    assert len(decides) == 1
+    record = rig.plans.plan("race").data["steps"]["approve"]["decision"]
+    assert record["actor"] == decides[0].actor, "the one decision recorded is the one the event logged"
