@@ -1258,8 +1258,8 @@ async def _resume_plan(call: Call, plan_id: str) -> dict[str, Any]:
 @_t(
     "corral_plan_decide",
     "Decide a step that waits on a person",
-    "A person's decision on the step a paused plan waits on (a blocked agent): approve (the step succeeds"
-    " with what it collected) or reject (it fails with decision_rejected), with a reason; then the plan"
+    "A person's decision on the step a paused plan waits on (an approval step or a blocked agent): approve"
+    " (the step succeeds) or reject (it fails with decision_rejected), with a reason; then the plan"
     " continues server-side. Refused plan_not_waiting unless the plan is paused on that step.",
     Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
     PlanDecideInput,
