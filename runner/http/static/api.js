@@ -2,6 +2,9 @@
 // The token travels in the Authorization header and nowhere else: never in a URL, never in a log.
 
 const TOKEN_KEY = "corral.dashboard.token";
+// A request the server has not answered by then is given up (the next refresh asks again), so one
+// stuck answer can never stall the page's refreshes for good.
+const REQUEST_TIMEOUT_MS = 15000;
 
 export function token() {
   return sessionStorage.getItem(TOKEN_KEY) || "";
@@ -46,7 +49,12 @@ async function answer(response) {
 }
 
 export async function get(path) {
-  return answer(await fetch(path, { headers: headers(), cache: "no-store", credentials: "omit" }));
+  return answer(await fetch(path, {
+    headers: headers(),
+    cache: "no-store",
+    credentials: "omit",
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+  }));
 }
 
 export async function post(path, body) {
@@ -55,6 +63,7 @@ export async function post(path, body) {
     headers: headers({ "Content-Type": "application/json" }),
     body: JSON.stringify(body),
     cache: "no-store",
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
     credentials: "omit",
   });
   return answer(response);
