@@ -266,3 +266,50 @@ def test_with_a_server_token_the_page_asks_for_it_and_sends_it_only_in_a_header(
     page.click("#token-forget")
     page.locator("#auth-needed").wait_for(state="visible", timeout=LIVE_TIMEOUT_MS)
     assert page.evaluate("sessionStorage.getItem('corral.dashboard.token')") is None
+
+
+def test_a_plan_is_drawn_as_a_step_waterfall(serve: Served, browser: Any, tmp_path: Path) -> None:
+    serve.start()
+    tab = open_tab(browser, serve.url)
+    wait_live(tab)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "plan: p-dash\nrecipe: validate\ncontroller: ctl-p\n"
+        f"inputs: {{lane: no-such-lane, authority_ref: T-1, authority_sha256: {SHA}}}\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "run", str(plan), "--json"],
+        env=serve.env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout + run.stderr  # acquire succeeds, verify finds no lane: failed
+    page = tab.page
+    page.wait_for_selector('#plans .plan[data-plan="p-dash"] [data-step="verify"]', timeout=LIVE_TIMEOUT_MS)
+    shown = page.locator('#plans .plan[data-plan="p-dash"]')
+    assert "failed" in shown.locator("h3").inner_text()
+    assert [shown.locator("[data-step]").nth(i).inner_text() for i in range(2)] == ["acquire", "verify"]
+    bars = shown.locator(".bar")
+    assert bars.nth(0).get_attribute("class") == "bar step-succeeded"
+    assert bars.nth(1).get_attribute("class") == "bar step-failed"
+    left = [float(bars.nth(i).evaluate("b => parseFloat(b.style.left)")) for i in range(2)]
+    assert left[0] < left[1]  # the verify step started after the acquire step
+    assert tab.errors == []
+    assert tab.refused == []
+
+
+def test_without_graphviz_machines_are_listed_with_the_current_state(serve: Served, browser: Any) -> None:
+    serve.env["PATH"] = str(Path(sys.executable).parent)  # no `dot` on the server's PATH
+    assert shutil.which("dot", path=serve.env["PATH"]) is None
+    serve.start()
+    serve.acquire("ctl-g")
+    tab = open_tab(browser, serve.url)
+    wait_live(tab)
+    drawing = tab.page.locator('figure[data-machine="controller"] .drawing[data-state="active"][data-format="list"]')
+    drawing.wait_for(timeout=LIVE_TIMEOUT_MS)
+    assert drawing.locator("li.current").inner_text().startswith("active")
+    assert drawing.locator("li.visited").inner_text().startswith("absent")
+    assert drawing.locator("li").count() == 3  # absent, active, released
+    assert tab.page.locator("figure.machine svg").count() == 0
+    # The one failed request is the first SVG asked for; the page then asks only for DOT.
+    svg_asks = [u for u in tab.urls if "format=svg" in u]
+    assert len(svg_asks) == 1, svg_asks
+    assert tab.refused == []

@@ -166,14 +166,17 @@ async function decisions() {
 function waterfall(plan) {
   const steps = Object.entries(plan.steps || {});
   const now = Date.now();
+  // A step record's `at` is when it was last written: its start while it runs, its end once it has
+  // `seconds` (then it started `seconds` earlier). A running step's bar reaches to now.
   const spans = steps.map(([, s]) => {
-    const start = s.at ? Date.parse(s.at) : NaN;
-    const seconds = typeof s.seconds === "number" ? s.seconds : (isNaN(start) ? 0 : (now - start) / 1000);
-    return { start, end: isNaN(start) ? NaN : start + seconds * 1000 };
+    const at = s.at ? Date.parse(s.at) : NaN;
+    if (isNaN(at)) return { start: NaN, end: NaN };
+    if (typeof s.seconds === "number") return { start: at - s.seconds * 1000, end: at };
+    return { start: at, end: Math.max(now, at) };
   });
   const known = spans.filter((s) => !isNaN(s.start));
   const t0 = known.length ? Math.min(...known.map((s) => s.start)) : now;
-  const t1 = known.length ? Math.max(now - 0, ...known.map((s) => s.end)) : now;
+  const t1 = known.length ? Math.max(...known.map((s) => s.end)) : now;
   const total = Math.max(t1 - t0, 1);
   const grid = el("div", { class: "waterfall", role: "table", "aria-label": `steps of ${plan.plan}` });
   steps.forEach(([id, s], i) => {

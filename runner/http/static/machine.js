@@ -71,16 +71,35 @@ function list(doc, dot) {
   return ol;
 }
 
-/** Draw machine `name` (with `instance`: its path) into `box`; returns what the server said of it. */
-let svgWorks = true; // false once the server said it cannot draw SVG (no Graphviz): ask for DOT only
+// Whether the server draws SVG: unknown (null) until its first answer, false once it said it cannot
+// (no Graphviz), and then only DOT is asked for. While the first answer is awaited, other drawings wait
+// for it instead of each asking (and failing) in turn.
+let svgWorks = null;
+let probe = null;
 
+/** Draw machine `name` (with `instance`: its path) into `box`; returns what the server said of it. */
 export async function draw(box, name, instance) {
-  const query = new URLSearchParams({ format: svgWorks ? "svg" : "dot" });
+  while (svgWorks === null && probe) await probe;
+  let settle = null;
+  if (svgWorks === null) probe = new Promise((resolve) => (settle = resolve));
+  try {
+    return await drawWith(box, name, instance);
+  } finally {
+    if (settle) {
+      if (svgWorks === null) svgWorks = box.dataset.format === "svg" ? true : null;
+      probe = null;
+      settle();
+    }
+  }
+}
+
+async function drawWith(box, name, instance) {
+  const query = new URLSearchParams({ format: svgWorks === false ? "dot" : "svg" });
   if (instance) query.set("instance", instance);
   const base = `/api/machines/${encodeURIComponent(name)}/drawing`;
   let doc;
   let node = null;
-  if (svgWorks) {
+  if (svgWorks !== false) {
     try {
       doc = await get(`${base}?${query}`);
       node = cleanSvg(doc.drawing);
