@@ -313,3 +313,76 @@ def test_without_graphviz_machines_are_listed_with_the_current_state(serve: Serv
     svg_asks = [u for u in tab.urls if "format=svg" in u]
     assert len(svg_asks) == 1, svg_asks
     assert tab.refused == []
+
+
+GATE = """\
+recipe: gate
+version: 1
+description: A person's approval between two steps.
+inputs: {type: object}
+steps:
+  - id: before
+    do: flow.pass
+  - id: approve
+    do: human.approve
+    with: {prompt: "Ship release 1.2?", timeout: 600}
+  - id: after
+    do: flow.pass
+"""
+
+
+def test_a_pending_decision_is_decided_from_the_page_only_with_a_token(
+    serve: Served, browser: Any, tmp_path: Path
+) -> None:
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "gate.yaml").write_text(GATE)
+    serve.env["CORRAL_RECIPES"] = str(recipes)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("plan: p-gate\nrecipe: gate\ncontroller: ctl-gate\ninputs: {}\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "run", str(plan), "--json"],
+        env=serve.env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == 5, run.stdout + run.stderr  # paused: a person decides
+    decision = '#decisions .decision[data-decision="plan:p-gate:approve"]'
+
+    serve.start()  # no token: the decision is shown, the action is not
+    tab = open_tab(browser, serve.url)
+    wait_live(tab)
+    tab.page.wait_for_selector(decision, timeout=LIVE_TIMEOUT_MS)
+    assert "Ship release 1.2?" in tab.page.locator(decision).inner_text()
+    assert tab.page.locator(f"{decision} form.decide").count() == 0
+    assert tab.errors == []
+    tab.page.close()
+    serve.stop()
+
+    secret = "decide-from-the-page-0123456789"
+    (tmp_path / "token").write_text(secret + "\n")
+    (tmp_path / "token").chmod(0o600)
+    serve.args = ["--auth-token-file", str(tmp_path / "token")]
+    serve.start()
+    tab = open_tab(browser, serve.url)
+    page = tab.page
+    page.fill("#token-input", secret)
+    page.click("#token-use")
+    page.wait_for_selector(f"{decision} form.decide", timeout=LIVE_TIMEOUT_MS)
+    page.click(f"{decision} button[value=approve]")  # no reason yet: refused on the page, nothing sent
+    assert "needs a reason" in page.locator("#problem").inner_text()
+    page.fill(f"{decision} input[type=text]", "release notes reviewed")
+    page.click(f"{decision} button[value=approve]")
+    # The server records the decision and resumes the plan: it runs to its end and nothing waits any more.
+    page.wait_for_selector(decision, state="detached", timeout=LIVE_TIMEOUT_MS)
+    page.wait_for_selector('#events tr[data-instance="plan/p-gate"][data-trigger="decide"]', timeout=LIVE_TIMEOUT_MS)
+    shown = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "runner.cli", "plans", "show", "p-gate", "--json"],
+            env=serve.env, capture_output=True, text=True, timeout=60, check=True,
+        ).stdout
+    )  # fmt: skip
+    record = shown["steps"]["approve"]
+    assert record["state"] == "succeeded"
+    assert record["decision"]["reason"] == "release notes reviewed"
+    assert f"Bearer {secret}" in tab.authorization
+    assert not [u for u in tab.urls if secret in u]
+    assert tab.refused == []

@@ -152,13 +152,17 @@ async function decisions() {
   }
   box.replaceChildren(...listed.map((d) => {
     const id = decisionId(d);
-    const what = d.prompt || d.message || d.reason || d.kind || "";
-    const where = [d.plan && `plan ${d.plan}`, d.step && `step ${d.step}`, d.target && `agent ${d.target}`]
-      .filter(Boolean).join(", ");
+    const what = d.prompt || d.why || d.message || "";
+    const where = [d.plan && `plan ${d.plan}`, d.step && `step ${d.step}`, d.target && `agent ${d.target}`,
+      d.receipt && `receipt ${d.receipt}`, d.since && `since ${d.since}`].filter(Boolean).join(", ");
+    const kind = [d.kind, d.waits_on].filter(Boolean).join(": ");
     const item = el("div", { class: "decision", data: { decision: id } },
-      el("div", {}, el("code", { text: id }), " ", el("span", { class: "muted", text: d.kind || "" })),
+      el("div", {}, el("code", { text: id }), " ", el("span", { class: "muted", text: kind })),
       el("div", { text: what }), where ? el("div", { class: "muted", text: where }) : "");
-    if (token()) item.append(decideForm(id));
+    // Decided here only what `decide` settles (a plan's step), and only with a token; the rest says how.
+    const settle = d.settle || { decide: true };
+    if (settle.decide && token()) item.append(decideForm(id));
+    else if (settle.cli) item.append(el("div", { class: "muted mono", text: settle.cli }));
     return item;
   }));
 }
