@@ -64,10 +64,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from runner.context import Claim, Event, Instance, format_time
+from runner.context import Claim, Event, Instance, format_time, parse_time
 from runner.errors import (
     ConflictError,
     CorralError,
@@ -81,7 +81,18 @@ from runner.errors import (
 )
 from runner.log import get_logger
 from runner.scopes import ancestors
-from runner.store.abc import PRUNE_BATCH, Clock, Pruned, Reader, Store, Transaction
+from runner.store.abc import (
+    IDEMPOTENCY_PRUNE_BATCH,
+    IDEMPOTENCY_STALE_SECONDS,
+    PRUNE_BATCH,
+    Clock,
+    IdempotencyRecord,
+    Pruned,
+    Reader,
+    Store,
+    Transaction,
+    check_idempotency,
+)
 from runner.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, Target, channel_of, lock_key, statements
 
 if TYPE_CHECKING:
@@ -766,6 +777,82 @@ class PostgresStore(Store):
                 batches += 1
             took = time.monotonic() - began
         return Pruned(floor, max(target, current), deleted, batches=batches)
+
+    # --- idempotency records (issue 15) ---------------------------------------------------------------
+
+    def reserve_idempotency(
+        self,
+        key: str,
+        request_sha256: str,
+        ttl_seconds: float,
+        *,
+        stale_seconds: float = IDEMPOTENCY_STALE_SECONDS,
+    ) -> IdempotencyRecord | None:
+        check_idempotency(key, request_sha256, ttl_seconds)
+        with self.write() as tx:
+            conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
+            now = tx.now
+            stamp = format_time(now)
+            expires = format_time(now + timedelta(seconds=ttl_seconds))
+            # Opportunistic and bounded: expired rows go a batch at a time, so a reservation stays short.
+            conn.execute(
+                "DELETE FROM idempotency WHERE key IN"
+                " (SELECT key FROM idempotency WHERE expires_at <= %s ORDER BY expires_at LIMIT %s)",
+                (stamp, IDEMPOTENCY_PRUNE_BATCH),
+            )
+            row = conn.execute(
+                "SELECT key, request_sha256, state, status, response, created_at, expires_at"
+                " FROM idempotency WHERE key = %s",
+                (key,),
+            ).fetchone()
+            found = None if row is None else IdempotencyRecord(*row)
+            # Invariant: a reservation is one serialized transaction (the store's write lock), so of
+            # two reservers of one free key exactly one inserts; the other reads the row and gets it back.
+            if found is not None and found.expires_at > stamp:
+                if not found.matches(request_sha256) or found.state == "done":
+                    return found
+                if parse_time(found.created_at) > now - timedelta(seconds=stale_seconds):
+                    return found  # in flight
+            conn.execute(
+                "INSERT INTO idempotency (key, request_sha256, state, status, response, created_at, expires_at)"
+                " VALUES (%s, %s, 'pending', NULL, NULL, %s, %s)"
+                " ON CONFLICT (key) DO UPDATE SET request_sha256 = excluded.request_sha256, state = 'pending',"
+                " status = NULL, response = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at",
+                (key, request_sha256, stamp, expires),
+            )
+            return None
+
+    def complete_idempotency(self, key: str, status: int, response_json: str) -> bool:
+        check_idempotency(key)
+        if isinstance(status, bool) or not isinstance(status, int):
+            raise InputError("status", f"{status!r} is not an integer status")
+        if not isinstance(response_json, str):
+            raise InputError("response_json", "the response is JSON text")
+        with self.write() as tx:
+            conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
+            row = conn.execute(
+                "SELECT created_at, expires_at FROM idempotency WHERE key = %s AND state = 'pending'", (key,)
+            ).fetchone()
+            if row is None:
+                return False
+            ttl = parse_time(row[1]) - parse_time(row[0])
+            conn.execute(
+                "UPDATE idempotency SET state = 'done', status = %s, response = %s, expires_at = %s WHERE key = %s",
+                (status, response_json, format_time(tx.now + ttl), key),
+            )
+            return True
+
+    def release_idempotency(self, key: str) -> bool:
+        check_idempotency(key)
+        with self.write() as tx:
+            conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
+            return bool(conn.execute("DELETE FROM idempotency WHERE key = %s AND state = 'pending'", (key,)).rowcount)
+
+    def prune_idempotency(self, before: datetime | None = None) -> int:
+        with self.write() as tx:
+            conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
+            moment = format_time(tx.now if before is None else before)
+            return int(conn.execute("DELETE FROM idempotency WHERE expires_at <= %s", (moment,)).rowcount)
 
     def info(self) -> dict[str, Any]:
         with self.read() as reader:

@@ -137,9 +137,23 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at   text NOT NULL
     )
     """,
+    # issue 15: idempotency keys of a surface's mutating requests (runner.store.abc), shared by every
+    # server on the store.
+    f"""
+    CREATE TABLE idempotency (
+        key             text {_TEXT} PRIMARY KEY,
+        request_sha256  text NOT NULL,
+        state           text NOT NULL CHECK (state IN ('pending', 'done')),
+        status          integer,
+        response        text,
+        created_at      text {_TEXT} NOT NULL,
+        expires_at      text {_TEXT} NOT NULL
+    );
+
+    CREATE INDEX idempotency_by_expiry ON idempotency (expires_at)
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
-CORRAL_TABLES = frozenset({"schema_version", "instances", "events", "store_meta"})
 
 
 def statements(script: str) -> list[str]:

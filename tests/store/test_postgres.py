@@ -245,3 +245,25 @@ def test_many_threads_on_one_store_object_take_turns(store: PostgresStore) -> No
         thread.join()
     assert errors == []
     assert store.get("n/1").data["n"] == 40  # type: ignore[union-attr]  # reason: written above
+
+
+def test_a_schema_of_an_older_version_migrates_forward_on_open(pg: PostgresKind, tmp_path: Path) -> None:
+    """A store made by the first schema version (before idempotency records) opens at the latest."""
+    import psycopg
+
+    from runner.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, statements
+
+    url = pg.url(tmp_path)
+    schema = url.rsplit("schema=", 1)[1]
+    assert pg.server is not None
+    with psycopg.connect(pg.server.scratch, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"SET search_path = {schema}")
+        for statement in statements(MIGRATIONS[0]):
+            conn.execute(statement.encode())
+        conn.execute("INSERT INTO schema_version (version) VALUES (1)")
+        conn.execute("INSERT INTO instances VALUES ('old/1', 'old', 'on', 2, '{}', 't', 't')")
+    with open_store(url) as store:
+        assert store.info()["schema_version"] == SCHEMA_VERSION > 1
+        assert store.get("old/1").version == 2  # type: ignore[union-attr]  # reason: inserted above
+        assert store.reserve_idempotency("k", "0" * 64, 60) is None, "the new table is there"
