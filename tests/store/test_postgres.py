@@ -267,3 +267,23 @@ def test_a_schema_of_an_older_version_migrates_forward_on_open(pg: PostgresKind,
         assert store.info()["schema_version"] == SCHEMA_VERSION > 1
         assert store.get("old/1").version == 2  # type: ignore[union-attr]  # reason: inserted above
         assert store.reserve_idempotency("k", "0" * 64, 60) is None, "the new table is there"
+
+
+@pytest.mark.parametrize("ci", [None, "1"])
+def test_without_a_server_the_postgresql_tests_skip_in_one_line_but_fail_under_ci(
+    monkeypatch: pytest.MonkeyPatch, ci: str | None
+) -> None:
+    from tests.support import pgserver, stores
+
+    monkeypatch.delenv("CORRAL_TEST_POSTGRES", raising=False)
+    monkeypatch.setattr(pgserver, "binary", lambda name: None)
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    outcome = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(outcome) as caught:
+        stores._start_server()
+    message = str(caught.value)
+    assert "\n" not in message and "CORRAL_TEST_POSTGRES" in message and "initdb" in message
+    assert message.startswith("PostgreSQL tests cannot run under CI" if ci else "PostgreSQL: ")
