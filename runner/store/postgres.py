@@ -387,7 +387,7 @@ class _Listener:
         while not self._stop.is_set():
             conn: psycopg.Connection[Any] | None = None
             try:
-                conn = psycopg.connect(self._store.target.conninfo, autocommit=True)
+                conn = psycopg.connect(self._store.target.conninfo, autocommit=True, application_name="corral-listen")
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._store.channel)))
                 self._bump()  # (re)listening: whatever was missed meanwhile is re-read
                 self._ready.set()
