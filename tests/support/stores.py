@@ -167,7 +167,7 @@ class PostgresServer:
             if self.directory is not None:
                 from tests.support import pgserver
 
-                pgserver.stop(self.directory)
+                pgserver.stop(self.directory / "c")
                 shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -188,7 +188,7 @@ def _start_server() -> PostgresServer:
         if reason is None:
             directory = Path(tempfile.mkdtemp(prefix="corral-pg-"))  # short: a unix socket path is <= 107 bytes
             try:
-                return PostgresServer(pgserver.start(directory / "c"), directory / "c")
+                return PostgresServer(pgserver.start(directory / "c"), directory)
             except BaseException:
                 pgserver.stop(directory / "c")
                 shutil.rmtree(directory, ignore_errors=True)
