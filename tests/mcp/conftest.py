@@ -1,0 +1,301 @@
+"""Fixtures of the MCP tests: a real ``corral mcp`` driven by the SDK's own client.
+
+- ``stdio``: ``stdio(scenario)`` starts ``python -m runner.cli mcp`` of this checkout in the test's
+  private state home, connects ``mcp.Client`` over stdio and awaits ``scenario(session)``; the
+  server's stderr goes to a file (``session.stderr()``) and the server is gone when it returns.
+- ``http`` / ``unix_http``: the same over streamable HTTP on loopback (``--listen 127.0.0.1:0``: the
+  port is read from the ``serving http://HOST:PORT/mcp`` line the server writes on stderr) or on a
+  unix socket; the server process is terminated and reaped when the scenario ends.
+
+A :class:`Session` records every tool result and every progress message it receives, so a test can
+scan all of them (the secrets test does). Each scenario runs under ``anyio.run``: the tests are plain
+functions, with no async test plugin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SHA = hashlib.sha256(b"authority").hexdigest()
+CHECKPOINT_SHA = hashlib.sha256(b"checkpoint").hexdigest()
+SERVER_READY_SECONDS = 60.0  # how long a server may take to say where it listens (a loaded machine)
+
+
+def server_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a ``corral`` subprocess of this checkout in the state home ``home``."""
+    env = dict(os.environ)
+    env["CORRAL_HOME"] = str(home)
+    env["PYTHONPATH"] = str(REPO)
+    for name in ("CORRAL_STORE", "CORRAL_CONTROLLER", "XDG_STATE_HOME", "CORRAL_AGENT_HOST"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def corral_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The real ``corral`` of this checkout, as a subprocess."""
+    return subprocess.run(
+        [sys.executable, "-m", "runner.cli", *args],
+        env=env, capture_output=True, text=True, timeout=60, check=False, cwd=env["CORRAL_HOME"],
+    )  # fmt: skip
+
+
+class Refused(AssertionError):
+    pass
+
+
+@dataclass
+class Session:
+    """One client connection to a running server, recording everything the server sent back."""
+
+    client: Any
+    home: Path
+    stderr_path: Path | None = None
+    results: list[tuple[str, Any]] = field(default_factory=list)
+    progress: list[str] = field(default_factory=list)
+    called: set[str] = field(default_factory=set)
+
+    async def call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        progress: list[str] | None = None,
+    ) -> Any:
+        """The raw ``CallToolResult`` (recorded); progress messages are recorded too."""
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            self.progress.append(message or "")
+            if progress is not None:
+                progress.append(message or "")
+
+        result = await self.client.call_tool(name, arguments or {}, progress_callback=on_progress)
+        self.called.add(name)
+        self.results.append((name, result))
+        return result
+
+    async def ok(self, name: str, arguments: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+        """The structured result of a call that must succeed."""
+        result = await self.call(name, arguments, **kw)
+        assert not result.is_error, f"{name} failed: {result.structured_content}"
+        structured = result.structured_content
+        assert isinstance(structured, dict)
+        text = result.content[0].text
+        assert json.loads(text.split("\n", 1)[1] if text.startswith("[corral:") else text) == structured
+        return structured
+
+    async def refused(self, name: str, arguments: dict[str, Any] | None, code: str) -> dict[str, Any]:
+        """The error document of a call that must be refused with ``code`` (a tool error, never a protocol one)."""
+        result = await self.call(name, arguments)
+        assert result.is_error, f"{name} was not refused: {result.structured_content}"
+        error = (result.structured_content or {}).get("error")
+        assert isinstance(error, dict), result
+        assert set(error) >= {"code", "message", "details"}
+        assert error["code"] == code, error
+        assert json.loads(result.content[0].text) == result.structured_content
+        return error
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace") if self.stderr_path else ""
+
+    def texts(self) -> Iterator[str]:
+        """Every text the server sent back: each result's text content and structured content, and
+        every progress message."""
+        for _, result in self.results:
+            for block in result.content:
+                yield str(getattr(block, "text", block))
+            yield json.dumps(result.structured_content)
+        yield from self.progress
+
+
+Scenario = Callable[[Session], Awaitable[Any]]
+
+
+def _leaf(error: BaseException) -> BaseException:
+    """The one exception inside nested task-group exception groups (what the scenario raised)."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
+def run_async(main: Callable[[], Awaitable[Any]]) -> Any:
+    """``anyio.run(main)``, re-raising a scenario's failure itself rather than the groups around it."""
+    try:
+        return anyio.run(main)
+    except BaseExceptionGroup as group:
+        leaf = _leaf(group)
+        if leaf is group:
+            raise
+        raise leaf from None
+
+
+def run_stdio(home: Path, scenario: Scenario, stderr_path: Path, env: dict[str, str] | None = None) -> Any:
+    """``scenario`` against a real ``corral mcp`` over stdio (the server is reaped when it returns)."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "runner.cli", "mcp"], env=env or server_env(home), cwd=str(home.parent)
+    )
+
+    async def main() -> Any:
+        with stderr_path.open("w", encoding="utf-8") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                return await scenario(Session(client, home, stderr_path))
+
+    return run_async(main)
+
+
+class HttpServer:
+    """A ``corral mcp --http`` subprocess; its address read from what it writes on stderr."""
+
+    def __init__(self, home: Path, listen: str, extra_args: tuple[str, ...] = (), stderr_path: Path | None = None):
+        self.home = home
+        self.stderr_path = stderr_path or home.parent / f"mcp-http-{time.monotonic_ns()}.stderr"
+        self.stderr_path.parent.mkdir(parents=True, exist_ok=True)
+        self._err = self.stderr_path.open("w", encoding="utf-8")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runner.cli", "mcp", "--http", "--listen", listen, *extra_args],
+            env=server_env(home), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._err,
+            cwd=str(home.parent),
+        )  # fmt: skip
+        self.url = ""
+
+    def wait_ready(self) -> str:
+        """The ``serving ...`` address; fails with the server's stderr if it exits instead."""
+        deadline = time.monotonic() + SERVER_READY_SECONDS
+        while time.monotonic() < deadline:
+            for line in self.stderr().splitlines():
+                if line.startswith("corral mcp: serving "):
+                    self.url = line.split("serving ", 1)[1].strip()
+                    return self.url
+            if self.proc.poll() is not None:
+                raise AssertionError(f"corral mcp --http exited {self.proc.returncode}: {self.stderr()}")
+            time.sleep(0.05)
+        raise AssertionError(f"corral mcp --http never said where it serves: {self.stderr()}")
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=15)
+        self._err.close()
+
+
+@contextlib.contextmanager
+def http_server(home: Path, listen: str = "127.0.0.1:0", *extra_args: str) -> Iterator[HttpServer]:
+    server = HttpServer(home, listen, extra_args)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextlib.asynccontextmanager
+async def http_client(url: str, *, uds: str | None = None, token: str | None = None) -> AsyncIterator[Any]:
+    """The SDK client over streamable HTTP (on a unix socket with ``uds``; with a bearer ``token``)."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    transport = httpx2.AsyncHTTPTransport(uds=uds) if uds else None
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with httpx2.AsyncClient(transport=transport, headers=headers, timeout=timeout) as web:
+        async with Client(streamable_http_client(url, http_client=web)) as client:
+            yield client
+
+
+def run_http(server: HttpServer, scenario: Scenario, *, token: str | None = None) -> Any:
+    """``scenario`` against a running HTTP server (tcp, or its unix socket)."""
+    where = server.wait_ready()
+    uds = where[len("unix://") :] if where.startswith("unix://") else None
+    url = "http://localhost/mcp" if uds else where
+
+    async def main() -> Any:
+        async with http_client(url, uds=uds, token=token) as client:
+            return await scenario(Session(client, server.home, server.stderr_path))
+
+    return run_async(main)
+
+
+# --- fixtures ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mcp_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch state home, reachable by the sandbox's uid (verify runs as another user under root)."""
+    root = tmp_path / "home"
+    monkeypatch.setenv("CORRAL_HOME", str(root))
+    for name in ("CORRAL_STORE", "CORRAL_CONTROLLER", "CORRAL_MACHINES", "XDG_STATE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    return root
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A directory a reviewer reads."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "lib.py").write_text("x = 1\ny = 2\n")
+    return root
+
+
+@pytest.fixture
+def stdio(mcp_home: Path, tmp_path: Path) -> Callable[[Scenario], Any]:
+    """``stdio(scenario)``: run ``scenario(session)`` against a real ``corral mcp`` over stdio."""
+    count = iter(range(1000))
+
+    def run(scenario: Scenario, env: dict[str, str] | None = None) -> Any:
+        return run_stdio(mcp_home, scenario, tmp_path / f"mcp-stdio-{next(count)}.stderr", env)
+
+    return run
+
+
+@pytest.fixture
+def http(mcp_home: Path) -> Iterator[Callable[[Scenario], Any]]:
+    """``http(scenario)``: the same over streamable HTTP on loopback (one server for the test)."""
+    with http_server(mcp_home) as server:
+        yield lambda scenario: run_http(server, scenario)
+
+
+@pytest.fixture
+def unix_http(mcp_home: Path, tmp_path: Path) -> Iterator[tuple[HttpServer, Callable[[Scenario], Any]]]:
+    """A server on a unix socket (``tmp/mcp.sock``), and ``run(scenario)`` over it."""
+    with http_server(mcp_home, f"unix://{tmp_path / 'mcp.sock'}") as server:
+        yield server, lambda scenario: run_http(server, scenario)
+
+
+@pytest.fixture(params=["stdio", "http"])
+def transport(request: pytest.FixtureRequest) -> Callable[[Scenario], Any]:
+    """Both transports: the test runs once over stdio and once over loopback HTTP."""
+    fixture: Callable[[Scenario], Any] = request.getfixturevalue(request.param)
+    return fixture
+
+
+def credential_of(home: Path, controller: str) -> dict[str, Any]:
+    """The 0600 credential file the server keeps for ``controller`` (see runner/credentials.py)."""
+    path = home / "credentials" / f"{controller}.json"
+    assert path.stat().st_mode & 0o777 == 0o600
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
