@@ -299,3 +299,41 @@ def credential_of(home: Path, controller: str) -> dict[str, Any]:
     assert path.stat().st_mode & 0o777 == 0o600
     data: dict[str, Any] = json.loads(path.read_text())
     return data
+
+
+class InProcess:
+    """One long-lived in-process server (``Client(build_server(runtime))``) on a runtime over ``home``,
+    driven from synchronous code (Hypothesis) through a blocking portal."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> InProcess:
+        from anyio.from_thread import start_blocking_portal
+        from mcp import Client
+
+        from runner.mcp.server import build_server
+        from runner.runtime import Config, Runtime
+
+        self.runtime = self._stack.enter_context(
+            Runtime.open(Config.load(home=self.home, surface="mcp", environ={"CORRAL_HOME": str(self.home)}))
+        )
+        self.portal = self._stack.enter_context(start_blocking_portal())
+        self.client = self._stack.enter_context(self.portal.wrap_async_context_manager(Client(build_server(self.runtime))))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def call(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        return self.portal.call(self.client.call_tool, name, arguments or {})
+
+    def ok(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = self.call(name, arguments)
+        assert not result.is_error, f"{name} failed: {result.structured_content}"
+        assert isinstance(result.structured_content, dict)
+        return result.structured_content
+
+    def list_tools(self) -> Any:
+        return self.portal.call(self.client.list_tools)
