@@ -221,9 +221,11 @@ async def http_client(url: str, *, uds: str | None = None, token: str | None = N
     headers = {"Authorization": f"Bearer {token}"} if token else None
     transport = httpx2.AsyncHTTPTransport(uds=uds) if uds else None
     timeout = httpx2.Timeout(30.0, read=300.0)
-    async with httpx2.AsyncClient(transport=transport, headers=headers, timeout=timeout) as web:
-        async with Client(streamable_http_client(url, http_client=web)) as client:
-            yield client
+    async with (
+        httpx2.AsyncClient(transport=transport, headers=headers, timeout=timeout) as web,
+        Client(streamable_http_client(url, http_client=web)) as client,
+    ):
+        yield client
 
 
 def run_http(server: HttpServer, scenario: Scenario, *, token: str | None = None) -> Any:
@@ -261,15 +263,30 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+class StdioRunner:
+    """``runner(scenario)``: ``scenario(session)`` against a fresh ``corral mcp`` over stdio; the session
+    (what the server sent back, its stderr) stays readable as ``last_session``."""
+
+    def __init__(self, home: Path, scratch: Path) -> None:
+        self.home, self.scratch = home, scratch
+        self.sessions: list[Session] = []
+
+    def __call__(self, scenario: Scenario, env: dict[str, str] | None = None) -> Any:
+        async def recorded(session: Session) -> Any:
+            self.sessions.append(session)
+            return await scenario(session)
+
+        return run_stdio(self.home, recorded, self.scratch / f"mcp-stdio-{len(self.sessions)}.stderr", env)
+
+    @property
+    def last_session(self) -> Session:
+        return self.sessions[-1]
+
+
 @pytest.fixture
-def stdio(mcp_home: Path, tmp_path: Path) -> Callable[[Scenario], Any]:
+def stdio(mcp_home: Path, tmp_path: Path) -> StdioRunner:
     """``stdio(scenario)``: run ``scenario(session)`` against a real ``corral mcp`` over stdio."""
-    count = iter(range(1000))
-
-    def run(scenario: Scenario, env: dict[str, str] | None = None) -> Any:
-        return run_stdio(mcp_home, scenario, tmp_path / f"mcp-stdio-{next(count)}.stderr", env)
-
-    return run
+    return StdioRunner(mcp_home, tmp_path)
 
 
 @pytest.fixture
@@ -291,6 +308,46 @@ def transport(request: pytest.FixtureRequest) -> Callable[[Scenario], Any]:
     """Both transports: the test runs once over stdio and once over loopback HTTP."""
     fixture: Callable[[Scenario], Any] = request.getfixturevalue(request.param)
     return fixture
+
+
+VALIDATE = """\
+validations:
+  - name: compiles
+    argv:
+      - python3
+      - -c
+      - "import ast, pathlib; [ast.parse(p.read_text()) for p in pathlib.Path('src').rglob('*.py')]; print('ok')"
+"""
+
+
+def make_lane(root: Path) -> Path:
+    """``root/repo`` (branch main: ``src/calc.py`` and ``.corral/validate.yaml``) and its linked worktree
+    ``root/lane`` on branch ``feat``; ``root`` opened to others' traversal (the sandbox's own uid reads
+    the snapshot when corral runs as root). Needs the ``hermetic_git`` fixture."""
+    from tests.support.gitrepo import git
+
+    repo = root / "repo"
+    (repo / "src").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "src" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (repo / ".corral").mkdir()
+    (repo / ".corral" / "validate.yaml").write_text(VALIDATE)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    lane = root / "lane"
+    git(repo, "worktree", "add", "-q", "-b", "feat", str(lane))
+    os.chmod(root, 0o711)
+    return lane
+
+
+def writer_start_args(facts: dict[str, Any], lane: Path, name: str = "writer1") -> dict[str, Any]:
+    """corral_writer_start's arguments for a lane owning ``src`` at what ``facts`` (a preflight) saw."""
+    return {
+        "controller": "ctl", "name": name, "kind": "script", "worktree": str(lane), "branch": "feat",
+        "base_commit": facts["head"], "expect_head": facts["head"], "expect_status": facts["status_sha256"],
+        "own": ["src"], "lock": [".corral"], "purpose": "mcp proof", "ticket": "T-14",
+        "authority_ref": "ISSUE-14", "authority_sha256": SHA,
+    }  # fmt: skip
 
 
 def credential_of(home: Path, controller: str) -> dict[str, Any]:
@@ -320,7 +377,9 @@ class InProcess:
             Runtime.open(Config.load(home=self.home, surface="mcp", environ={"CORRAL_HOME": str(self.home)}))
         )
         self.portal = self._stack.enter_context(start_blocking_portal())
-        self.client = self._stack.enter_context(self.portal.wrap_async_context_manager(Client(build_server(self.runtime))))
+        self.client = self._stack.enter_context(
+            self.portal.wrap_async_context_manager(Client(build_server(self.runtime)))
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:

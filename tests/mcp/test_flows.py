@@ -22,9 +22,11 @@ from tests.mcp.conftest import (
     Session,
     corral_cli,
     credential_of,
+    make_lane,
     server_env,
+    writer_start_args,
 )
-from tests.support.gitrepo import git, status_digest
+from tests.support.gitrepo import status_digest
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +35,9 @@ RELEASE = {"controller": "ctl", "checkpoint_ref": "review done", "checkpoint_sha
 
 
 async def start_reviewer(s: Session, name: str, cwd: Path) -> dict[str, Any]:
-    started = await s.ok("corral_reviewer_start", {"controller": "ctl", "name": name, "kind": "script", "cwd": str(cwd)})
+    started = await s.ok(
+        "corral_reviewer_start", {"controller": "ctl", "name": name, "kind": "script", "cwd": str(cwd)}
+    )
     lease: dict[str, Any] = started["lease"]
     assert lease["state"] == "active" and lease["name"] == name
     return lease
@@ -74,13 +78,6 @@ def test_review_flow(transport: Any, project: Path) -> None:
     transport(scenario)
 
 
-VALIDATE = """\
-validations:
-  - name: compiles
-    argv: [python3, -c, "import ast, pathlib; [ast.parse(p.read_text()) for p in pathlib.Path('src').rglob('*.py')]; print('ok')"]
-"""
-
-
 def _bwrap_usable() -> bool:
     if shutil.which("bwrap") is None:
         return False
@@ -95,29 +92,13 @@ def test_writer_lane_verify_release(stdio: Any, tmp_path: Path, hermetic_git: No
         if os.environ.get("CI"):
             pytest.fail("bubblewrap cannot start; under CI the sandbox must run (apt-get install bubblewrap)")
         pytest.skip("bubblewrap cannot start here; corral never runs validations unsandboxed")
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "src").mkdir()
-    (repo / "src" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    (repo / ".corral").mkdir()
-    (repo / ".corral" / "validate.yaml").write_text(VALIDATE)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base")
-    lane = tmp_path / "lane"
-    git(repo, "worktree", "add", "-q", "-b", "feat", str(lane))
-    os.chmod(tmp_path, 0o711)  # the sandbox's own uid (corral as root) reads the snapshot from here
+    lane = make_lane(tmp_path)
 
     async def scenario(s: Session) -> None:
         await s.ok("corral_controller_acquire", ACQUIRE)
         facts = await s.ok("corral_preflight", {"worktree": str(lane)})
         assert facts["linked"] is True and facts["branch"] == "feat"
-        start = {
-            "controller": "ctl", "name": "writer1", "kind": "script", "worktree": str(lane), "branch": "feat",
-            "base_commit": facts["head"], "expect_head": facts["head"], "expect_status": facts["status_sha256"],
-            "own": ["src"], "lock": [".corral"], "purpose": "mcp proof", "ticket": "T-14",
-            "authority_ref": "ISSUE-14", "authority_sha256": SHA,
-        }  # fmt: skip
+        start = writer_start_args(facts, lane)
         lease = (await s.ok("corral_writer_start", start))["lease"]
         assert lease["machine"] == "writer" and lease["state"] == "active"
         # one lane per worktree
@@ -139,7 +120,9 @@ def test_writer_lane_verify_release(stdio: Any, tmp_path: Path, hermetic_git: No
             "expect_status": now["status_sha256"], "checkpoint_ref": "uncommitted work in lane",
             "checkpoint_sha256": CHECKPOINT_SHA,
         }  # fmt: skip
-        await s.refused("corral_writer_release", {**release, "expect_status": facts["status_sha256"]}, "git_status_mismatch")
+        await s.refused(
+            "corral_writer_release", {**release, "expect_status": facts["status_sha256"]}, "git_status_mismatch"
+        )
         released = await s.ok("corral_writer_release", release)
         assert released["lease"]["state"] == "released"
         after = await s.ok("corral_preflight", {"worktree": str(lane)})
@@ -228,9 +211,9 @@ def test_wait_cancelled_by_the_client(stdio: Any, project: Path) -> None:
         await s.ok("corral_controller_acquire", ACQUIRE)
         await start_reviewer(s, "rev", project)
         (project / "go").unlink(missing_ok=True)
-        receipt = (await s.ok("corral_relay", {"controller": "ctl", "target": "rev", "text": "wait-file go\necho late"}))[
-            "receipt"
-        ]
+        receipt = (
+            await s.ok("corral_relay", {"controller": "ctl", "target": "rev", "text": "wait-file go\necho late"})
+        )["receipt"]
         with anyio.move_on_after(1.5) as scope:
             await s.call("corral_collect", {"controller": "ctl", "receipts": [receipt["token"]], "timeout": 120})
         assert scope.cancelled_caught, "the collect returned while its agent still waited on a file"
@@ -275,7 +258,9 @@ def test_progress_notifications(stdio: Any, project: Path) -> None:
         assert reports[0]["rev"]["status"] in ("working", "idle", "done")
         seen_collect: list[str] = []
         await s.ok(
-            "corral_collect", {"controller": "ctl", "receipts": [receipt["token"]], "timeout": 60}, progress=seen_collect
+            "corral_collect",
+            {"controller": "ctl", "receipts": [receipt["token"]], "timeout": 60},
+            progress=seen_collect,
         )
         for message in seen_collect:  # a quick collect may report nothing; what it reports names the receipt
             assert receipt["token"] in json.loads(message)["receipts"]
@@ -292,7 +277,9 @@ def test_review_over_unix_socket(unix_http: Any, project: Path, tmp_path: Path) 
         assert stat.S_ISSOCK(os.stat(tmp_path / "mcp.sock").st_mode) and mode == 0o600, oct(mode)
         await s.ok("corral_controller_acquire", ACQUIRE)
         await start_reviewer(s, "rev", project)
-        asked = await s.ok("corral_ask", {"controller": "ctl", "target": "rev", "text": "echo over-unix", "timeout": 60})
+        asked = await s.ok(
+            "corral_ask", {"controller": "ctl", "target": "rev", "text": "echo over-unix", "timeout": 60}
+        )
         assert asked["output"] == "over-unix\n"
 
     run(scenario)
