@@ -285,6 +285,21 @@ async def _call_tool(
         assert isinstance(done, dict)
         return done
     began = time.monotonic()
+    try:
+        return await _waiting(call, tool, args, began, report)
+    except BaseExceptionGroup as failed:  # the wait's own refusal, not the group around it
+        raise _sole(failed) from None
+
+
+def _sole(failed: BaseExceptionGroup[Any]) -> BaseException:
+    """The one exception a task group wrapped (``wait_timeout``, ``agent_gone``...), else the group."""
+    inner: BaseException = failed
+    while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
+        inner = inner.exceptions[0]
+    return inner
+
+
+async def _waiting(call: Call, tool: Tool, args: dict[str, Any], began: float, report: Reporter) -> dict[str, Any]:
     async with anyio.create_task_group() as group:
 
         async def tick() -> None:

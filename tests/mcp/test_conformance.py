@@ -36,7 +36,7 @@ pytestmark = pytest.mark.slow
 ACQUIRE = {"controller": "ctl", "authority_ref": "TICKET-14", "authority_sha256": SHA, "ttl": 300}
 
 
-def test_errors_are_tool_errors(stdio: StdioRunner) -> None:
+def test_errors_are_tool_errors(stdio: StdioRunner, project: Path) -> None:
     async def scenario(s: Session) -> None:
         async def invalid(name: str, arguments: dict[str, Any], field: str) -> dict[str, Any]:
             error = await s.refused(name, arguments, "input_invalid")
@@ -77,7 +77,24 @@ def test_errors_are_tool_errors(stdio: StdioRunner) -> None:
             {"controller": "ctl", "expect_lease": lease["lease_id"], "ttl": 60},
             "lease_not_expired",
         )
-        await s.refused("corral_relay", {"controller": "ctl", "target": "nobody", "text": "hi"}, "target_not_leased")
+        await s.refused("corral_relay", {"controller": "ctl", "target": "nobody", "text": "hi"}, "target_unknown")
+        # a wait that ends without its agent settling is refused wait_timeout (not internal: the waits
+        # run in a task group beside their progress, which must not wrap the refusal)
+        await s.ok("corral_reviewer_start", {"controller": "ctl", "name": "rev", "kind": "script", "cwd": str(project)})
+        receipt = (await s.ok("corral_relay", {"controller": "ctl", "target": "rev", "text": "sleep 30"}))["receipt"]
+        timed_out = await s.refused(
+            "corral_collect", {"controller": "ctl", "receipts": [receipt["token"]], "timeout": 0.5}, "wait_timeout"
+        )
+        assert timed_out["details"]["receipt"]["state"] == "pending"
+        await s.refused(
+            "corral_wait_any",
+            {"controller": "ctl", "targets": [{"name": "rev", "after_seq": receipt["after_seq"]}], "timeout": 0.5},
+            "wait_timeout",
+        )
+        await s.refused("corral_agent_wait", {"target": "p999", "until": ["done"], "timeout": 0.5}, "agent_gone")
+        await s.refused(
+            "corral_ask", {"controller": "ctl", "target": "ghost", "text": "x", "timeout": 1}, "target_unknown"
+        )
         # after all that the server still answers
         assert (await s.ok("corral_status", {}))["version"]
         for _, result in s.results:
@@ -167,8 +184,11 @@ def test_conformance_run_leaks_no_secret(stdio: StdioRunner, project: Path, tmp_
         pane = next(a for a in agents if a["name"] == "rev")
         await ok("corral_agent_get", {"target": pane["pane_id"]})
         await ok("corral_agent_read", {"target": pane["pane_id"], "lines": 20})
-        await ok("corral_agent_wait", {"target": pane["pane_id"], "until": ["done", "idle"], "timeout": 30})
-        await refused("corral_agent_get", {"target": "p999"}, "agent_not_found")
+        await ok(
+            "corral_agent_wait",
+            {"target": pane["pane_id"], "until": ["done", "idle"], "after_seq": pane["seq"] - 1, "timeout": 30},
+        )
+        await refused("corral_agent_get", {"target": "p999"}, "agent_gone")
         await refused(
             "corral_agent_close",
             {**c, "target": pane["pane_id"], "expect_name": "rev", "expect_kind": "script",
@@ -181,8 +201,8 @@ def test_conformance_run_leaks_no_secret(stdio: StdioRunner, project: Path, tmp_
              "expect_cwd": str(project), "expect_seq": pane["seq"]},
             "pane_leased",
         )  # fmt: skip
-        await refused("corral_adopted_close", {**c, "target": "p999", "expect_seq": 1}, "target_not_leased")
-        await refused("corral_adopted_release", {**c, "target": "p999"}, "target_not_leased")
+        await refused("corral_adopted_close", {**c, "target": "p999", "expect_seq": 1}, "target_unknown")
+        await refused("corral_adopted_release", {**c, "target": "p999"}, "target_unknown")
         await ok("corral_adopted_list", {"all": True})
         await ok("corral_adopted_reconcile", c)
         await ok("corral_reconcile", c)
@@ -223,7 +243,7 @@ def test_conformance_run_leaks_no_secret(stdio: StdioRunner, project: Path, tmp_
         )  # fmt: skip
         await s.call("corral_plan_resume", {"plan_id": "mcp-plan-1"})
         await s.call("corral_plan_cancel", {"plan_id": "mcp-plan-1"})
-        await refused("corral_plan_show", {"plan_id": "nope"}, "plan_not_found")
+        await refused("corral_plan_show", {"plan_id": "nope"}, "plan_unknown")
         await ok("corral_recipes", {})
         await ok("corral_recipe_show", {"name": "review"})
         await ok("corral_machines", {})
