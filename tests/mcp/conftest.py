@@ -50,7 +50,7 @@ def corral_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[s
     """The real ``corral`` of this checkout, as a subprocess."""
     return subprocess.run(
         [sys.executable, "-m", "runner.cli", *args],
-        env=env, capture_output=True, text=True, timeout=60, check=False, cwd=env["CORRAL_HOME"],
+        env=env, capture_output=True, text=True, timeout=60, check=False, cwd=str(Path(env["CORRAL_HOME"]).parent),
     )  # fmt: skip
 
 

@@ -1,0 +1,105 @@
+"""``corral mcp --http`` at the door: bearer token, Origin, body cap, where it may listen.
+
+Raw requests (httpx) show what the door answers before any MCP is spoken; the SDK client shows the
+same server serving once the request is right.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.mcp.conftest import HttpServer, Session, corral_cli, http_server, run_http, server_env
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "s3cret-bearer-token-for-the-test"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def post(server: HttpServer, body: bytes, **headers: str) -> httpx.Response:
+    url = server.wait_ready()
+    with httpx.Client(timeout=30) as web:
+        return web.post(url, content=body, headers={**HEADERS, **headers})
+
+
+def token_file(tmp_path: Path, mode: int = 0o600, text: str = TOKEN) -> Path:
+    path = tmp_path / "token"
+    path.write_text(text + "\n")
+    os.chmod(path, mode)
+    return path
+
+
+async def status(s: Session) -> dict[str, Any]:
+    return await s.ok("corral_status", {})
+
+
+def test_the_door_token_origin_and_body_cap(mcp_home: Path, tmp_path: Path) -> None:
+    """One server with a token file and a 4 KiB cap: 401 without the right bearer token, 403 for a
+    foreign Origin (before any token check), 413 over the cap; the SDK client with the token is served,
+    and the server stops cleanly."""
+    args = ("--auth-token-file", str(token_file(tmp_path)), "--max-request-size", "4096")
+    with http_server(mcp_home, "127.0.0.1:0", *args) as server:
+        body = json.dumps(INITIALIZE).encode()
+        bare = post(server, body)
+        assert bare.status_code == 401 and bare.headers["www-authenticate"] == "Bearer"
+        assert post(server, body, Authorization="Bearer not-the-token-at-all").status_code == 401
+        assert post(server, body, Authorization=f"Bearer {TOKEN[:-1]}").status_code == 401
+        assert post(server, body, Authorization=f"Basic {TOKEN}").status_code == 401
+        bearer = f"Bearer {TOKEN}"
+        assert post(server, body, Authorization=bearer).status_code == 200
+        for origin in ("https://evil.example", "http://evil.example:8420", "null"):
+            assert post(server, body, Authorization=bearer, Origin=origin).status_code == 403, origin
+            assert post(server, body, Origin=origin).status_code == 403, origin
+        assert post(server, body, Authorization=bearer, Origin="http://127.0.0.1:9999").status_code == 200
+        assert post(server, body, Authorization=bearer, Origin="http://localhost:3000").status_code == 200
+        big = dict(INITIALIZE, params={**INITIALIZE["params"], "padding": "x" * 8192})  # type: ignore[dict-item]
+        assert post(server, json.dumps(big).encode(), Authorization=bearer).status_code == 413
+        assert run_http(server, status, token=TOKEN)["version"]  # and it still serves
+    assert server.proc.returncode in (0, -15), server.stderr()  # uvicorn re-raises the SIGTERM it caught
+    assert TOKEN not in server.stderr() and "Traceback" not in server.stderr()
+
+
+def test_a_token_file_others_can_read_is_refused(mcp_home: Path, tmp_path: Path) -> None:
+    loose = token_file(tmp_path, 0o644)
+    done = corral_cli(server_env(mcp_home), "mcp", "--http", "--listen", "127.0.0.1:0", "--auth-token-file", str(loose))
+    assert done.returncode == 3 and "auth_token_invalid" in done.stderr, done.stderr
+    assert TOKEN not in done.stderr + done.stdout
+    short = token_file(tmp_path, 0o600, "short")
+    done = corral_cli(server_env(mcp_home), "mcp", "--http", "--listen", "127.0.0.1:0", "--auth-token-file", str(short))
+    assert done.returncode == 3 and "auth_token_invalid" in done.stderr, done.stderr
+
+
+def test_off_loopback_needs_a_token(mcp_home: Path) -> None:
+    done = corral_cli(server_env(mcp_home), "mcp", "--http", "--listen", "0.0.0.0:0")
+    assert done.returncode == 3, done.stderr
+    assert "auth_token_required" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_unix_socket_is_private(mcp_home: Path, tmp_path: Path) -> None:
+    """Created 0600 (no window in which others could connect); a socket a stopped server left behind
+    is replaced by the next one, a file that is not a socket is never replaced."""
+    sock = tmp_path / "corral.sock"
+    for _ in range(2):
+        with http_server(mcp_home, f"unix://{sock}") as server:
+            assert server.wait_ready() == f"unix://{sock}"
+            info = os.stat(sock)
+            assert stat.S_ISSOCK(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o600, oct(info.st_mode)
+            assert run_http(server, status)["version"]
+    plain = tmp_path / "not-a-socket"
+    plain.write_text("keep me")
+    done = corral_cli(server_env(mcp_home), "mcp", "--http", "--listen", f"unix://{plain}")
+    assert done.returncode == 3 and "not a socket" in done.stderr, done.stderr
+    assert plain.read_text() == "keep me"
