@@ -91,6 +91,9 @@ class Call:
 
     def credential(self, controller_id: str, *, releasing: bool = False) -> Credential:
         """The controller's credential (the CLI's ``load_credential``; a second release is ``lease_released``)."""
+        from runner.service.checks import check_controller_id
+
+        check_controller_id(controller_id)  # before a path is made from it: "/x/y" would name a file elsewhere
         try:
             return self.keeper.load(controller_id)
         except CredentialError as exc:
@@ -267,6 +270,8 @@ async def call_tool(
     except InputError as exc:
         field = str(exc.details.get("field"))
         named = next((name for name, arg in tool.args.items() if arg.field == field and arg.field != name), None)
+        if named is None and field not in tool.args and f"{field}s" in tool.args:
+            named = f"{field}s"  # the service names the CLI's repeated option (--receipt): the tool's list
         if named is not None:
             exc.details["field"] = named
             if exc.message.startswith(f"{field}: "):

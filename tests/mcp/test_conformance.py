@@ -59,6 +59,9 @@ def test_errors_are_tool_errors(stdio: StdioRunner, project: Path) -> None:
         await invalid("corral_controller_acquire", {**ACQUIRE, "ttl": 1}, "ttl")
         await invalid("corral_controller_acquire", {**ACQUIRE, "controller": "no spaces"}, "controller")
         await invalid("corral_draw", {"machine": "controller", "recipe": "review"}, "machine")
+        # a controller id is checked before a credential path is made from it (no file outside the home)
+        await invalid("corral_controller_renew", {"controller": str(project / "elsewhere")}, "controller")
+        await invalid("corral_relay", {"controller": "../ctl", "target": "r", "text": "x"}, "controller")
         unknown = await s.refused("corral_nothing", {}, "tool_unknown")
         assert "corral_nothing" in unknown["message"]
         # refused guards
@@ -67,6 +70,9 @@ def test_errors_are_tool_errors(stdio: StdioRunner, project: Path) -> None:
         await invalid(
             "corral_reviewer_start", {"controller": "ctl", "name": "r", "kind": "script", "cwd": "rel"}, "cwd"
         )
+        # the service's checks of list arguments name the tool's argument (receipts, not --receipt)
+        await invalid("corral_collect", {"controller": "ctl", "receipts": ["nope"]}, "receipts")
+        await invalid("corral_wait_any", {"controller": "ctl", "targets": []}, "targets")
         held = await s.refused("corral_controller_acquire", ACQUIRE, "lease_held")
         assert held["details"]
         await invalid(
