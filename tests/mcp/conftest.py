@@ -385,8 +385,15 @@ class InProcess:
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
-    def call(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
-        return self.portal.call(self.client.call_tool, name, arguments or {})
+    def call(self, name: str, arguments: dict[str, Any] | None = None, limit: float = 60.0) -> Any:
+        """The ``CallToolResult``; a call still running after ``limit`` seconds fails the test (and is
+        cancelled, so the server stays usable and its teardown does not hang)."""
+
+        async def bounded() -> Any:
+            with anyio.fail_after(limit):
+                return await self.client.call_tool(name, arguments or {})
+
+        return self.portal.call(bounded)
 
     def ok(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         result = self.call(name, arguments)

@@ -7,8 +7,8 @@ names an argument the tool takes.
 The strategy reads the schema (types, enums, arrays, required and optional properties) rather than
 using hypothesis-jsonschema; strings are drawn from values that mean something in the scratch home
 (the controller that holds a lease, the reviewer's name and pane, real and missing directories) as
-well as arbitrary text, so valid calls get past the first check. Waits get timeouts under half a
-second; no example starts an agent (kinds are unknown ones: the flows test real starts).
+well as arbitrary text, so valid calls get past the first check. Waits always get a timeout under half a
+second (never their long default); no example starts an agent (kinds are unknown ones: the flows test real starts).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def value_for(schema: dict[str, Any], name: str, hints: dict[str, st.SearchStrat
 
 def object_for(schema: dict[str, Any], hints: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[dict[str, Any]]:
     props = schema["properties"]
-    required = set(schema.get("required", []))
+    required = set(schema.get("required", [])) | ({"timeout"} & set(props))  # never the default (long) wait
     return st.fixed_dictionaries(
         {k: value_for(v, k, hints) for k, v in props.items() if k in required},
         optional={k: value_for(v, k, hints) for k, v in props.items() if k not in required},
