@@ -420,7 +420,8 @@ def build_app(runtime: Runtime, options: Options) -> Any:
     routes += _dashboard_routes()
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.corral = server
-    return Guard(Idempotency(BodyLimit(app, options.max_request_size), server), options)
+    # The body cap is outside Idempotency, which reads a keyed request's body whole to digest it.
+    return Guard(BodyLimit(Idempotency(app, server), options.max_request_size), options)
 
 
 def _dashboard_routes() -> list[Any]:
