@@ -117,6 +117,7 @@ def document() -> dict[str, Any]:
         if parameters:
             operation["parameters"] = parameters
         paths.setdefault(route.path, {})[route.method.lower()] = operation
+    paths.update(_extra_paths())
     return {
         "openapi": "3.1.0",
         "info": {
@@ -126,4 +127,125 @@ def document() -> dict[str, Any]:
         },
         "paths": paths,
         "components": {"schemas": {"Error": ERROR}},
+    }
+
+
+SSE = {
+    "description": "A stream of Server-Sent Events (id: <store id>:<seq>).",
+    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+}
+SINCE = [
+    {
+        "name": "since",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "string"},
+        "description": "Resume after this id or seq.",
+    },
+    {"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string"}},
+]
+
+
+def _json(schema: dict[str, Any], text: str = "The result.") -> dict[str, Any]:
+    return {"description": text, "content": {"application/json": {"schema": schema}}}
+
+
+def _extra_paths() -> dict[str, Any]:
+    """The routes that are not one tool: ping, the streams, instance snapshots, decisions."""
+    obj = {"type": "object"}
+    path_id = {"name": "id", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+    plan_id = {"name": "plan_id", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+    snapshot = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "machine": {"type": "string"},
+            "state": {"type": "string"},
+            "version": {"type": "integer"},
+            "terminal": {"type": "boolean"},
+            "data": obj,
+            "last_event_seq": {"type": "integer"},
+        },
+        "required": ["id", "machine", "state", "version", "data", "last_event_seq"],
+    }
+    return {
+        "/api/ping": {
+            "get": {
+                "operationId": "ping",
+                "summary": "Liveness and the store's identity",
+                "responses": {"200": _json(obj), **_errors()},
+            }
+        },
+        "/api/events": {
+            "get": {
+                "operationId": "events_stream",
+                "summary": "Every event, replayed then live",
+                "parameters": SINCE,
+                "responses": {"200": SSE, **_errors()},
+            }
+        },
+        "/api/instances/{id}": {
+            "get": {
+                "operationId": "instance",
+                "summary": "An instance now, with last_event_seq",
+                "parameters": [path_id],
+                "responses": {"200": _json(snapshot), **_errors()},
+            }
+        },
+        "/api/instances/{id}/events": {
+            "get": {
+                "operationId": "instance_events",
+                "summary": "One instance's events, then instance_ended",
+                "parameters": [path_id, *SINCE],
+                "responses": {"200": SSE, **_errors()},
+            }
+        },
+        "/api/plans/{plan_id}/events": {
+            "get": {
+                "operationId": "plan_events",
+                "summary": "One plan's events",
+                "parameters": [plan_id, *SINCE],
+                "responses": {"200": SSE, **_errors()},
+            }
+        },
+        "/api/decisions": {
+            "get": {
+                "operationId": "decisions",
+                "summary": "What waits on a person",
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "properties": {"decisions": {"type": "array", "items": obj}},
+                            "required": ["decisions"],
+                        }
+                    ),
+                    **_errors(),
+                },
+            }
+        },
+        "/api/decisions/{id}": {
+            "post": {
+                "operationId": "decide",
+                "summary": "Approve or reject what waits on a person",
+                "parameters": [path_id],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {
+                                    "decision": {"type": "string", "enum": ["approve", "reject"]},
+                                    "reason": {"type": "string", "minLength": 1, "maxLength": 1000},
+                                },
+                                "required": ["decision", "reason"],
+                                "additionalProperties": False,
+                            }
+                        }
+                    },
+                },
+                "responses": {"202": _json(obj), **_errors()},
+            }
+        },
     }
