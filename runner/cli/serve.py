@@ -42,8 +42,9 @@ from runner.cli.app import App, cli
     help="How long an Idempotency-Key's response is kept, in seconds (60-604800).",
 )
 @click.option("--heartbeat", type=float, default=15.0, hidden=True, help="Seconds between SSE heartbeat comments.")
+@click.option("--subscriber-buffer", type=int, default=1000, hidden=True, help="Events buffered per SSE subscriber.")
 @click.option(
-    "--subscriber-buffer", type=int, default=1000, hidden=True, help="Events buffered per SSE subscriber."
+    "--subscriber-grace", type=float, default=5.0, hidden=True, help="Seconds a full buffer may stay full."
 )  # hidden: tunables the tests set small (a fast heartbeat, a slow subscriber's overflow)
 @click.pass_obj
 def serve(
@@ -55,6 +56,7 @@ def serve(
     idempotency_ttl: int,
     heartbeat: float,
     subscriber_buffer: int,
+    subscriber_grace: float,
 ) -> None:
     """Serve the HTTP API (/api, resumable SSE under /api/events) and the live dashboard (/)."""
     from dataclasses import replace
@@ -72,4 +74,5 @@ def serve(
             idempotency_ttl,
             heartbeat=heartbeat,
             subscriber_buffer=subscriber_buffer,
+            subscriber_grace=subscriber_grace,
         )

@@ -82,6 +82,8 @@ class Options:
     idempotency_ttl: int = IDEMPOTENCY_TTL_DEFAULT
     heartbeat: float = 15.0
     subscriber_buffer: int = 1000
+    subscriber_grace: float = 5.0
+    """How long a subscriber's full buffer may stay full before it is disconnected."""
     loopback: bool = True
 
 

@@ -27,6 +27,7 @@ def serve(
     *,
     heartbeat: float = 15.0,
     subscriber_buffer: int = 1000,
+    subscriber_grace: float = 5.0,
 ) -> None:
     """Check the options, bind the socket, and serve until stopped (SIGINT/SIGTERM end it cleanly)."""
     from runner.http.app import Options
@@ -48,6 +49,8 @@ def serve(
         raise InputError("heartbeat", f"{heartbeat} is not from 0.01 s to 1 h")
     if not 1 <= subscriber_buffer <= 1_000_000:
         raise InputError("subscriber_buffer", f"{subscriber_buffer} is not from 1 to 1,000,000 events")
+    if not 0.01 <= subscriber_grace <= 3600:
+        raise InputError("subscriber_grace", f"{subscriber_grace} is not from 0.01 s to 1 h")
     if workdir_root is not None and not workdir_root.is_dir():
         raise InputError("workdir_root", f"{workdir_root} is not a directory")
     options = Options(
@@ -58,6 +61,7 @@ def serve(
         loopback=endpoint.loopback,
         heartbeat=heartbeat,
         subscriber_buffer=subscriber_buffer,
+        subscriber_grace=subscriber_grace,
     )
     runtime.store  # noqa: B018 - open (and migrate) the store before listening: a bad store fails here
     anyio.run(_serve, runtime, options, endpoint)

@@ -183,43 +183,91 @@ from runner.runtime import Config, Runtime
 from runner.service import AcquireInput
 from runner.service.inputs.controller import RenewInput
 
-home, controller, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+home, controller = sys.argv[1], sys.argv[2]
 with Runtime.open(Config.load(home=home, actor="racer")) as runtime:
     service = runtime.service
     grant = service.acquire(AcquireInput(controller, "T-RACE", "%s", 600, "racer@host"))
     print("acquired", flush=True)
-    sys.stdin.readline()
-    for _ in range(rounds):
-        service.renew(RenewInput(controller, grant.credential))
-    print("done", flush=True)
+    for line in sys.stdin:
+        for _ in range(int(line)):
+            service.renew(RenewInput(controller, grant.credential))
+        print("done", flush=True)
 """ % SHA
 
 
+class Racer:
+    """Another process on the store (see :func:`racing`)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+
+    def renew(self, rounds: int) -> None:
+        """Start ``rounds`` renewals (they run while the test goes on)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{rounds}\n")
+        self.proc.stdin.flush()
+
+    def done(self) -> None:
+        """Wait until the renewals started last are all committed."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line.strip() == "done", (line, self.proc.stderr.read() if self.proc.stderr else "")
+
+
 @contextlib.contextmanager
-def racing(home: Path, controller: str, rounds: int) -> Iterator[subprocess.Popen[str]]:
-    """Another process on the store: acquires ``controller`` (then prints ``acquired``), waits for a
-    line on stdin, renews it ``rounds`` times and prints ``done``."""
+def racing(home: Path, controller: str) -> Iterator[Racer]:
+    """Another process on the store: it acquires ``controller`` at once, then renews it as many times
+    as each :meth:`Racer.renew` asks, as fast as it can."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", RACER, str(home), controller, str(rounds)],
+        [sys.executable, "-c", RACER, str(home), controller],
         env=server_env(home), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.strip() == "acquired", (line, proc.stderr.read() if proc.stderr else "")
-        yield proc
+        yield Racer(proc)
     finally:
-        if proc.poll() is None:
+        if proc.stdin is not None:
             with contextlib.suppress(OSError):
-                proc.stdin.close() if proc.stdin else None
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+SUBMIT = """
+import json, sys
+from runner.runtime import Config, Runtime
+from runner.service.plans import PlanSubmitInput
+
+with Runtime.open(Config.load(home=sys.argv[1], actor="submitter")) as runtime:
+    runtime.home.ensure("credentials")
+    runtime.home.ensure("snapshots")
+    submitted = runtime.service.plans.submit(PlanSubmitInput(json.loads(sys.argv[2])))
+    print(json.dumps({"plan": submitted.plan.id, "state": submitted.plan.state, "created": submitted.created}))
+"""
+
+
+def submit_plan(home: Path, plan_id: str) -> Any:
+    """A plan recorded (submitted, not run) by another process: a ``validate`` plan nobody runs."""
+    document = {
+        "plan": plan_id,
+        "recipe": "validate",
+        "controller": "planner",
+        "inputs": {"lane": "writer", "authority_ref": "T-PLAN", "authority_sha256": SHA},
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SUBMIT, str(home), json.dumps(document)],
+        env=server_env(home), capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def acquire(client: httpx.Client, controller: str = "ctl", ttl: int = 600) -> dict[str, Any]:
