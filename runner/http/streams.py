@@ -100,7 +100,8 @@ def endpoint(server: Server, scope: str) -> Any:
                     except EventsPrunedError as exc:
                         floor_now = int(exc.details.get("floor") or 0)
                         pruned = {"reason": "pruned", "floor": floor_now, "since": cursor, "store_id": store_id}
-                        if not await _offer(send, {"event": "gap", "id": f"{store_id}:{floor_now}", "data": pruned}, grace):
+                        gap_now = {"event": "gap", "id": f"{store_id}:{floor_now}", "data": pruned}
+                        if not await _offer(send, gap_now, grace):
                             return
                         cursor = floor_now
                         continue
@@ -113,7 +114,8 @@ def endpoint(server: Server, scope: str) -> Any:
                             return  # the subscriber is too slow: it resumes from its last id
                         if instance_id is not None and service.events.terminal(event.machine, event.to_state):
                             ended = {"instance": instance_id, "state": event.to_state, "seq": event.seq}
-                            await _offer(send, {"event": "instance_ended", "id": f"{store_id}:{event.seq}", "data": ended}, grace)
+                            last = {"event": "instance_ended", "id": f"{store_id}:{event.seq}", "data": ended}
+                            await _offer(send, last, grace)
                             return
                     if (
                         instance_id is not None
@@ -122,7 +124,8 @@ def endpoint(server: Server, scope: str) -> Any:
                         and cursor >= int(snapshot["last_event_seq"])
                     ):
                         ended = {"instance": instance_id, "state": snapshot["state"], "seq": snapshot["last_event_seq"]}
-                        await _offer(send, {"event": "instance_ended", "id": f"{store_id}:{cursor}", "data": ended}, grace)
+                        last = {"event": "instance_ended", "id": f"{store_id}:{cursor}", "data": ended}
+                        await _offer(send, last, grace)
                         return
 
         stop = anyio.CancelScope()

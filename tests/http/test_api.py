@@ -110,15 +110,15 @@ def _error(response: httpx.Response) -> dict[str, Any]:
     return dict(doc["error"])
 
 
-@pytest.mark.parametrize(("method", "path", "args", "status", "code"), REFUSALS, ids=[f"{r[0]} {r[1]}" for r in REFUSALS])
+REFUSAL_IDS = [f"{method} {path}" for method, path, *_ in REFUSALS]
+
+
+@pytest.mark.parametrize(("method", "path", "args", "status", "code"), REFUSALS, ids=REFUSAL_IDS)
 def test_each_route_refuses_with_its_code(
     shared: Served, method: str, path: str, args: dict[str, Any] | None, status: int, code: str
 ) -> None:
     with shared.client() as client:
-        if method == "GET":
-            response = client.get(path, params=args)
-        else:
-            response = client.post(path, json=args)
+        response = client.get(path, params=args) if method == "GET" else client.post(path, json=args)
     assert response.status_code == status, response.text
     assert _error(response)["code"] == code
 
@@ -282,7 +282,8 @@ def test_a_body_over_the_cap_is_413_by_its_length_and_as_it_streams(serve: Any) 
     served: Served = serve("--max-request-size", "2048")
     big = b'{"authority_ref": "' + b"x" * 4096 + b'"}'
     with served.client() as client:
-        declared = client.post("/api/controllers/ctl/acquire", content=big, headers={"Content-Type": "application/json"})
+        json_type = {"Content-Type": "application/json"}
+        declared = client.post("/api/controllers/ctl/acquire", content=big, headers=json_type)
         assert declared.status_code == 413 and _error(declared)["code"] == "request_too_large"
 
         def chunks() -> Iterator[bytes]:
