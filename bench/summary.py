@@ -1,10 +1,10 @@
-"""One table of issue 13's target figures: every bench script run with ``--quick --json``, its figures collected.
+"""One table of issue 13's and 14's target figures: every bench script run with ``--quick --json``, collected.
 
 Each bench script that owns a row of the issue's target table prints, with ``--json``, a top-level
 ``figures`` list of ``{"figure", "value", "unit", "target", "met", "detail"}``. This script runs every
 one of them (``--quick``, or the full runs with ``--full``), one after the other so none disturbs
-another, and prints one table: each of the ten rows with its figures, their targets, and whether
-they are met. A script that is missing, fails, times out, prints no JSON or has no figure for a row
+another, and prints one table: each row (issue 13's ten, issue 14's three) with its figures, their
+targets, and whether they are met. A script that is missing, fails, times out, prints no JSON or has no figure for a row
 shows that row as *not measured*, with the reason: the table is always printed, and this script
 exits 0 unless ``--strict`` is given and a row is not met or not measured.
 """
@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 
 @dataclass(frozen=True)
 class Row:
-    """One row of issue 13's target table and the scripts that measure it."""
+    """One row of issue 13's (or 14's) target table and the scripts that measure it."""
 
     name: str
     target: str
@@ -73,6 +73,14 @@ ROWS = (
         "<= 7x (today about 10x); every verb's ratio in a table",
         ("coldstart.py",),
     ),
+    # Issue 14: the MCP server.
+    Row(
+        "MCP round trip over stdio (`corral_status`, `corral_controller_renew`), overhead over the in-process call",
+        "< 5 ms median",
+        ("mcp.py",),
+    ),
+    Row("corral_wait_any wake-up over MCP, end to end", "< 10 ms median", ("mcp.py",)),
+    Row("cold `corral mcp` to `initialize` answered / cold `python -c pass`", "value only", ("mcp.py",)),
 )
 
 
@@ -195,7 +203,10 @@ def table(rows: tuple[Row, ...], runs: dict[str, Run]) -> list[dict[str, Any]]:
 
 
 def render(entries: list[dict[str, Any]], runs: dict[str, Run], full: bool) -> str:
-    lines = [f"issue 13 targets ({'full' if full else '--quick'} runs; ratios within one run are what to read)", ""]
+    lines = [
+        f"issue 13 and 14 targets ({'full' if full else '--quick'} runs; ratios within one run are what to read)",
+        "",
+    ]
     width = 60
     lines.append(f"{'#':>2}  {'figure':{width}}  {'value':>12}  {'target':28}  status")
     for entry in entries:

@@ -2,7 +2,8 @@
 # The main job on the embedded SQLite store and the process agent host:
 # a controller lease (acquire, renew, resume, a stale-fence attempt rejected), then a scripted
 # reviewer asked for a review through a receipt (reserved -> pending -> completed) and closed at
-# its cursor, the lease released, the event log and the drawn machines.
+# its cursor, the lease released, an MCP client driving `corral mcp` (its own controller, mcp-demo),
+# the event log and the drawn machines.
 # Everything lives in .demo/ (recreated each run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -144,6 +145,9 @@ fi
 step "release with a checkpoint"
 corral controller release --controller demo \
   --checkpoint-ref "demo checkpoint" --checkpoint-sha256 "$(sha 'demo checkpoint')"
+
+step "an MCP client: corral mcp over stdio answering a scripted coordinator (list tools, acquire, status, renew, release)"
+python3 scripts/mcp_demo.py
 
 step "the event log"
 corral events

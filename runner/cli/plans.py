@@ -224,6 +224,14 @@ def _print_summary(plan: Any, recipe_steps: list[str]) -> None:
                 f"waits on: {waiting.get('target')} blocked since {waiting.get('since')}; then: corral plans decide "
                 f"{summary['plan']} --step {waiting.get('step')} --approve|--reject --reason TEXT"
             )
+        elif waiting.get("kind") == "approval":
+            deadline = waiting.get("deadline")
+            click.echo(
+                f"waits on: a person's approval since {waiting.get('since')}"
+                + (f" (until {deadline}, then it fails with approval_timeout)" if deadline else "")
+                + f": {waiting.get('prompt')}\nthen: corral plans decide {summary['plan']} --step "
+                f"{waiting.get('step')} --approve|--reject --reason TEXT"
+            )
         else:
             click.echo(f"then: corral plans resume {summary['plan']}")
     if summary["failure"]:
@@ -462,7 +470,7 @@ def plans_resume(app: App, plan_id: str, as_json: bool) -> None:
 @json_option
 @click.pass_obj
 def plans_decide(app: App, plan_id: str, step_id: str, approve: bool | None, reason: str, as_json: bool) -> None:
-    """A person's decision on a step that waits on one (a blocked agent), then the plan continues.
+    """A person's decision on a step that waits on one (a blocked agent, an approval), then the plan continues.
 
     --approve: the step succeeds with what it collected; --reject: it fails with decision_rejected
     (a catch may take it). Refused plan_not_waiting (4) unless the plan is paused on that step.

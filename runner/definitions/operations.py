@@ -202,6 +202,16 @@ OPERATIONS: dict[str, OperationSpec] = {
             machine="plan",
         ),
         OperationSpec(
+            "human.approve",
+            "Pause the plan until a person decides (corral plans decide): approved, the step succeeds; rejected, "
+            "it fails with decision_rejected; undecided once timeout seconds passed, with approval_timeout.",
+            (
+                _p("prompt", required=True, description="What the person is asked to approve."),
+                _p("timeout", "number", description="Seconds from the step's start; none: wait for ever."),
+            ),
+            ("approved", "reason", "decided_by"),
+        ),
+        OperationSpec(
             "flow.pass",
             "Do nothing: the step's outputs are its arguments (as in the Amazon States Language).",
             (_p("values", "object"),),

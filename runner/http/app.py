@@ -460,7 +460,14 @@ async def _decide(server: Server, decision_id: str, body: dict[str, Any]) -> dic
     decisions = server.service.decisions
     from runner.service.decisions import DecideInput
 
-    inp = DecideInput(decision_id, decision == "approve", reason, server.runtime.service.actor)
+    who = body.get("actor")
+    if who is not None and not (isinstance(who, str) and 1 <= len(who) <= 200 and who.isprintable()):
+        raise InputError("actor", "actor names who decides: 1-200 printable characters")
+    extra = set(body) - {"decision", "reason", "actor"}
+    if extra:
+        raise InputError(sorted(extra)[0], "a decision takes decision, reason and actor only")
+    actor = server.runtime.service.actor + (f" for {who}" if who else "")
+    inp = DecideInput(decision_id, decision == "approve", reason, actor)
     done = await anyio.to_thread.run_sync(decisions.decide, inp)
     plan_id = done.get("plan") if isinstance(done, dict) else None
     if plan_id:

@@ -238,6 +238,7 @@ def _extra_paths() -> dict[str, Any]:
                                 "properties": {
                                     "decision": {"type": "string", "enum": ["approve", "reject"]},
                                     "reason": {"type": "string", "minLength": 1, "maxLength": 1000},
+                                    "actor": {"type": "string", "minLength": 1, "maxLength": 200},
                                 },
                                 "required": ["decision", "reason"],
                                 "additionalProperties": False,

@@ -31,7 +31,7 @@ def serve(
 ) -> None:
     """Check the options, bind the socket, and serve until stopped (SIGINT/SIGTERM end it cleanly)."""
     from runner.http.app import Options
-    from runner.http.listen import parse_listen, read_token
+    from runner.mcp.listen import parse_listen, read_token
 
     endpoint = parse_listen(listen)
     token = read_token(auth_token_file) if auth_token_file is not None else None
@@ -71,7 +71,7 @@ async def _serve(runtime: Runtime, options: Any, endpoint: Any) -> None:
     import uvicorn
 
     from runner.http.app import build_app
-    from runner.http.listen import bound, hostport
+    from runner.mcp.listen import bound, hostport
 
     app = build_app(runtime, options)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", ws="none")

@@ -407,7 +407,7 @@ def serve(runtime: App, *, http: bool, listen: str, auth_token_file: Path | None
                 raise InputError("http", f"{name} goes with --http")
         anyio.run(_serve_stdio, runtime)
         return
-    from runner.http.listen import parse_listen, read_token
+    from runner.mcp.listen import parse_listen, read_token
 
     endpoint = parse_listen(listen)
     token = read_token(auth_token_file) if auth_token_file is not None else None
@@ -500,7 +500,7 @@ async def _serve_http(runtime: App, endpoint: Any, token: str | None, max_reques
     guarded = Guard(app, token, endpoint.loopback)
     config = uvicorn.Config(guarded, log_level="warning", access_log=False, lifespan="on", ws="none")
     web = uvicorn.Server(config)
-    from runner.http.listen import bound, hostport
+    from runner.mcp.listen import bound, hostport
 
     with bound(endpoint) as sock:
         where = f"unix://{endpoint.path}" if endpoint.kind == "unix" else f"http://{hostport(sock)}/mcp"

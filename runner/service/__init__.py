@@ -8,10 +8,11 @@ and render what comes back; no surface holds a business rule. An input that fail
 (store, engine, library, agent hosts and kinds, actor) by composition, never by inheritance:
 ``controller`` (the lease), ``reviewers``, ``receipts`` (relay, collect, ask, abandon, reads),
 ``writers`` (writer lanes), ``waits`` (wait-any, agent get/read/wait), ``inventory`` (status, locks,
-agents, reconcile, cleanup), ``events``, ``adopted`` (adopted panes, cleanup only) and
-``definitions`` (validate, machines). Inputs are in :mod:`~runner.service.inputs`, result views in
-:mod:`~runner.service.views`, input checks in :mod:`~runner.service.checks`. Every operation is
-also a method of the façade itself (``service.relay(...)`` is ``service.receipts.relay(...)``).
+agents, reconcile, cleanup), ``events``, ``adopted`` (adopted panes, cleanup only),
+``definitions`` (validate, machines) and ``decisions`` (what waits on a person; a plan's decide).
+Inputs are in :mod:`~runner.service.inputs`, result views in :mod:`~runner.service.views`, input
+checks in :mod:`~runner.service.checks`. Every operation is also a method of the façade itself
+(``service.relay(...)`` is ``service.receipts.relay(...)``).
 
 Sync and async: an operation that does not wait is synchronous (a CLI command that does not wait never
 starts an event loop); the waits (``collect``, ``collect_first``, ``ask``, ``ask_many``,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from runner.service.checks import TTL_DEFAULT, TTL_MAX, TTL_MIN, default_holder, is_host, known_hosts
     from runner.service.controller import Controller
     from runner.service.core import AgentOperationError, Core
+    from runner.service.decisions import DecideInput, DecisionNotPlanError, Decisions
     from runner.service.definitions import Definitions, MachineSummary, machines, validate
     from runner.service.events import Events
     from runner.service.facade import Service
@@ -93,6 +95,9 @@ _WHERE: dict[str, str] = {
     "Controller": "runner.service.controller",
     "ControllerInput": "runner.service.inputs.inventory",
     "Core": "runner.service.core",
+    "DecideInput": "runner.service.decisions",
+    "DecisionNotPlanError": "runner.service.decisions",
+    "Decisions": "runner.service.decisions",
     "Definitions": "runner.service.definitions",
     "DeliveryError": "runner.service.receipts",
     "Events": "runner.service.events",
@@ -162,6 +167,9 @@ __all__ = [
     "Controller",
     "ControllerInput",
     "Core",
+    "DecideInput",
+    "DecisionNotPlanError",
+    "Decisions",
     "Definitions",
     "DeliveryError",
     "Events",

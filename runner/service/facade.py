@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from runner.agents.kinds import Kinds
     from runner.service.adopted import Adopted
     from runner.service.controller import Controller
+    from runner.service.decisions import DecideInput, Decisions
     from runner.service.definitions import Definitions
     from runner.service.events import Events
     from runner.service.inputs.adopted import AdoptedCloseInput, AdoptedListInput, AdoptedReleaseInput, AdoptInput
@@ -133,6 +134,14 @@ class Service:
         from runner.service.definitions import Definitions
 
         return Definitions(self.core)
+
+    @cached_property
+    def decisions(self) -> Decisions:
+        """What waits on a person (``service.decisions()`` lists it) and the decide of a plan decision;
+        it reaches the plans component only to decide."""
+        from runner.service.decisions import Decisions
+
+        return Decisions(self.core, lambda: self.plans)
 
     @property
     def plans(self) -> Plans:
@@ -325,6 +334,11 @@ class Service:
 
     def adopted_reconcile(self, inp: ControllerInput) -> Housekeeping:
         return self.adopted.reconcile(inp)
+
+    # --- decisions (issue 15) -----------------------------------------------------------------------------
+
+    def decide(self, inp: DecideInput) -> dict[str, Any]:
+        return self.decisions.decide(inp)
 
     # --- events --------------------------------------------------------------------------
 

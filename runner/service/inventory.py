@@ -204,7 +204,7 @@ class Inventory:
                 waiting = plan.data.get("waiting_on") or {}
                 follow = (
                     f"corral plans decide {plan_id} --step {waiting.get('step')} --approve|--reject --reason TEXT"
-                    if waiting.get("kind") == "agent_blocked"
+                    if waiting.get("kind") in ("agent_blocked", "approval")
                     else f"corral plans resume {plan_id}"
                 )
                 items.append(

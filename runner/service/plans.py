@@ -28,6 +28,7 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -50,12 +51,12 @@ from runner.errors import (
 from runner.fence import Credential
 from runner.service.steps import (
     NOT_CREATED,
-    AgentBlocked,
     NotCreatedByPlan,
     OpContext,
     Outputs,
     Resume,
     StepOperation,
+    WaitsOnPerson,
     attempt_keys,
 )
 from runner.service.views.pages import Page
@@ -167,12 +168,15 @@ class PlanCancelInput:
 class PlanDecideInput:
     """A person's decision on a step that waits on one: ``approve`` or reject, and why (1-1000 characters).
 
-    The reason is checked after the plan is found waiting (``plan_not_waiting`` comes first)."""
+    The reason is checked after the plan is found waiting (``plan_not_waiting`` comes first). ``actor``
+    names who decided, when a surface knows better than the service's own actor (the HTTP API's
+    authenticated caller); it is the decide event's actor and the decision's ``actor``."""
 
     plan_id: str
     step_id: str
     approve: bool
     reason: str
+    actor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -385,6 +389,8 @@ class Plans:
         params: Mapping[str, Any] | None = None,
         secrets: Mapping[str, str] | None = None,
         observations: Mapping[str, Any] | None = None,
+        actor: str | None = None,
+        expected_version: int | None = None,
     ) -> Instance:
         result = self.service.engine.fire(
             self.spec,
@@ -394,7 +400,8 @@ class Plans:
                 params={"runner": self.me, **(params or {})},
                 secrets=secrets or {},
                 observations=observations or {},
-                actor=self.service.actor,
+                actor=actor or self.service.actor,
+                expected_version=expected_version,
             ),
         )
         return result.instance
@@ -448,9 +455,12 @@ class Plans:
         return self._viewed(self._fire(inp.plan_id, "cancel"))
 
     def decide(self, inp: PlanDecideInput) -> Instance:
-        """A person's decision on a step that waits on one (a blocked agent): recorded on the plan as an
-        event with the deciding actor; call :meth:`resume` next to continue. Refused (``plan_not_waiting``)
-        unless the plan is paused with that step waiting."""
+        """A person's decision on a step that waits on one (a blocked agent, an approval step): recorded
+        on the plan as an event with the deciding actor (``inp.actor``, else the service's); call
+        :meth:`resume` next to continue. Refused (``plan_not_waiting``) unless the plan is paused with
+        that step waiting and not yet decided; an approval whose deadline passed is refused
+        (``approval_timeout``): resume the plan and the step fails with that code. Two deciders racing:
+        one decides, the other gets ``version_conflict`` (the plan is compared and set at the version read)."""
         plan_id, step_id, reason = inp.plan_id, inp.step_id, inp.reason
         plan = self.plan(plan_id)
         record = (plan.data.get("steps") or {}).get(step_id)
@@ -462,10 +472,40 @@ class Plans:
                 step=step_id,
                 state=plan.state,
             )
+        if isinstance(record.get("decision"), Mapping):
+            raise RefusedError(
+                f"plan {plan_id!r}: step {step_id!r} was decided already (by {record['decision'].get('actor')}); "
+                f"`corral plans resume {plan_id}` carries the decision out",
+                code="plan_not_waiting",
+                plan=plan_id,
+                step=step_id,
+                state=plan.state,
+                decision=dict(record["decision"]),
+            )
+        if approval_expired(record.get("waiting_on"), self.service.now()):
+            raise RefusedError(
+                f"plan {plan_id!r}: the approval of step {step_id!r} timed out at "
+                f"{record['waiting_on'].get('deadline')}; `corral plans resume {plan_id}` fails it with "
+                "approval_timeout (a catch may take it)",
+                code="approval_timeout",
+                plan=plan_id,
+                step=step_id,
+                deadline=record["waiting_on"].get("deadline"),
+            )
         if not reason or not reason.strip() or len(reason) > 1000:
             raise InputError("reason", "a decision's reason is 1-1000 characters of text")
+        if inp.actor is not None and (not inp.actor.strip() or len(inp.actor) > 200 or not inp.actor.isprintable()):
+            raise InputError("actor", "a deciding actor is 1-200 printable characters")
         return self._viewed(
-            self._fire(plan_id, "decide", {"step_id": step_id, "approve": bool(inp.approve), "reason": reason})
+            self._fire(
+                plan_id,
+                "decide",
+                {"step_id": step_id, "approve": bool(inp.approve), "reason": reason},
+                actor=inp.actor,
+                # Invariant: one decision per waiting step. The plan as read above: a decision (or a
+                # resume) committed meanwhile makes this one a version_conflict, never an overwrite.
+                expected_version=plan.version,
+            )
         )
 
     def recipe_of(self, plan: Instance) -> Recipe:
@@ -736,7 +776,7 @@ class _Run:
                     error = CorralError(f"step {step.id} took longer than {step.timeout:g} s", code="step_timeout")
                 except NotCreatedByPlan as exc:
                     return self._skipped(plan, step, attempt, exc.message)
-                except AgentBlocked as exc:
+                except WaitsOnPerson as exc:
                     return self._waiting(plan, step, attempt, exc)
                 except CorralError as exc:
                     error = exc
@@ -813,9 +853,9 @@ class _Run:
         self._settle(step, entry, None, "step_failed", attempt=attempt, error=summary, seconds=elapsed)
         return _Outcome("failed", plan, error=summary)
 
-    def _waiting(self, plan: Instance, step: Step, attempt: int, blocked: AgentBlocked) -> _Outcome:
+    def _waiting(self, plan: Instance, step: Step, attempt: int, blocked: WaitsOnPerson) -> _Outcome:
         """Record the step waiting on a person (what was collected kept) and pause the plan."""
-        waiting_on = {"kind": "agent_blocked", "step": step.id, **blocked.details}
+        waiting_on = {"kind": blocked.kind, "step": step.id, **blocked.details}
         entry = {
             "state": "waiting",
             "attempt": attempt,
@@ -827,17 +867,29 @@ class _Run:
         return _Outcome("paused", plan, reason=f"step {step.id}: {blocked.message}", waiting_on=waiting_on)
 
     def _decided(self, plan: Instance, step: Step, record: Mapping[str, Any]) -> _Outcome:
-        """A waiting step after a person's decision: approved, it succeeds with what it collected;
-        rejected, it fails with ``decision_rejected`` (a ``catch`` may take it); undecided, it waits."""
+        """A waiting step after a person's decision: approved, it succeeds with what it collected (an
+        approval step: ``{approved, reason, decided_by}``); rejected, it fails with ``decision_rejected``
+        (a ``catch`` may take it); undecided, it waits, unless it is an approval whose deadline passed:
+        then it fails with ``approval_timeout`` (catchable too)."""
         decision = record.get("decision")
         attempt = int(record.get("attempt") or 1)
+        waiting_on = record.get("waiting_on")
         if not isinstance(decision, Mapping):
-            waiting_on = record.get("waiting_on")
+            if approval_expired(waiting_on, self.plans.service.now()):
+                assert isinstance(waiting_on, Mapping)
+                error = CorralError(
+                    f"step {step.id}: nobody decided the approval before {waiting_on.get('deadline')}",
+                    code="approval_timeout",
+                )
+                return self._undecided(plan, step, attempt, error, None)
             return _Outcome(
                 "paused", plan, reason=f"step {step.id}: still waiting on a decision", waiting_on=waiting_on
             )
         if decision.get("approve"):
-            entry = {"state": "succeeded", "attempt": attempt, "do": step.do, "outputs": record.get("outputs") or {}}
+            outputs = dict(record.get("outputs") or {})
+            if isinstance(waiting_on, Mapping) and waiting_on.get("kind") == "approval":
+                outputs = {"approved": True, "reason": decision.get("reason"), "decided_by": decision.get("actor")}
+            entry = {"state": "succeeded", "attempt": attempt, "do": step.do, "outputs": outputs}
             self._settle(
                 step,
                 {**entry, "decision": dict(decision)},
@@ -848,15 +900,21 @@ class _Run:
             )
             return _Outcome("succeeded", plan)
         error = CorralError(f"a person rejected step {step.id}: {decision.get('reason')}", code="decision_rejected")
+        return self._undecided(plan, step, attempt, error, dict(decision))
+
+    def _undecided(
+        self, plan: Instance, step: Step, attempt: int, error: CorralError, decision: dict[str, Any] | None
+    ) -> _Outcome:
+        """A waiting step that ends without approval (rejected, or its approval timed out): caught by the
+        step's ``catch`` if it names the code, else failed; the record keeps the decision, if any."""
         summary = {"code": error.code, "message": error.message}
+        kept = {"decision": decision} if decision is not None else {}
         for catch in step.catch:
             if "*" in catch.errors or error.code in catch.errors:
                 entry = {"state": "caught", "attempt": attempt, "do": step.do, "error": summary, "next": catch.next}
-                self._settle(
-                    step, {**entry, "decision": dict(decision)}, None, "step_caught", error=summary, next=catch.next
-                )
+                self._settle(step, {**entry, **kept}, None, "step_caught", error=summary, next=catch.next)
                 return _Outcome("caught", plan, next=catch.next)
-        return self._failed(plan, step, {"attempt": attempt, "decision": dict(decision)}, error, 0.0)
+        return self._failed(plan, step, {"attempt": attempt, **kept}, error, 0.0)
 
     def _skipped(self, plan: Instance, step: Step, attempt: int, why: str) -> _Outcome:
         """Record a clean-up step skipped because its target was not created by this plan."""
@@ -869,6 +927,14 @@ class _Run:
         }
         self._settle(step, entry, None, "step_skipped", reason=entry["reason"], skipped=NOT_CREATED)
         return _Outcome("skipped", plan)
+
+
+def approval_expired(waiting_on: Any, now: datetime) -> bool:
+    """Whether ``waiting_on`` (a waiting step's) is an approval whose deadline has passed by ``now``."""
+    if not isinstance(waiting_on, Mapping) or waiting_on.get("kind") != "approval":
+        return False
+    deadline = waiting_on.get("deadline")
+    return isinstance(deadline, str) and now >= parse_time(deadline)
 
 
 def _as_corral_error(exc: Exception, step: Step) -> CorralError:

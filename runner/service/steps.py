@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from runner.definitions import operations as catalogue
 from runner.definitions.operations import OperationSpec
@@ -66,18 +66,45 @@ class StepFailed(CorralError):
     default_code = "step_failed"
 
 
-class AgentBlocked(CorralError):
+class WaitsOnPerson(CorralError):
+    """A step that cannot go on until a person decides. The plans component records the step
+    ``waiting`` (its ``outputs`` kept) and pauses the plan with ``waiting_on: {kind, step, **details}``
+    until ``corral plans decide`` approves or rejects it. ``kind`` says what waits: ``agent_blocked``
+    (:class:`AgentBlocked`) or ``approval`` (:class:`ApprovalRequested`)."""
+
+    category = "refused"
+    default_code = "decision_needed"
+    kind: ClassVar[str] = "decision"
+
+    def __init__(self, message: str, outputs: Outputs, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.outputs = outputs
+
+
+class AgentBlocked(WaitsOnPerson):
     """A step's agent settled **blocked**: it waits on a person (a question, an approval). corral never
     answers it; the plans component records the step ``waiting`` (its outputs kept) and pauses the plan
     with ``waiting_on: {kind: agent_blocked, target, since}`` until ``corral plans decide`` approves (the
     step succeeds with what was collected) or rejects it (``decision_rejected``, catchable)."""
 
-    category = "refused"
     default_code = "agent_blocked"
+    kind = "agent_blocked"
 
     def __init__(self, message: str, outputs: Outputs, target: str, since: str | None) -> None:
-        super().__init__(message, target=target, since=since)
-        self.outputs = outputs
+        super().__init__(message, outputs, target=target, since=since)
+
+
+class ApprovalRequested(WaitsOnPerson):
+    """A ``human.approve`` step asks a person to approve: the plan pauses with ``waiting_on: {kind:
+    approval, step, prompt, since, timeout, deadline}`` until ``corral plans decide`` approves (the step
+    succeeds with ``{approved: true, reason, decided_by}``) or rejects it (``decision_rejected``); once
+    ``deadline`` passed undecided the step fails with ``approval_timeout``. Both are catchable."""
+
+    default_code = "approval_pending"
+    kind = "approval"
+
+    def __init__(self, message: str, prompt: str, since: str, timeout: float | None, deadline: str | None) -> None:
+        super().__init__(message, Outputs(), prompt=prompt, since=since, timeout=timeout, deadline=deadline)
 
 
 class NotCreatedByPlan(CorralError):

@@ -23,9 +23,20 @@ from typing import Protocol
 
 from runner.errors import InputError
 from runner.registry import Registry
-from runner.store.abc import Clock, Reader, Store, Transaction
+from runner.store.abc import Clock, IdempotencyRecord, Reader, Store, Transaction
 
-__all__ = ["STORES", "Clock", "Reader", "Store", "StoreOpener", "Transaction", "open_store", "scheme_of", "sqlite_path"]
+__all__ = [
+    "STORES",
+    "Clock",
+    "IdempotencyRecord",
+    "Reader",
+    "Store",
+    "StoreOpener",
+    "Transaction",
+    "open_store",
+    "scheme_of",
+    "sqlite_path",
+]
 
 _URL_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
 

@@ -18,6 +18,13 @@ after a cursor below the floor raises :class:`~runner.errors.EventsPrunedError` 
 naming the floor) instead of returning what is left: a reader either sees every event after its
 cursor or is told it cannot. Reads stream (:meth:`Store.iter_events`, keyset pages of bounded size,
 each its own short snapshot), so no reader holds the whole log in memory or a writer waiting.
+
+Idempotency records (issue 15) are the one thing a store holds for a surface rather than for a
+machine: ``(key, request digest, the response)`` of a mutating request, kept for a while so a retry
+with the same ``Idempotency-Key`` replays the first answer instead of acting twice. They live in the
+store, not in a server's memory, so every server on one store shares them
+(:meth:`Store.reserve_idempotency`, :meth:`~Store.complete_idempotency`,
+:meth:`~Store.release_idempotency`, :meth:`~Store.prune_idempotency`).
 """
 
 from __future__ import annotations
@@ -40,6 +47,16 @@ EVENT_PAGE = 1000
 
 PRUNE_BATCH = 2000
 """Events deleted per transaction by :meth:`Store.prune_events`: each holds the write lock briefly."""
+
+IDEMPOTENCY_STALE_SECONDS = 300.0
+"""A pending idempotency record older than this is taken to belong to a request that died (a server
+killed mid-operation) and is retaken by the next reservation of its key."""
+
+IDEMPOTENCY_PRUNE_BATCH = 100
+"""Expired idempotency records a reservation deletes on its way (bounded: a reservation stays short)."""
+
+IDEMPOTENCY_KEY_MAX = 255
+"""The longest idempotency key a store accepts (characters)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +81,62 @@ class Pruned:
             "dry_run": self.dry_run,
             "batches": self.batches,
         }
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    """One stored idempotency key, as :meth:`Store.reserve_idempotency` found it.
+
+    ``state`` is ``pending`` (a request under this key is in flight, or died: see
+    :data:`IDEMPOTENCY_STALE_SECONDS`) or ``done`` (``status`` and ``response``, the JSON text of the
+    answer, are what to replay). ``request_sha256`` is the digest of the request that reserved the
+    key (the caller's choice of what it covers: the HTTP API hashes method, path and body).
+    Timestamps are the store's clock, in corral's format (:func:`runner.context.format_time`).
+    """
+
+    key: str
+    request_sha256: str
+    state: str
+    status: int | None
+    response: str | None
+    created_at: str
+    expires_at: str
+
+    def matches(self, request_sha256: str) -> bool:
+        """Whether this record was made for the same request (a replay), not another under one key."""
+        return self.request_sha256 == request_sha256
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "request_sha256": self.request_sha256,
+            "state": self.state,
+            "status": self.status,
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+        }
+
+
+def check_idempotency(key: str, request_sha256: str | None = None, ttl_seconds: float | None = None) -> None:
+    """The arguments of the idempotency methods, refused alike by every adapter.
+
+    Raises:
+        InputError: ``input_invalid`` for a key that is empty, longer than
+            :data:`IDEMPOTENCY_KEY_MAX` or holds control characters; a digest that is not 64 lowercase
+            hex digits; a TTL that is not a positive number.
+    """
+    if not isinstance(key, str) or not key or len(key) > IDEMPOTENCY_KEY_MAX or not key.isprintable():
+        raise InputError("idempotency_key", f"an idempotency key is 1-{IDEMPOTENCY_KEY_MAX} printable characters")
+    if request_sha256 is not None and (
+        not isinstance(request_sha256, str)
+        or len(request_sha256) != 64
+        or request_sha256.strip("0123456789abcdef") != ""
+    ):
+        raise InputError("request_sha256", "a request digest is 64 lowercase hex digits (SHA-256)")
+    if ttl_seconds is not None and (
+        isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, (int, float)) or not ttl_seconds > 0
+    ):
+        raise InputError("ttl_seconds", f"{ttl_seconds!r} is not a positive number of seconds")
 
 
 class Reader(ABC):
@@ -269,6 +342,68 @@ class Store(ABC):
         """
         raise InputError(
             "prune", f"the store {self.url} cannot prune its event log", code="prune_unsupported", url=self.url
+        )
+
+    # --- idempotency records (issue 15) ---------------------------------------------------------------
+    # Not abstract, as prune_events is not: an adapter that keeps none refuses with a clear code. Every
+    # adapter of corral's implements them and the conformance suite holds each to this contract.
+
+    def reserve_idempotency(
+        self,
+        key: str,
+        request_sha256: str,
+        ttl_seconds: float,
+        *,
+        stale_seconds: float = IDEMPOTENCY_STALE_SECONDS,
+    ) -> IdempotencyRecord | None:
+        """Reserve ``key`` for one request, or say why not; one serialized write transaction.
+
+        Judged by the store's clock, as one atomic step (of many servers on one store, exactly one
+        reserver of a free key gets None):
+
+        - no record, or an expired one (``expires_at`` passed): a ``pending`` record is written
+          (expiring ``ttl_seconds`` from now) and **None** is returned: the caller runs the operation,
+          then :meth:`complete_idempotency` (or :meth:`release_idempotency` if it raised before it
+          could have written anything);
+        - a record made for another ``request_sha256``: that record (the caller answers
+          ``idempotency_mismatch``); this comes first, whatever the record's state;
+        - a ``done`` record: that record (the caller replays its status and response);
+        - a ``pending`` record: that record (in flight: ``idempotency_in_progress``), unless it is
+          older than ``stale_seconds`` (its request died): then it is retaken, as if free (None).
+
+        Expired records are deleted on the way (at most :data:`IDEMPOTENCY_PRUNE_BATCH`).
+
+        Raises:
+            InputError: bad arguments (:func:`check_idempotency`); ``idempotency_unsupported`` from an
+                adapter that keeps no idempotency records (this default).
+        """
+        raise self._no_idempotency()
+
+    def complete_idempotency(self, key: str, status: int, response_json: str) -> bool:
+        """Record the answer of the request that reserved ``key``: the record becomes ``done``.
+
+        Its expiry is set afresh from now, with the TTL it was reserved with, so a long operation's
+        answer is kept as long as a short one's. Returns False (and writes nothing) when no pending
+        record of ``key`` exists any more: it expired and was pruned or retaken, or was released.
+        """
+        raise self._no_idempotency()
+
+    def release_idempotency(self, key: str) -> bool:
+        """Drop ``key``'s pending record (the operation raised before it could have written anything),
+        so a retry runs afresh. A ``done`` record is kept. Returns whether a record was dropped."""
+        raise self._no_idempotency()
+
+    def prune_idempotency(self, before: datetime | None = None) -> int:
+        """Delete every record that expired at or before ``before`` (default: the store's now), pending
+        or done; returns how many went."""
+        raise self._no_idempotency()
+
+    def _no_idempotency(self) -> InputError:
+        return InputError(
+            "idempotency_key",
+            f"the store {self.url} keeps no idempotency records",
+            code="idempotency_unsupported",
+            url=self.url,
         )
 
     @abstractmethod

@@ -26,11 +26,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from runner.context import Claim, Event, Instance, format_time
+from runner.context import Claim, Event, Instance, format_time, parse_time
 from runner.errors import (
     ConflictError,
     CorralError,
@@ -42,7 +42,18 @@ from runner.errors import (
 )
 from runner.log import get_logger
 from runner.scopes import ancestors
-from runner.store.abc import PRUNE_BATCH, Clock, Pruned, Reader, Store, Transaction
+from runner.store.abc import (
+    IDEMPOTENCY_PRUNE_BATCH,
+    IDEMPOTENCY_STALE_SECONDS,
+    PRUNE_BATCH,
+    Clock,
+    IdempotencyRecord,
+    Pruned,
+    Reader,
+    Store,
+    Transaction,
+    check_idempotency,
+)
 from runner.store.sqlite_file import (
     APPLICATION_ID,
     check_header,
@@ -182,6 +193,21 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX instances_by_machine_id ON instances (machine, id);
     """,
+    # issue 15: idempotency keys. One row per key of a surface's mutating request (the HTTP API's
+    # Idempotency-Key): the request's digest, pending until its answer is recorded, kept until it
+    # expires; in the store, so every server on one store shares them (runner.store.abc).
+    """
+    CREATE TABLE idempotency (
+        key             TEXT PRIMARY KEY,
+        request_sha256  TEXT NOT NULL,
+        state           TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+        status          INTEGER,
+        response        TEXT,
+        created_at      TEXT NOT NULL,
+        expires_at      TEXT NOT NULL
+    );
+    CREATE INDEX idempotency_by_expiry ON idempotency (expires_at);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # The tables each schema version has: an existing file missing one of its version's is damaged.
@@ -192,6 +218,9 @@ TABLES_BY_VERSION: dict[int, frozenset[str]] = {
     4: frozenset({"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts"}),
     5: frozenset({"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims"}),
     6: frozenset({"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims"}),
+    7: frozenset(
+        {"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims", "idempotency"}
+    ),
 }
 
 BUSY_TIMEOUT_MS = 20  # SQLite's own short wait before we take over with jittered retries
@@ -887,6 +916,81 @@ class SQLiteStore(Store):
                 batches += 1
             took = time.monotonic() - began
         return Pruned(floor, max(target, current), deleted, batches=batches)
+
+    # --- idempotency records (issue 15) ---------------------------------------------------------------
+
+    def reserve_idempotency(
+        self,
+        key: str,
+        request_sha256: str,
+        ttl_seconds: float,
+        *,
+        stale_seconds: float = IDEMPOTENCY_STALE_SECONDS,
+    ) -> IdempotencyRecord | None:
+        check_idempotency(key, request_sha256, ttl_seconds)
+        with self.write() as tx:
+            conn = self._conn
+            now = tx.now
+            stamp = format_time(now)
+            expires = format_time(now + timedelta(seconds=ttl_seconds))
+            # Opportunistic and bounded: expired rows go a batch at a time, so a reservation stays short.
+            conn.execute(
+                "DELETE FROM idempotency WHERE key IN"
+                " (SELECT key FROM idempotency WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)",
+                (stamp, IDEMPOTENCY_PRUNE_BATCH),
+            )
+            row = conn.execute(
+                "SELECT key, request_sha256, state, status, response, created_at, expires_at"
+                " FROM idempotency WHERE key = ?",
+                (key,),
+            ).fetchone()
+            found = None if row is None else IdempotencyRecord(*row)
+            # Invariant: a reservation is one serialized transaction (BEGIN IMMEDIATE), so of two
+            # reservers of one free key exactly one inserts; the other reads the row and gets it back.
+            if found is not None and found.expires_at > stamp:
+                if not found.matches(request_sha256) or found.state == "done":
+                    return found
+                if parse_time(found.created_at) > now - timedelta(seconds=stale_seconds):
+                    return found  # in flight
+            conn.execute(
+                "INSERT INTO idempotency (key, request_sha256, state, status, response, created_at, expires_at)"
+                " VALUES (?, ?, 'pending', NULL, NULL, ?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET request_sha256 = excluded.request_sha256, state = 'pending',"
+                " status = NULL, response = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at",
+                (key, request_sha256, stamp, expires),
+            )
+            return None
+
+    def complete_idempotency(self, key: str, status: int, response_json: str) -> bool:
+        check_idempotency(key)
+        if isinstance(status, bool) or not isinstance(status, int):
+            raise InputError("status", f"{status!r} is not an integer status")
+        if not isinstance(response_json, str):
+            raise InputError("response_json", "the response is JSON text")
+        with self.write() as tx:
+            row = self._conn.execute(
+                "SELECT created_at, expires_at FROM idempotency WHERE key = ? AND state = 'pending'", (key,)
+            ).fetchone()
+            if row is None:
+                return False
+            ttl = parse_time(row[1]) - parse_time(row[0])
+            self._conn.execute(
+                "UPDATE idempotency SET state = 'done', status = ?, response = ?, expires_at = ? WHERE key = ?",
+                (status, response_json, format_time(tx.now + ttl), key),
+            )
+            return True
+
+    def release_idempotency(self, key: str) -> bool:
+        check_idempotency(key)
+        with self._immediate():
+            return bool(
+                self._conn.execute("DELETE FROM idempotency WHERE key = ? AND state = 'pending'", (key,)).rowcount
+            )
+
+    def prune_idempotency(self, before: datetime | None = None) -> int:
+        with self.write() as tx:
+            moment = format_time(tx.now if before is None else before)
+            return int(self._conn.execute("DELETE FROM idempotency WHERE expires_at <= ?", (moment,)).rowcount)
 
     def info(self) -> dict[str, Any]:
         with self._snapshot() as conn:

@@ -22,8 +22,9 @@ def _script(directory: Path, name: str, body: str) -> None:
     (directory / name).write_text(header + textwrap.dedent(body))
 
 
-def _figure(name: str, value: float, met: bool) -> str:
-    doc = {"figures": [{"figure": name, "value": value, "unit": "x", "target": "<= 2.5x", "met": met, "detail": "d"}]}
+def _figure(name: str, value: float, met: bool, *more: dict[str, object]) -> str:
+    first = {"figure": name, "value": value, "unit": "x", "target": "<= 2.5x", "met": met, "detail": "d"}
+    doc = {"figures": [first, *more]}
     return f"print(json.dumps({doc!r}))\n"
 
 
@@ -41,11 +42,14 @@ def test_every_row_is_shown_measured_or_with_the_reason_it_is_not(tmp_path: Path
     _script(tmp_path, "lanes.py", "sys.stderr.write('boom\\n'); sys.exit(3)\n")
     _script(tmp_path, "coldstart.py", "time.sleep(60)\n")
     (tmp_path / "agents.py").write_text("print('no figures here')\n")
+    # Issue 14's rows: bench/mcp.py's figures by their words (row 11) and by name (row 12); row 13 has none.
+    wake = {"figure": "corral_wait_any wake-up over MCP, end to end", "value": 12.0, "unit": "ms", "met": False}
+    _script(tmp_path, "mcp.py", _figure("MCP round trip over stdio, corral_status: overhead", 3.1, True, wake))
     done = _summary(tmp_path, "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     rows = {entry["row"]: entry for entry in doc["rows"]}
-    assert sorted(rows) == list(range(1, 11))
+    assert sorted(rows) == list(range(1, 14))
     assert rows[5]["status"] == "met" and rows[5]["value"] == 2.1 and rows[5]["script"] == "transition.py"
     assert rows[3]["status"] == "met" and rows[3]["figure"] == "commits per step of a plan"
     assert rows[2]["status"] == "not measured" and "no figure" in rows[2]["reason"]
@@ -54,6 +58,9 @@ def test_every_row_is_shown_measured_or_with_the_reason_it_is_not(tmp_path: Path
     assert "longer than 5 s" in rows[10]["reason"]
     assert "does not exist" in rows[6]["reason"]
     assert "has no --quick/--json figures" in rows[9]["reason"]
+    assert rows[11]["status"] == "met" and rows[11]["script"] == "mcp.py" and rows[11]["value"] == 3.1
+    assert rows[12]["status"] == "not met" and rows[12]["value"] == 12.0
+    assert rows[13]["status"] == "not measured" and "no figure" in rows[13]["reason"]
     scripts = doc["scripts"]
     assert scripts["coldstart.py"]["status"] == "timeout" and scripts["agents.py"]["status"] == "unsupported"
     assert _summary(tmp_path, "--only", "transition", "--strict").returncode == 1  # other rows not measured
@@ -67,4 +74,4 @@ def test_the_text_table_says_met_and_not_met(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     (row,) = [line for line in lines if line.startswith(" 5 ")]
     assert "3.9x" in row and row.rstrip().endswith("NOT MET")
-    assert lines[-1] == "0 met, 1 not met, 9 not measured"
+    assert lines[-1] == "0 met, 1 not met, 12 not measured"

@@ -41,7 +41,8 @@ def _path_without(root: Path, missing: set[str], extra: dict[str, str] | None = 
 
 def _demo(root: Path, path: str) -> subprocess.CompletedProcess[str]:
     (root / "scripts").mkdir()
-    shutil.copy2(REPO / "scripts" / "demo.sh", root / "scripts" / "demo.sh")
+    for name in ("demo.sh", "mcp_demo.py"):  # mcp_demo.py: the MCP client demo.sh runs
+        shutil.copy2(REPO / "scripts" / name, root / "scripts" / name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_")}
     env |= {"PATH": path, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
     script = root / "scripts" / "demo.sh"
@@ -65,6 +66,10 @@ def test_demo_without_bubblewrap_or_graphviz_skips_those_steps(tmp_path: Path) -
     assert "stateDiagram-v2" in out, "the Mermaid drawing needs nothing and is still shown"
     assert "demo-review" in out and "demo-writer-lane" not in out
     assert "done: state home in .demo/home" in out
+    # The MCP part: the SDK's client against the real `corral mcp`, its own controller, no token in any result.
+    assert "-> tools/list: " in out and "corral_controller_acquire: controller mcp-demo: active, generation 1" in out
+    assert "-> corral_controller_release: controller mcp-demo: released" in out
+    assert "-> none of the 4 results carried the token; the credential file is removed on release" in out
     assert not list((tmp_path / ".demo").glob("*.svg")) and not (tmp_path / ".demo" / "review-pack").exists()
 
 

@@ -1116,3 +1116,222 @@ def test_a_row_damaged_after_it_was_written_is_refused_not_answered_from_memory(
             assert tx.get("thing/2") is None
     finally:
         store.close()
+
+
+# --- issue 15: idempotency records -------------------------------------------------------------------
+
+SHA_A = "a" * 64
+SHA_B = "b" * 64
+
+
+def test_a_free_key_is_reserved_once_then_replayed_after_completion(any_store: Store, clock: FakeClock) -> None:
+    assert any_store.reserve_idempotency("k1", SHA_A, 60) is None, "a free key: the caller proceeds"
+    pending = any_store.reserve_idempotency("k1", SHA_A, 60)
+    assert pending is not None and pending.state == "pending" and pending.matches(SHA_A)
+    assert (pending.status, pending.response) == (None, None)
+    assert pending.created_at == format_time(clock.now)
+    assert pending.expires_at == format_time(clock.now + timedelta(seconds=60))
+    clock.advance(10)
+    assert any_store.complete_idempotency("k1", 201, '{"ok": true}') is True
+    done = any_store.reserve_idempotency("k1", SHA_A, 60)
+    assert done is not None and (done.state, done.status, done.response) == ("done", 201, '{"ok": true}')
+    # The answer is kept for the TTL from when it was recorded, not from the reservation.
+    assert done.expires_at == format_time(clock.now + timedelta(seconds=60))
+    assert any_store.complete_idempotency("k1", 500, "{}") is False, "a done record is never overwritten"
+    again = any_store.reserve_idempotency("k1", SHA_A, 60)
+    assert again is not None and (again.status, again.response) == (201, '{"ok": true}')
+
+
+def test_the_same_key_with_another_request_is_returned_for_a_mismatch(any_store: Store, clock: FakeClock) -> None:
+    assert any_store.reserve_idempotency("k", SHA_A, 60) is None
+    for _ in range(2):  # pending, then done: another digest always gets the record back, never a reservation
+        other_request = any_store.reserve_idempotency("k", SHA_B, 60)
+        assert other_request is not None and not other_request.matches(SHA_B)
+        assert other_request.request_sha256 == SHA_A
+        any_store.complete_idempotency("k", 200, "{}")
+    # Even a stale pending record is not retaken by another request: the mismatch comes first.
+    assert any_store.reserve_idempotency("k2", SHA_A, 3600) is None
+    clock.advance(400)
+    mismatch = any_store.reserve_idempotency("k2", SHA_B, 3600)
+    assert mismatch is not None and mismatch.state == "pending" and mismatch.request_sha256 == SHA_A
+
+
+def test_a_stale_pending_record_is_retaken_a_fresh_one_is_in_flight(any_store: Store, clock: FakeClock) -> None:
+    assert any_store.reserve_idempotency("k", SHA_A, 3600, stale_seconds=300) is None
+    clock.advance(299)
+    in_flight = any_store.reserve_idempotency("k", SHA_A, 3600, stale_seconds=300)
+    assert in_flight is not None and in_flight.state == "pending"
+    clock.advance(2)
+    assert any_store.reserve_idempotency("k", SHA_A, 3600, stale_seconds=300) is None, "its request died"
+    retaken = any_store.reserve_idempotency("k", SHA_A, 3600, stale_seconds=300)
+    assert retaken is not None and retaken.created_at == format_time(clock.now), "retaken now, as if new"
+
+
+def test_an_expired_record_is_free_again_and_pruned(any_store: Store, clock: FakeClock) -> None:
+    assert any_store.reserve_idempotency("old", SHA_A, 10) is None
+    assert any_store.complete_idempotency("old", 200, "{}")
+    assert any_store.reserve_idempotency("young", SHA_A, 1000) is None
+    clock.advance(11)
+    assert any_store.reserve_idempotency("old", SHA_B, 10) is None, "expired: free for any request"
+    assert any_store.prune_idempotency() == 0, "the expired row was replaced, nothing else expired"
+    clock.advance(11)
+    assert any_store.prune_idempotency() == 1  # "old" (reserved again 11 s ago for 10 s); "young" stays
+    found = any_store.reserve_idempotency("young", SHA_A, 1000)
+    assert found is not None and found.state == "pending"
+    assert any_store.prune_idempotency(before=clock.now + timedelta(seconds=2000)) == 1
+    assert any_store.reserve_idempotency("young", SHA_A, 1000) is None
+
+
+def test_a_reservation_prunes_expired_records_a_bounded_batch_at_a_time(any_store: Store, clock: FakeClock) -> None:
+    from runner.store.abc import IDEMPOTENCY_PRUNE_BATCH
+
+    for n in range(IDEMPOTENCY_PRUNE_BATCH + 5):
+        assert any_store.reserve_idempotency(f"k{n}", SHA_A, 1) is None
+    clock.advance(2)
+    assert any_store.reserve_idempotency("fresh", SHA_A, 60) is None  # deletes one batch on its way
+    assert any_store.prune_idempotency() == 5, "the rest of the expired ones were left for later"
+
+
+def test_release_drops_a_pending_record_only(any_store: Store) -> None:
+    assert any_store.reserve_idempotency("k", SHA_A, 60) is None
+    assert any_store.release_idempotency("k") is True
+    assert any_store.release_idempotency("k") is False
+    assert any_store.reserve_idempotency("k", SHA_B, 60) is None, "released: a retry runs afresh"
+    assert any_store.complete_idempotency("k", 200, '"x"')
+    assert any_store.release_idempotency("k") is False, "a done record is kept"
+    done = any_store.reserve_idempotency("k", SHA_B, 60)
+    assert done is not None and done.state == "done"
+    assert any_store.complete_idempotency("never", 200, "{}") is False
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("", SHA_A, 60),
+        ("x" * 256, SHA_A, 60),
+        ("a\nb", SHA_A, 60),
+        ("k", "A" * 64, 60),
+        ("k", "a" * 63, 60),
+        ("k", SHA_A, 0),
+        ("k", SHA_A, -1),
+        ("k", SHA_A, True),
+    ],
+)
+def test_bad_idempotency_arguments_are_refused(any_store: Store, args: tuple[Any, ...]) -> None:
+    with pytest.raises(InputError) as caught:
+        any_store.reserve_idempotency(*args)
+    assert caught.value.code == "input_invalid"
+    assert any_store.prune_idempotency() == 0
+
+
+def test_records_are_shared_by_every_connection(any_store: Store, store_kind: StoreKind, clock: FakeClock) -> None:
+    with store_kind.open(any_store.url, clock=clock) as second:
+        assert any_store.reserve_idempotency("k", SHA_A, 60) is None
+        seen = second.reserve_idempotency("k", SHA_A, 60)
+        assert seen is not None and seen.state == "pending"
+        assert second.complete_idempotency("k", 202, "[]")
+        replay = any_store.reserve_idempotency("k", SHA_A, 60)
+        assert replay is not None and (replay.status, replay.response) == (202, "[]")
+
+
+def test_racing_threads_on_separate_connections_leave_exactly_one_reserver(
+    any_store: Store, store_kind: StoreKind
+) -> None:
+    stores = [other(store_kind, any_store) for _ in range(6)]
+    start = threading.Barrier(len(stores))
+    results: list[object] = []
+    lock = threading.Lock()
+
+    def race(store: Store) -> None:
+        start.wait()
+        for round_ in range(5):
+            found = store.reserve_idempotency(f"race-{round_}", SHA_A, 60)
+            with lock:
+                results.append((round_, found))
+
+    try:
+        threads = [threading.Thread(target=race, args=(s,)) for s in stores]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        for store in stores:
+            store.close()
+    for round_ in range(5):
+        outcomes = [found for r, found in results if r == round_]
+        assert len(outcomes) == len(stores)
+        assert outcomes.count(None) == 1, f"round {round_}: exactly one reserver wins"
+
+
+_RESERVER = r"""
+import sys, time
+from pathlib import Path
+from runner.store import open_store
+
+url, key, go = sys.argv[1:4]
+store = open_store(url)
+while not Path(go).exists():
+    time.sleep(0.005)
+found = store.reserve_idempotency(key, "c" * 64, 60)
+print("won" if found is None else "lost:" + found.state, flush=True)
+store.close()
+"""
+
+
+@pytest.mark.slow  # real processes
+def test_racing_processes_leave_exactly_one_reserver(any_store: Store, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    go = tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RESERVER, any_store.url, "shared", str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(4)
+    ]
+    time.sleep(0.3)  # not a timed assertion: gives the children time to open before the start signal
+    go.touch()
+    answers = []
+    for child in children:
+        out, err = child.communicate(timeout=60)
+        assert child.returncode == 0, err
+        answers.append(out.strip())
+    assert sorted(answers) == ["lost:pending"] * 3 + ["won"]
+    found = any_store.reserve_idempotency("shared", "c" * 64, 60)
+    assert found is not None and found.state == "pending"
+
+
+def test_a_store_of_the_previous_schema_migrates_forward_to_idempotency(tmp_path: Path, clock: FakeClock) -> None:
+    """A store written before idempotency keys (the schema version before this code's) opens, gains the
+    table, keeps its rows and reserves keys."""
+    path = tmp_path / "old.db"
+    previous = SCHEMA_VERSION - 1
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("BEGIN")
+    for script in MIGRATIONS[:previous]:
+        for statement in _statements(script):
+            conn.execute(statement)
+    conn.execute("INSERT INTO instances VALUES ('a/1', 'a', 's', 1, '{}', 't', 't')")
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute(f"PRAGMA user_version = {previous}")
+    conn.execute("COMMIT")
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    conn.close()
+    assert "idempotency" not in tables
+    with SQLiteStore(path, clock=clock) as store:
+        assert store.info()["schema_version"] == SCHEMA_VERSION
+        assert store.get("a/1") is not None
+        assert store.reserve_idempotency("k", SHA_A, 60) is None
+        assert store.complete_idempotency("k", 200, "{}")
+    with SQLiteStore(path, clock=clock) as again:
+        found = again.reserve_idempotency("k", SHA_A, 60)
+        assert found is not None and found.state == "done"

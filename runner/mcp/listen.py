@@ -1,8 +1,9 @@
 """Where a server listens (``--listen``), its bearer token file, and the socket bound before it serves.
 
-Shared by ``corral mcp --http`` and ``corral serve``: ``HOST:PORT`` (``[::1]:PORT``) or
-``unix:///absolute/path``; a unix socket is created under umask 077 (0600, no window in which another
-user could connect); a token file must be private (no group or other bits) and hold 16+ characters.
+Shared by ``corral mcp --http`` and ``corral serve`` (the HTTP surface builds on the MCP one: its routes
+call the same tools). ``HOST:PORT`` (``[::1]:PORT``) or ``unix:///absolute/path``; a unix socket is
+created under umask 077 (0600, no window in which another user could connect); a token file must be
+private (no group or other bits) and hold 16+ characters.
 """
 
 from __future__ import annotations
