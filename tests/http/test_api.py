@@ -385,3 +385,14 @@ def test_a_credential_is_in_its_grant_response_only(serve: Any, tmp_path: Path) 
     assert token not in data
     assert token not in served.stderr()
     assert [e.event for e in streamed] == ["acquire", "renew", "release"]
+
+
+def test_the_listening_socket_says_it_is_tcp() -> None:
+    """asyncio sets TCP_NODELAY only on a socket whose proto is IPPROTO_TCP; with proto 0 every small
+    answer to a keep-alive client waited out a delayed ACK (44 ms for /api/ping in bench/http.py)."""
+    import socket
+
+    from runner.mcp.listen import bound, parse_listen
+
+    with bound(parse_listen("127.0.0.1:0")) as sock:
+        assert sock.proto == socket.IPPROTO_TCP
