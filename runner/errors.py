@@ -21,6 +21,7 @@ on), a human ``message`` and structured ``details``. The category decides the ex
     ├── ConflictError                 conflict      exit 5   the world changed underneath; re-read
     │   ├── OutcomeUnrecordedError                           an effect acted; its instance moved meanwhile
     │   ├── StoreBusyError                                   the store stayed locked past the deadline
+    │   ├── StoreUnavailableError                            the store's server cannot be reached
     │   └── EventsPrunedError                                the events asked for were pruned (retention)
     └── AgentRunFailedError           agent_failed  exit 6   the agent's run failed (it exited non-zero)
 """
@@ -258,6 +259,18 @@ class StoreBusyError(ConflictError):
     """
 
     default_code = "store_busy"
+
+
+class StoreUnavailableError(ConflictError):
+    """The store's database server cannot be reached (refused, gone, or the connection was lost).
+
+    Raised by the PostgreSQL store (``runner.store.postgres``) when connecting fails or a connection
+    breaks; ``details`` name the server (``server``: host, port, database, schema; never a password)
+    and, for a commit whose answer was lost, ``outcome: "unknown"``. Nothing is re-sent: re-read the
+    state (a compare-and-set may have committed) and retry once the server is back.
+    """
+
+    default_code = "store_unavailable"
 
 
 class EventsPrunedError(ConflictError):

@@ -30,6 +30,7 @@ from runner.definitions.library import Library
 from runner.service import AcquireInput, Grant, Service
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import GIT_ENV, GIT_REDIRECTS
+from tests.support.stores import postgres_server  # noqa: F401 - the session's PostgreSQL server, for every suite
 
 _spec = importlib.util.spec_from_file_location("fake_herdr", Path(__file__).parent / "agents" / "fake_herdr.py")
 assert _spec is not None and _spec.loader is not None

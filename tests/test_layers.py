@@ -109,6 +109,10 @@ RENEW_NEVER = (
     "socket",
     "getpass",
     "importlib.metadata",
+    # The PostgreSQL driver (issue 16): only a postgresql:// store imports it.
+    "psycopg",
+    "psycopg_pool",
+    "runner.store.postgres",
     # The MCP SDK and what it brings (issue 14): only `corral mcp` imports them.
     "mcp",
     "mcp_types",

@@ -28,6 +28,9 @@ def test_wheel_ships_definitions_and_works_outside_the_checkout(tmp_path: Path) 
     for expected in ("runner/machines/controller.yaml", "runner/schemas/machine.schema.json", "runner/py.typed"):
         assert expected in names
     assert any(n.startswith("runner/recipes/") for n in names)
+    # The dashboard corral serve shows at / (no build step: the files themselves ship).
+    for page in ("index.html", "dashboard.css", "dashboard.js", "api.js", "stream.js", "machine.js"):
+        assert f"runner/http/static/{page}" in names
 
     target = tmp_path / "site"
     subprocess.run(

@@ -160,6 +160,14 @@ def sqlite_slots(store: Store) -> SlotStore:
     return SQLiteSlots(store)
 
 
+@SLOT_STORES.register("postgresql")
+def postgres_slots(store: Store) -> SlotStore:
+    """Slots in the table ``agent_slots`` of the PostgreSQL store's own schema and connection."""
+    from runner.agents.postgres_slots import PostgresSlots
+
+    return PostgresSlots(store)
+
+
 def slot_store(store: Store) -> SlotStore:
     """The slot port for ``store``, by its URL's scheme.
 

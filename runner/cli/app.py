@@ -174,6 +174,15 @@ class LazyGroup(click.Group):
     help="Store URL (default: sqlite:///$CORRAL_HOME/corral.db).",
 )
 @click.option(
+    "--store-file",
+    "store_file",
+    envvar="CORRAL_STORE_FILE",
+    show_envvar=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Read the store URL from FILE (mode 0600: a password stays out of argv and ps).",
+)
+@click.option(
     "--home",
     "home_dir",
     envvar="CORRAL_HOME",
@@ -185,8 +194,18 @@ class LazyGroup(click.Group):
 @click.option("-v", "--verbose", count=True, help="Log to stderr (-v info, -vv debug).")
 @click.version_option(__version__, prog_name="corral")
 @click.pass_context
-def cli(ctx: click.Context, store_url: str | None, home_dir: Path | None, verbose: int) -> None:
+def cli(
+    ctx: click.Context, store_url: str | None, store_file: Path | None, home_dir: Path | None, verbose: int
+) -> None:
     """corral: drive coding agents through guarded, durable state machines."""
+    if store_file is not None:
+        # The command line over the environment; both flags at once is a usage error.
+        given = click.core.ParameterSource.COMMANDLINE
+        url_given = ctx.get_parameter_source("store_url") is given
+        if url_given and ctx.get_parameter_source("store_file") is given:
+            raise UsageError("give --store or --store-file, not both", code="usage")
+        if not url_given:
+            store_url = read_store_file(store_file)
     if verbose:
         import logging  # only with -v: a cold command that logs nothing does not pay for logging
 
@@ -766,6 +785,39 @@ def prune_events(
 
 
 # --- entry point ----------------------------------------------------------------------------------
+
+
+def read_store_file(path: Path) -> str:
+    """The store URL in ``path``: its first non-blank line, from a file only its owner can read.
+
+    Raises:
+        InputError: ``store_url_invalid`` when the file cannot be read, is readable or writable by
+            group or others (it may hold a password), or holds no URL.
+    """
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise InputError(
+            "store_file", f"cannot read the store file {path}: {exc.strerror}", code="store_url_invalid"
+        ) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077:
+            raise InputError(
+                "store_file",
+                f"the store file {path} must be a regular file only its owner can read (chmod 600 {path})",
+                code="store_url_invalid",
+                mode=oct(stat.S_IMODE(info.st_mode)),
+            )
+        text = os.read(fd, 65536).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    raise InputError("store_file", f"the store file {path} holds no store URL", code="store_url_invalid")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1128,7 +1128,8 @@ def _machines(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     "corral_draw",
     "Draw a machine, recipe or plan",
     "Draw one machine (with instance: the path it took), a recipe, or a plan (each step by its state) as"
-    " Mermaid or DOT text. Give exactly one of machine, recipe and plan.",
+    " Mermaid or DOT text, or SVG (rendered by Graphviz: graphviz_unavailable without it). Give exactly one of"
+    " machine, recipe and plan.",
     READ,
     None,
     args={
@@ -1140,8 +1141,8 @@ def _machines(call: Call, a: dict[str, Any]) -> dict[str, Any]:
         "plan": Arg(None, "A plan id.", schema=NULLABLE_STR, required=False),
         "format": Arg(
             None,
-            "mermaid or dot.",
-            schema={"type": "string", "enum": ["mermaid", "dot"]},
+            "mermaid, dot or svg (svg needs Graphviz on the server).",
+            schema={"type": "string", "enum": ["mermaid", "dot", "svg"]},
             required=False,
             default="mermaid",
         ),

@@ -5,7 +5,7 @@ URL                                    adapter
 =====================================  ==============================================
 ``sqlite:///abs/path.db``              :class:`~runner.store.sqlite.SQLiteStore`
 ``sqlite:relative/path.db``, a path    the same, relative to the working directory
-``postgresql://…``                     not yet available (planned: psycopg 3 adapter)
+``postgresql://…``, ``postgres://…``   :class:`~runner.store.postgres.PostgresStore` (``?schema=NAME``)
 =====================================  ==============================================
 
 An adapter is one module plus one registry entry: a scheme mapped to an opener
@@ -52,11 +52,15 @@ STORES: Registry[StoreOpener] = Registry("store", "corral.stores")
 
 
 def scheme_of(url: str) -> str:
-    """The scheme that picks a URL's adapter: ``sqlite`` for ``sqlite:`` URLs and bare paths."""
+    """The scheme that picks a URL's adapter: ``sqlite`` for ``sqlite:`` URLs and bare paths,
+    ``postgresql`` for ``postgres://`` too (libpq's alias: one adapter, one registry entry)."""
     if url.startswith("sqlite:"):
         return "sqlite"
     found = _URL_SCHEME.match(url)
-    return found.group(1) if found else "sqlite"
+    if not found:
+        return "sqlite"
+    scheme = found.group(1)
+    return "postgresql" if scheme == "postgres" else scheme
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -90,23 +94,31 @@ def open_sqlite(url: str, clock: Clock | None = None) -> Store:
     return SQLiteStore(path, clock=clock)
 
 
+@STORES.register("postgresql")
+def open_postgresql(url: str, clock: Clock | None = None) -> Store:
+    """One schema of a PostgreSQL database, shared by coordinators on several machines."""
+    try:
+        from runner.store.postgres import PostgresStore  # psycopg loads only to open one
+    except ImportError as exc:
+        raise InputError(
+            "store",
+            f"the PostgreSQL store needs psycopg 3 ({exc}); install corral[postgres]",
+            code="store_unsupported",
+            url="postgresql://…",
+        ) from None
+    return PostgresStore(url, clock=clock)
+
+
 def open_store(url: str, *, clock: Clock | None = None) -> Store:
     """Open the store at ``url`` through the adapter its scheme names.
 
     Raises:
         InputError: ``store_url_invalid`` for an unknown scheme or a missing directory;
-            ``store_unsupported`` for PostgreSQL while no adapter for it is installed.
+            ``store_unsupported`` for PostgreSQL while psycopg is not installed.
     """
     scheme = scheme_of(url)
     entry = STORES.get(scheme)
     if entry is None:
-        if scheme in ("postgresql", "postgres"):
-            raise InputError(
-                "store",
-                "the PostgreSQL store is not available yet; use an sqlite: URL",
-                code="store_unsupported",
-                url=scheme + "://…",
-            )
         expected = ", ".join(f"{name}:" for name in STORES.names())
         raise InputError("store", f"unknown store scheme {scheme!r} (expected {expected})", code="store_url_invalid")
     return entry.fn(url, clock=clock)

@@ -3,7 +3,7 @@ and keyed parts of an instance (its per-key records, written and read one key at
 and a claim index (:class:`~runner.context.Claim`: what live instances hold, such as a writer lane's
 scopes, branch and worktree, looked up by overlap in index probes).
 
-That is all a store holds. Every adapter (``sqlite``, later ``postgresql``) implements :class:`Store`
+That is all a store holds. Every adapter (``sqlite``, ``postgresql``) implements :class:`Store`
 and registers an opener in :data:`runner.store.STORES`; one conformance suite in ``tests/store/`` runs
 against every registered adapter. Components that keep their own rows beside corral's (the process
 host's agent slots, ``runner.agents.slots``) have ports of their own, whose adapters run inside this

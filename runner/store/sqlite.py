@@ -38,6 +38,7 @@ from runner.errors import (
     InputError,
     StoreBusyError,
     StoreCorruptError,
+    StoreUnavailableError,
     StoreVersionError,
 )
 from runner.log import get_logger
@@ -656,8 +657,8 @@ class SQLiteStore(Store):
                 str(self.path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
             )
         except (sqlite3.Error, OSError) as exc:
-            raise CorralError(
-                f"cannot open the SQLite store at {self.path}: {exc}", code="store_unavailable", path=str(self.path)
+            raise StoreUnavailableError(
+                f"cannot open the SQLite store at {self.path}: {exc}", path=str(self.path)
             ) from None
         try:
             self._setup()
@@ -770,10 +771,8 @@ class SQLiteStore(Store):
         except QueueTimeout as exc:
             raise self._busy(exc.waited, exc.attempts) from None
         except OSError as exc:
-            raise CorralError(
-                f"the write queue {queue.path} of the store failed: {exc}",
-                code="store_unavailable",
-                path=str(self.path),
+            raise StoreUnavailableError(
+                f"the write queue {queue.path} of the store failed: {exc}", path=str(self.path)
             ) from None
 
     def _immediate(self) -> _Immediate:

@@ -29,7 +29,7 @@ from tests.support.stores import StoreKind, kind_for
 @pytest.fixture(params=SLOT_STORES.names())
 def slot_kind(request: pytest.FixtureRequest) -> StoreKind:
     """The store kind of each registered slot adapter."""
-    return kind_for(request.param)
+    return kind_for(request.param, request)
 
 
 @pytest.fixture

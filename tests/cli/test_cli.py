@@ -130,7 +130,7 @@ def test_human_output_is_readable(corral: Any) -> None:
         (["controller", "acquire", "--controller", "ctl"], "usage", 2),
         (["controller", "frobnicate"], "usage", 2),
         (["draw", "nosuchmachine"], "machine_unknown", 3),
-        (["--store", "postgresql://u:pw@h/db", "controller", "list"], "store_unsupported", 3),
+        (["--store", "postgresql://u:pw@/db?host=/nonexistent", "controller", "list"], "store_unavailable", 5),
     ],
 )  # fmt: skip
 def test_bad_input_is_a_clear_json_error(corral: Any, home: Path, args: list[str], code: str, exit_status: int) -> None:

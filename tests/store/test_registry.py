@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import runner.store
-from runner.errors import InputError
+from runner.errors import InputError, StoreUnavailableError
 from runner.registry import Registry
 from runner.store import STORES, Clock, Store, StoreOpener, open_store, scheme_of, sqlite_path
 from runner.store.sqlite import SQLiteStore
@@ -42,6 +42,7 @@ def test_store_urls(url: str, expected: Path | None) -> None:
         ("plain/path.db", "sqlite"),
         ("/abs/path.db", "sqlite"),
         ("postgresql://u@h/db", "postgresql"),
+        ("postgres://u@h/db", "postgresql"),  # libpq's alias: one adapter
         ("my+sql://h/db", "my+sql"),
     ],
 )
@@ -53,14 +54,9 @@ def test_scheme_of(url: str, scheme: str) -> None:
     ("url", "code", "message"),
     [
         (
-            "postgresql://user:secret@host/db",
-            "store_unsupported",
-            "store: the PostgreSQL store is not available yet; use an sqlite: URL",
-        ),
-        (
-            "postgres://user:secret@host/db",
-            "store_unsupported",
-            "store: the PostgreSQL store is not available yet; use an sqlite: URL",
+            "postgresql://user:secret@/db?schema=Bad-Name",
+            "store_url_invalid",
+            "store: the schema 'Bad-Name' is not a lowercase identifier ([a-z_][a-z0-9_]*, at most 63)",
         ),
         ("mysql://host/db", "store_url_invalid", "store: unknown store scheme 'mysql' (expected {schemes})"),
         (
@@ -151,3 +147,15 @@ def test_naming_a_store_imports_no_driver() -> None:
         env={"PYTHONPATH": str(REPO)},
     )
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_an_unreachable_postgresql_server_is_store_unavailable_naming_it_without_the_password(scheme: str) -> None:
+    url = f"{scheme}://user:secret@/corraldb?host=/nonexistent/socket&schema=team"
+    with pytest.raises(StoreUnavailableError) as caught:
+        open_store(url)
+    error = caught.value
+    assert error.code == "store_unavailable" and error.status.exit == 5
+    assert error.details == {"server": "/nonexistent/socket:5432/corraldb", "schema": "team"}
+    assert "postgresql /nonexistent/socket:5432/corraldb schema team" in error.message
+    assert "secret" not in error.message and "secret" not in str(error.details)

@@ -3,8 +3,15 @@
 The store conformance suite (``tests/store/test_conformance.py``) and the process host's slot
 conformance suite (``tests/agents/test_slots.py``) run once per scheme in
 :data:`runner.store.STORES`; each scheme needs a :class:`StoreKind` here, and a registered scheme
-without one fails the suite. Adding an adapter (PostgreSQL: a scratch database per test, skipped
-when no server is configured) is adding its kind to :data:`KINDS`.
+without one fails the suite. Adding an adapter is adding its kind to :data:`KINDS`.
+
+PostgreSQL (:class:`PostgresKind`): the server is ``CORRAL_TEST_POSTGRES`` (a libpq URL of a server
+the tests may create a database in), else a throwaway cluster the session starts
+(``tests.support.pgserver``: initdb into a temporary directory, a unix socket only, ``fsync=off``),
+stopped at the end. The session makes one scratch database and every store a fresh schema in it
+(``?schema=t_<hex>``: a few milliseconds, where a database per store costs a few hundred). When
+neither server is possible the PostgreSQL tests skip with one line saying why, except under CI
+(``CI`` set), where that fails them.
 
 A kind knows what the port cannot say portably: where a fresh store goes, how to open a second
 connection with a short busy deadline, how to make a database look newer than this code, and how
@@ -13,11 +20,16 @@ to damage one row the way a bad disk or a foreign writer would.
 
 from __future__ import annotations
 
+import os
+import secrets
+import shutil
 import sqlite3
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 
@@ -28,6 +40,9 @@ class StoreKind(ABC):
     """Fresh stores of one registered scheme, and the raw access its conformance tests need."""
 
     scheme: str
+
+    def ready(self, request: pytest.FixtureRequest) -> None:  # noqa: B027 - reason: a hook most kinds leave empty
+        """Make sure the kind's server (if any) is there for this test: skip or fail if it cannot be."""
 
     @abstractmethod
     def url(self, directory: Path) -> str:
@@ -111,21 +126,155 @@ class ExampleKind(SQLiteKind):
         return super().open_with_deadline("sqlite://" + url.split("://", 1)[1], clock, busy_deadline)
 
 
-KINDS: dict[str, StoreKind] = {kind.scheme: kind for kind in (SQLiteKind(), ExampleKind())}
+def _as_url(dsn: str) -> str:
+    """A libpq URL for a libpq URL or ``key=value`` connection string."""
+    if dsn.startswith(("postgresql://", "postgres://")):
+        return dsn
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = {key: str(value) for key, value in conninfo_to_dict(dsn).items()}
+    database = params.pop("dbname", "")
+    return f"postgresql:///{database}?{urlencode(params)}"
 
 
-def kind_for(scheme: str) -> StoreKind:
-    """The conformance factory of a registered scheme; a registered scheme without one fails the test."""
+def with_database(url: str, database: str, **query: str) -> str:
+    """``url`` naming another database, with ``query`` parameters added."""
+    parts = urlsplit(url)
+    pairs = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "dbname" and k not in query]
+    return urlunsplit(parts._replace(path="/" + database, query=urlencode(pairs + list(query.items()))))
+
+
+class PostgresServer:
+    """The test session's PostgreSQL server and its scratch database."""
+
+    def __init__(self, url: str, directory: Path | None) -> None:
+        import psycopg
+
+        self.url = url
+        self.directory = directory  # a throwaway cluster this session started (None: CORRAL_TEST_POSTGRES)
+        self.database = f"corral_test_{os.getpid()}_{secrets.token_hex(3)}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.database}"')
+        self.scratch = with_database(url, self.database)
+
+    def close(self) -> None:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+        finally:
+            if self.directory is not None:
+                from tests.support import pgserver
+
+                pgserver.stop(self.directory / "c")
+                shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _start_server() -> PostgresServer:
+    """``CORRAL_TEST_POSTGRES``, or a throwaway cluster; ``pytest.skip`` (``fail`` under CI) if neither."""
+    configured = os.environ.get("CORRAL_TEST_POSTGRES")
+    why: str
+    try:
+        import psycopg  # noqa: F401 - the adapter's driver
+    except ImportError:
+        why = "psycopg is not installed (pip install corral[postgres])"
+    else:
+        if configured:
+            return PostgresServer(_as_url(configured), None)
+        from tests.support import pgserver
+
+        reason = pgserver.unavailable()
+        if reason is None:
+            directory = Path(tempfile.mkdtemp(prefix="corral-pg-"))  # short: a unix socket path is <= 107 bytes
+            try:
+                return PostgresServer(pgserver.start(directory / "c"), directory)
+            except BaseException:
+                pgserver.stop(directory / "c")
+                shutil.rmtree(directory, ignore_errors=True)
+                raise
+        why = f"no CORRAL_TEST_POSTGRES and {reason}"
+    if os.environ.get("CI"):
+        pytest.fail(f"PostgreSQL tests cannot run under CI: {why}")
+    pytest.skip(f"PostgreSQL: {why}")
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The session's PostgreSQL server (started once, stopped at the end) and scratch database."""
+    server = _start_server()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+class PostgresKind(StoreKind):
+    """A fresh schema of the session's scratch database per store."""
+
+    scheme = "postgresql"
+    server: PostgresServer | None = None
+    _keys: ClassVar[dict[str, str]] = SQLiteKind._keys
+
+    def ready(self, request: pytest.FixtureRequest) -> None:
+        PostgresKind.server = request.getfixturevalue("postgres_server")
+
+    def _server(self) -> PostgresServer:
+        assert self.server is not None, "the test asked for store_kind (or called ready) first"
+        return self.server
+
+    def url(self, directory: Path) -> str:
+        return with_database(self._server().url, self._server().database, schema=f"t_{secrets.token_hex(6)}")
+
+    def open_with_deadline(self, url: str, clock: Clock | None, busy_deadline: float) -> Store:
+        from runner.store.postgres import PostgresStore
+
+        return PostgresStore(url, clock=clock, busy_deadline=busy_deadline)
+
+    def raw(self, url: str) -> Any:
+        """A superuser connection to the store's database, ``search_path`` on the store's schema."""
+        import psycopg
+
+        from runner.store.postgres import Target
+
+        target = Target(url)
+        conn = psycopg.connect(target.conninfo, autocommit=True)
+        conn.execute("SELECT set_config('search_path', %s, false)", (target.schema,))
+        return conn
+
+    def make_newer(self, url: str) -> None:
+        from runner.store.postgres import SCHEMA_VERSION
+
+        with self.raw(url) as conn:
+            conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION + 1,))
+
+    def corrupt(self, url: str, table: str, row: object, column: str) -> None:
+        with self.raw(url) as conn:
+            conn.execute("ALTER TABLE events DISABLE TRIGGER events_append_only")  # the log refuses raw SQL too
+            cursor = conn.execute(f"UPDATE {table} SET {column} = 'not json' WHERE {self._keys[table]} = %s", (row,))
+            assert cursor.rowcount == 1, f"no {table} row {row!r} to damage"
+
+
+KINDS: dict[str, StoreKind] = {kind.scheme: kind for kind in (SQLiteKind(), ExampleKind(), PostgresKind())}
+
+
+def kind_for(scheme: str, request: pytest.FixtureRequest | None = None) -> StoreKind:
+    """The conformance factory of a registered scheme; a registered scheme without one fails the test.
+
+    With ``request``, the kind's server is made ready for that test (or the test skips).
+    """
     kind = KINDS.get(scheme)
     if kind is None:
         pytest.fail(f"the store {scheme!r} is registered but has no conformance factory in tests/support/stores.py")
+    if request is not None:
+        kind.ready(request)
     return kind
 
 
 @pytest.fixture(params=STORES.names())
 def store_kind(request: pytest.FixtureRequest) -> StoreKind:
     """Each registered store's conformance factory in turn."""
-    return kind_for(request.param)
+    return kind_for(request.param, request)
 
 
 @pytest.fixture

@@ -1,0 +1,410 @@
+// corral's live dashboard: read-only panels over the REST API, refreshed on every event of the stream
+// (debounced), countdowns every second. The one action, deciding a pending decision, appears only once
+// the page has a bearer token (pasted by the user, kept in sessionStorage).
+
+import { ApiError, get, post, setToken, token, whenUnauthorized } from "./api.js";
+import { draw } from "./machine.js";
+import { follow } from "./stream.js";
+
+const EVENTS_SHOWN = 200;
+const PLANS_DRAWN = 8;
+const DEBOUNCE_MS = 100;
+const $ = (id) => document.getElementById(id);
+
+// --- small DOM helpers (text only: nothing the server sends is ever parsed as HTML) ----------------------
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (value === undefined || value === null) continue;
+    if (key === "class") node.className = value;
+    else if (key === "data") Object.assign(node.dataset, value);
+    else if (key === "text") node.textContent = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child instanceof Node ? child : String(child ?? ""));
+  return node;
+}
+
+const stateCell = (state) => el("td", { class: `state state-${state}`, text: state ?? "" });
+
+function rows(tbody, items, columns, empty, key) {
+  if (!items.length) {
+    tbody.replaceChildren(el("tr", {}, el("td", { class: "empty", colspan: String(columns), text: empty })));
+    return;
+  }
+  tbody.replaceChildren(...items.map((item) => {
+    const tr = el("tr", key ? { data: { key: key(item) } } : {});
+    tr.append(...item.cells);
+    return tr;
+  }));
+}
+
+function problem(text) {
+  const box = $("problem");
+  box.hidden = !text;
+  box.textContent = text || "";
+}
+
+// --- countdowns -------------------------------------------------------------------------------------------
+
+function countdown(span) {
+  const left = Math.round((Date.parse(span.dataset.expires) - Date.now()) / 1000);
+  span.textContent = left >= 0 ? `in ${left} s` : `expired ${-left} s ago`;
+  span.classList.toggle("expired", left < 0);
+}
+
+function tick() {
+  for (const span of document.querySelectorAll("[data-expires]")) countdown(span);
+}
+
+function expiry(at) {
+  const span = el("span", { class: "countdown", title: at, data: { expires: at } });
+  countdown(span);
+  return span;
+}
+
+// --- panels -----------------------------------------------------------------------------------------------
+
+async function controllers() {
+  const doc = await get("/api/controllers?all=false");
+  rows($("controllers"), (doc.leases || []).map((l) => ({
+    id: l.controller_id,
+    cells: [el("td", { class: "mono", text: l.controller_id }), el("td", { text: l.holder }),
+      el("td", { text: l.generation }), stateCell(l.expired ? "expired" : l.state),
+      el("td", {}, l.expires_at ? expiry(l.expires_at) : "")],
+  })), 5, "no controller lease is held", (r) => r.id);
+}
+
+async function agents() {
+  const doc = await get("/api/agents");
+  rows($("agents"), (doc.agents || []).map((a) => ({
+    id: a.pane_id,
+    cells: [el("td", { class: "mono", text: a.name || a.pane_id, title: a.cwd }), el("td", { text: a.kind }),
+      stateCell(a.status), el("td", { class: "mono", text: a.seq ?? "" }),
+      el("td", { class: "mono", text: a.lease ? `${a.lease} (${a.lease_state})` : "—" })],
+  })), 5, "no agent on this host", (r) => r.id);
+}
+
+async function receipts() {
+  const doc = await get("/api/receipts");
+  rows($("receipts"), (doc.receipts || []).map((r) => ({
+    id: r.token || r.id,
+    cells: [el("td", { class: "mono", text: r.token || r.id }), el("td", { text: r.name || r.target || r.pane_id || "" }),
+      stateCell(r.state), el("td", { class: "mono", text: r.controller_id || "" })],
+  })), 4, "no open receipt", (r) => r.id);
+}
+
+const scopes = (list) => (Array.isArray(list) && list.length ? list.join(", ") : "—");
+
+async function writers() {
+  const doc = await get("/api/writers");
+  rows($("writers"), (doc.writers || []).map((w) => ({
+    id: w.id,
+    cells: [el("td", { class: "mono", text: w.name || w.id, title: w.worktree || w.cwd }), stateCell(w.state),
+      el("td", { class: "mono", text: scopes(w.owned_scopes) }), el("td", { class: "mono", text: scopes(w.locked_scopes) })],
+  })), 4, "no writer lane", (r) => r.id);
+}
+
+const decisionId = (d) => String(d.id ?? d.decision ?? d.decision_id ?? "");
+
+function decideForm(id) {
+  const reason = el("input", { type: "text", placeholder: "reason (recorded)", "aria-label": `reason for ${id}` });
+  const form = el("form", { class: "decide", data: { decision: id } }, reason);
+  for (const choice of ["approve", "reject"]) {
+    const button = el("button", { type: "submit", value: choice, text: choice });
+    form.append(button);
+  }
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const choice = event.submitter ? event.submitter.value : "approve";
+    if (!reason.value.trim()) {
+      problem("a decision needs a reason: it is recorded with the deciding actor");
+      return;
+    }
+    try {
+      await post(`/api/decisions/${encodeURIComponent(id)}`, { decision: choice, reason: reason.value.trim() });
+      problem("");
+    } catch (error) {
+      problem(`deciding ${id}: ${error.message} [${error.code}]`);
+    }
+    schedule();
+  });
+  return form;
+}
+
+async function decisions() {
+  const box = $("decisions");
+  let doc;
+  try {
+    doc = await get("/api/decisions");
+  } catch (error) {
+    if (error instanceof ApiError && (error.status === 404 || error.status === 405)) {
+      box.replaceChildren(el("p", { class: "muted", text: "this server lists no decisions" }));
+      return;
+    }
+    throw error;
+  }
+  const listed = Array.isArray(doc) ? doc : doc.decisions || [];
+  if (!listed.length) {
+    box.replaceChildren(el("p", { class: "muted", text: "nothing waits on a person" }));
+    return;
+  }
+  box.replaceChildren(...listed.map((d) => {
+    const id = decisionId(d);
+    const what = d.prompt || d.why || d.message || "";
+    const where = [d.plan && `plan ${d.plan}`, d.step && `step ${d.step}`, d.target && `agent ${d.target}`,
+      d.receipt && `receipt ${d.receipt}`, d.since && `since ${d.since}`].filter(Boolean).join(", ");
+    const kind = [d.kind, d.waits_on].filter(Boolean).join(": ");
+    const item = el("div", { class: "decision", data: { decision: id } },
+      el("div", {}, el("code", { text: id }), " ", el("span", { class: "muted", text: kind })),
+      el("div", { text: what }), where ? el("div", { class: "muted", text: where }) : "");
+    // Decided here only what `decide` settles (a plan's step), and only with a token; the rest says how.
+    const settle = d.settle || { decide: true };
+    if (settle.decide && token()) item.append(decideForm(id));
+    else if (settle.cli) item.append(el("div", { class: "muted mono", text: settle.cli }));
+    return item;
+  }));
+}
+
+function waterfall(plan) {
+  const steps = Object.entries(plan.steps || {});
+  const now = Date.now();
+  // A step record's `at` is when it was last written: its start while it runs, its end once it has
+  // `seconds` (then it started `seconds` earlier). A running step's bar reaches to now.
+  const spans = steps.map(([, s]) => {
+    const at = s.at ? Date.parse(s.at) : NaN;
+    if (isNaN(at)) return { start: NaN, end: NaN };
+    if (typeof s.seconds === "number") return { start: at - s.seconds * 1000, end: at };
+    return { start: at, end: Math.max(now, at) };
+  });
+  const known = spans.filter((s) => !isNaN(s.start));
+  const t0 = known.length ? Math.min(...known.map((s) => s.start)) : now;
+  const t1 = known.length ? Math.max(...known.map((s) => s.end)) : now;
+  const total = Math.max(t1 - t0, 1);
+  const grid = el("div", { class: "waterfall", role: "table", "aria-label": `steps of ${plan.plan}` });
+  steps.forEach(([id, s], i) => {
+    const span = spans[i];
+    const bar = el("div", { class: `bar step-${s.state}`, title: `${id}: ${s.state}` });
+    if (!isNaN(span.start)) {
+      bar.style.left = `${((span.start - t0) / total) * 100}%`;
+      bar.style.width = `${Math.max(((span.end - span.start) / total) * 100, 0.5)}%`;
+    } else {
+      bar.style.left = "0";
+      bar.style.width = "0";
+    }
+    const seconds = typeof s.seconds === "number" ? `${s.seconds.toFixed(1)} s` : "";
+    grid.append(el("div", { class: "mono", text: id, data: { step: id } }), el("div", { class: "track" }, bar),
+      el("div", { class: `state state-${s.state}`, text: `${s.state}${s.attempt > 1 ? ` ×${s.attempt}` : ""} ${seconds}` }));
+  });
+  if (!steps.length) grid.append(el("div", { class: "muted", text: "no step has run yet" }));
+  return grid;
+}
+
+async function plans() {
+  const doc = await get("/api/plans");
+  const listed = doc.plans || [];
+  const box = $("plans");
+  if (!listed.length) {
+    box.replaceChildren(el("p", { class: "muted", text: "no plan is running" }));
+    return;
+  }
+  const shown = await Promise.all(listed.slice(0, PLANS_DRAWN).map((p) => get(`/api/plans/${encodeURIComponent(p.plan)}`)));
+  box.replaceChildren(...shown.map((plan) => el("div", { class: "plan", data: { plan: plan.plan } },
+    el("h3", {}, el("code", { text: plan.plan }), " ", el("span", { class: "muted", text: plan.recipe || "" }), " ",
+      el("span", { class: `state state-${plan.state}`, text: plan.state }),
+      plan.paused_reason ? el("span", { class: "muted", text: ` — ${plan.paused_reason}` }) : ""),
+    waterfall(plan))));
+  if (listed.length > PLANS_DRAWN) box.append(el("p", { class: "muted", text: `and ${listed.length - PLANS_DRAWN} more` }));
+}
+
+// --- machines ---------------------------------------------------------------------------------------------
+
+const machines = new Map(); // name -> {figure, select, box, instances: string[], dirty: bool}
+
+function chosenInstance(m) {
+  return m.select.value === "" ? m.instances[m.instances.length - 1] || "" : m.select.value;
+}
+
+async function drawMachine(name) {
+  const m = machines.get(name);
+  m.dirty = false;
+  try {
+    const doc = await draw(m.box, name, chosenInstance(m));
+    m.caption.textContent = doc.instance ? `${doc.instance} in ${doc.state}` : "";
+  } catch (error) {
+    m.box.replaceChildren(el("p", { class: "muted", text: `cannot draw: ${error.message}` }));
+  }
+}
+
+const seen = new Map(); // machine name -> instance ids in the order the stream showed them
+
+function instanceSeen(machine, instance) {
+  if (!machine || !instance) return;
+  if (!seen.has(machine)) seen.set(machine, []);
+  const ids = seen.get(machine);
+  if (!ids.includes(instance)) ids.push(instance);
+  const m = machines.get(machine);
+  if (!m) return; // drawn once the machines are listed
+  if (!m.instances.includes(instance)) {
+    m.instances.push(instance);
+    m.select.append(el("option", { value: instance, text: instance }));
+  }
+  if (m.select.value === "" || m.select.value === instance) m.dirty = true;
+}
+
+async function loadMachines() {
+  const doc = await get("/api/machines");
+  const box = $("machines");
+  box.replaceChildren();
+  for (const machine of doc.machines || []) {
+    if (machine.error) continue;
+    const select = el("select", { "aria-label": `instance of ${machine.name}` },
+      el("option", { value: "", text: "latest instance" }));
+    const caption = el("span", { class: "muted" });
+    const drawing = el("div", { class: "drawing" });
+    const figure = el("figure", { class: "machine", data: { machine: machine.name } },
+      el("figcaption", {}, el("strong", { text: machine.name }), select, caption), drawing);
+    const instances = [...(seen.get(machine.name) || [])];
+    for (const id of instances) select.append(el("option", { value: id, text: id }));
+    machines.set(machine.name, { figure, select, box: drawing, caption, instances, dirty: true });
+    select.addEventListener("change", () => drawMachine(machine.name));
+    box.append(figure);
+  }
+}
+
+// --- events -----------------------------------------------------------------------------------------------
+
+let eventCount = 0;
+
+function showGap(data) {
+  const text = data.reason === "epoch"
+    ? `Gap: the cursor ${data.epoch}:${data.since} is of another store; the stream restarted at this store's floor #${data.floor}.`
+    : `Gap: events after #${data.since} up to the retention floor #${data.floor} were pruned; the stream resumed at the floor.`;
+  $("gap-text").textContent = text;
+  const banner = $("gap");
+  banner.dataset.floor = String(data.floor);
+  banner.dataset.reason = String(data.reason);
+  banner.hidden = false;
+}
+
+function onEvent(event) {
+  document.body.dataset.lastEvent = event.id;
+  if (event.type === "gap") {
+    showGap(event.data || {});
+    schedule();
+    return;
+  }
+  const e = event.data || {};
+  if (typeof e !== "object") return;
+  eventCount += 1;
+  $("event-count").textContent = `(${eventCount} received)`;
+  const tbody = $("events");
+  const tr = el("tr", { class: "fresh", data: { seq: String(e.seq), instance: e.instance, trigger: e.trigger } },
+    el("td", { class: "mono", text: e.seq }), el("td", { class: "mono", text: e.at || "" }),
+    el("td", { class: "mono", text: e.instance || "" }), el("td", { text: e.trigger || event.type }),
+    el("td", { text: `${e.from ?? ""} → ${e.to ?? ""}` }), el("td", { class: "mono", text: e.actor || "" }));
+  for (const old of tbody.querySelectorAll("tr.fresh")) old.classList.remove("fresh");
+  tbody.prepend(tr);
+  while (tbody.rows.length > EVENTS_SHOWN) tbody.deleteRow(-1);
+  instanceSeen(e.machine, e.instance);
+  schedule();
+}
+
+function onState(state) {
+  const badge = $("connection");
+  if (state === "unauthorized") {
+    $("auth-needed").hidden = false;
+    state = "reconnecting";
+  }
+  badge.dataset.state = state;
+  badge.textContent = state === "live" ? "live" : state;
+}
+
+// --- refresh ----------------------------------------------------------------------------------------------
+
+let timer = null;
+let running = null;
+let again = false;
+let machinesLoaded = false;
+
+async function refresh() {
+  if (!$("store").textContent) {
+    get("/api/ping").then((doc) => {
+      $("store").textContent = `v${doc.version} · store ${doc.store_id}`;
+    }).catch(() => {});
+  }
+  if (!machinesLoaded) {
+    try {
+      await loadMachines();
+      machinesLoaded = true;
+    } catch {
+      // unauthorized or unreachable: the next refresh tries again
+    }
+  }
+  const panels = [controllers, agents, receipts, writers, decisions, plans];
+  const results = await Promise.allSettled(panels.map((panel) => panel()));
+  const failed = results.filter((r) => r.status === "rejected" && r.reason.status !== 401);
+  problem(failed.length ? `could not refresh: ${failed.map((r) => r.reason.message).join("; ")}` : "");
+  if (results.every((r) => r.status === "fulfilled")) $("auth-needed").hidden = true;
+  await Promise.allSettled([...machines].filter(([, m]) => m.dirty).map(([name]) => drawMachine(name)));
+  document.body.dataset.refreshed = String(Date.now());
+  tick();
+}
+
+/** Refresh soon: many events in a burst make one refresh; one running makes one more after it. */
+function schedule() {
+  if (running) {
+    again = true;
+    return;
+  }
+  if (timer !== null) return;
+  timer = setTimeout(async () => {
+    timer = null;
+    running = refresh();
+    try {
+      await running;
+    } finally {
+      running = null;
+      if (again) {
+        again = false;
+        schedule();
+      }
+    }
+  }, DEBOUNCE_MS);
+}
+
+// --- the token --------------------------------------------------------------------------------------------
+
+function showToken() {
+  $("token-forget").hidden = !token();
+  $("token-input").placeholder = token() ? "a token is set (paste to replace)" : "paste the server's token";
+}
+
+function start() {
+  whenUnauthorized(() => {
+    $("auth-needed").hidden = false;
+  });
+  $("token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = $("token-input").value.trim();
+    $("token-input").value = "";
+    if (value) setToken(value);
+    showToken();
+    schedule();
+  });
+  $("token-forget").addEventListener("click", () => {
+    setToken("");
+    showToken();
+    schedule();
+  });
+  $("gap-dismiss").addEventListener("click", () => {
+    $("gap").hidden = true;
+  });
+  showToken();
+  setInterval(tick, 1000);
+  schedule();
+  follow(onEvent, onState);
+}
+
+start();

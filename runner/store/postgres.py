@@ -1,0 +1,936 @@
+"""The shared store: one PostgreSQL schema (default ``corral``), reached with psycopg 3.
+
+Coordinators on several machines share it with the guarantees the SQLite store gives on one.
+
+**Writers.** Every writing transaction runs under READ COMMITTED and begins, in its first round
+trip, by taking one exclusive transaction-level advisory lock of its schema
+(``pg_advisory_xact_lock(CLASS_WRITE, key(schema))``), held to commit: the writers of one store run
+one after another, exactly as ``BEGIN IMMEDIATE`` makes SQLite's do, so every rule that spans rows
+(one active lease per controller, lane conflicts by claim overlap, one unresolved receipt per
+target, plan id idempotency, counters) is checked and written with nothing else moving, and the
+port's promise (:class:`runner.store.abc.Transaction`: "serialized against every other writer of
+the same store") holds as written, which the conformance suite tests (a writer waits for another
+writer of a different row, and gives up with ``store_busy`` at its deadline). PostgreSQL grants a
+contended advisory lock in arrival order, so this is also the FIFO queue SQLite needs a lock file
+for. Statements after the lock see every commit before it (READ COMMITTED takes a snapshot per
+statement), so a transaction reads the store as the previous writer left it. Compare-and-set is
+still ``UPDATE … WHERE id = %s AND version = %s`` (0 rows: ``version_conflict``), which keeps it
+correct without the lock too (tools that write the tables by hand, a future finer lock).
+
+Why not finer locks (per machine, per claim space, shared for writers and exclusive for predicate
+readers) so that writers of different rows run in parallel: the port promises serialization of
+whole transactions, which callers rely on beyond the predicates we could name (a ``get`` of a row
+that does not exist yet, then an insert; reads of several instances in any order, which under
+per-key locks deadlock where SQLite simply queues). Finer locking is a change of the port's
+contract and of the conformance suite, not of this adapter alone; the design is in ``docs/postgres.md``.
+
+**The event log is commit-ordered and gap-free.** A sequence would not give that (its values are
+taken before commit, so transactions commit out of order and a tailing reader could see seq 8 and
+later seq 7 appear). Here ``seq`` is ``store_meta.last_seq + 1``, updated in the writing transaction,
+under the write lock: the lock is released only after the commit is visible, so every event with
+a lower seq was committed (visible) before the next writer could take its number, and a rollback
+rolls the number back with it (no holes). A reader that has seen seq N never later sees a lower
+one appear.
+
+**Waits are notified.** A writing transaction that changes an instance or an agent slot sends
+``NOTIFY`` on the store's channel (``corral_<schema>``) just before ``COMMIT``, in the same round
+trip; PostgreSQL delivers it on commit (never for a rollback). Payloads are small (``i <id>`` /
+``s <pane>``, at most 16 per transaction, ids cut to 200 characters, far under the 8,000-byte limit).
+:meth:`PostgresStore.wait_events` listens on its own connection (a background thread that counts
+notifications), re-reads the log after every wake-up, and polls every :data:`FALLBACK_POLL` seconds
+in case a notification was lost (nobody listened, the listening connection broke).
+
+**Connection loss** is ``store_unavailable`` (exit 5), naming the server (host, port, database,
+schema, never a password). Nothing is re-sent blindly: a ``COMMIT`` whose answer was lost may have
+committed, so the error says ``outcome: "unknown"`` and the caller re-reads; the next transaction
+reconnects.
+
+**Schema.** Versioned in ``schema_version`` and migrated forward on open under an advisory lock
+(:data:`MIGRATIONS`, one entry per version, never edited once shipped); a schema newer than this code
+is refused with ``store_too_new``, as for SQLite; a schema with tables corral did not create is
+``store_foreign``. JSON lives in ``text`` columns, encoded as the SQLite store encodes it (``jsonb``
+would reorder keys and refuse strings SQLite keeps, such as a lone surrogate escape), and a row that
+does not decode is ``store_corrupt``. Ids, scopes and keys are ``COLLATE "C"``: code point order,
+as Python compares ``str``, for keyset pages and the claims' range probes.
+
+The password never needs to be in the URL: libpq reads ``PGPASSFILE`` (``~/.pgpass``),
+``PGSERVICE`` (``~/.pg_service.conf``) and the other ``PG*`` variables.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from runner.context import Claim, Event, Instance, format_time, parse_time
+from runner.errors import (
+    ConflictError,
+    CorralError,
+    EventsPrunedError,
+    InputError,
+    StoreBusyError,
+    StoreCorruptError,
+    StoreForeignError,
+    StoreUnavailableError,
+    StoreVersionError,
+)
+from runner.log import get_logger
+from runner.scopes import ancestors
+from runner.store.abc import (
+    IDEMPOTENCY_PRUNE_BATCH,
+    IDEMPOTENCY_STALE_SECONDS,
+    PRUNE_BATCH,
+    Clock,
+    IdempotencyRecord,
+    Pruned,
+    Reader,
+    Store,
+    Transaction,
+    check_idempotency,
+)
+from runner.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, Target, channel_of, lock_key, statements
+
+if TYPE_CHECKING:
+    import psycopg
+
+logger = get_logger(__name__)
+
+
+CLASS_WRITE = 0x636F7272  # "corr": the advisory lock class of every store's write lock
+CLASS_MIGRATE = 0x636F7273  # the lock under which a schema is created or migrated
+FALLBACK_POLL = 1.0  # seconds between re-reads of a wait when no notification came
+LISTEN_TICK = 0.1  # how often the listening thread looks up from its socket (its stop latency)
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE, without importing psycopg at module load
+_NOTIFY_MAX = 16  # notifications per transaction; more changes send one "*"
+_NOTIFY_ID = 200  # characters of an id in a payload
+_FIRST_SLICE = 0.05  # the first wait for the write lock; each later one doubles, up to _SLICE_CAP
+_SLICE_CAP = 2.0
+
+encode_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
+def _wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def _decode(text: Any, where: str, table: str, row_id: Any, column: str) -> dict[str, Any]:
+    """One JSON object column of one row; a row that does not decode is ``store_corrupt``."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        why = f"{type(exc).__name__}: {exc}"
+    else:
+        if isinstance(value, dict):
+            return value
+        why = f"a JSON {type(value).__name__}, not an object"
+    raise StoreCorruptError(
+        f"the store {where} is damaged: {table} row {row_id!r} has an undecodable {column} column ({why}); "
+        "restore the database from a backup",
+        server=where,
+        table=table,
+        row=row_id,
+        column=column,
+    )
+
+
+_INSTANCE = "SELECT id, machine, state, version, data, created_at, updated_at FROM instances"
+_EVENT = "SELECT seq, instance_id, machine, trigger, from_state, to_state, version, actor, payload, at FROM events"
+
+
+class _Reader(Reader):
+    def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any]) -> None:
+        self._store = store
+        self._conn = conn
+        self._where = store.target.described
+
+    def _instance(self, row: tuple[Any, ...]) -> Instance:
+        data = _decode(row[4], self._where, "instances", row[0], "data")
+        return Instance(row[0], row[1], row[2], row[3], data, row[5], row[6])
+
+    def get(self, instance_id: str) -> Instance | None:
+        row = self._conn.execute(_INSTANCE + " WHERE id = %s", (instance_id,)).fetchone()
+        return None if row is None else self._instance(row)
+
+    def find(
+        self,
+        machine: str,
+        states: Iterable[str] | None = None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[Instance]:
+        from runner.store.sqlite import check_page
+
+        check_page(after, limit)
+        sql = _INSTANCE + " WHERE machine = %s"
+        args: list[Any] = [machine]
+        if states is not None:
+            sql += " AND state = ANY(%s)"
+            args.append(list(states))
+        if after is not None:
+            sql += " AND id > %s"  # the column's collation, "C": code point order
+            args.append(after)
+        sql += " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(limit)
+        return [self._instance(row) for row in self._conn.execute(sql, args)]
+
+    def counts(self, machine: str | None = None) -> dict[tuple[str, str], int]:
+        sql = "SELECT machine, state, count(*) FROM instances"
+        args: list[Any] = []
+        if machine is not None:
+            sql += " WHERE machine = %s"
+            args.append(machine)
+        rows = self._conn.execute(sql + " GROUP BY machine, state", args)
+        return {(str(m), str(s)): int(n) for m, s, n in rows}
+
+    def part(self, instance_id: str, key: str) -> dict[str, Any] | None:
+        row = self._conn.execute(
+            "SELECT value FROM instance_parts WHERE instance_id = %s AND key = %s", (instance_id, key)
+        ).fetchone()
+        if row is None:
+            return None
+        return _decode(row[0], self._where, "instance_parts", f"{instance_id} {key}", "value")
+
+    def parts(self, instance_id: str, prefix: str = "") -> dict[str, dict[str, Any]]:
+        rows = self._conn.execute(
+            "SELECT key, value FROM instance_parts WHERE instance_id = %s AND left(key, %s) = %s ORDER BY ord",
+            (instance_id, len(prefix), prefix),
+        )
+        where = self._where
+        return {key: _decode(value, where, "instance_parts", f"{instance_id} {key}", "value") for key, value in rows}
+
+    def overlapping_claims(
+        self,
+        space: str | None,
+        scopes: Iterable[str],
+        kinds: Iterable[str] | None = None,
+        states: Iterable[str] | None = None,
+    ) -> list[Claim]:
+        wanted = sorted(set(scopes))
+        if not wanted:
+            return []
+        exact: set[str] = set(wanted)
+        for scope in wanted:
+            exact.update(ancestors(scope))
+        # One equality probe of the primary key (space, scope, …) per scope and ancestor, one range
+        # probe per scope for what lies under it; "C" collation makes '/' < ... < '0' byte order.
+        sql = (
+            "SELECT m.instance_id, m.space, m.kind, m.scope FROM ("
+            " SELECT c.instance_id, c.space, c.kind, c.scope FROM unnest(%(exact)s::text[]) AS p(v)"
+            "  JOIN claims AS c ON c.space = %(space)s AND c.scope = p.v"
+            " UNION ALL"
+            " SELECT c.instance_id, c.space, c.kind, c.scope FROM unnest(%(wanted)s::text[]) AS p(v)"
+            "  JOIN claims AS c ON c.space = %(space)s AND c.scope > (p.v || '/') COLLATE \"C\""
+            "  AND c.scope < (p.v || '0') COLLATE \"C\""
+            ") AS m"
+        )
+        args: dict[str, Any] = {"exact": sorted(exact), "wanted": wanted}
+        if states is not None:
+            sql += " JOIN instances AS i ON i.id = m.instance_id AND i.state = ANY(%(states)s)"
+            args["states"] = list(states)
+        if kinds is not None:
+            sql += " WHERE m.kind = ANY(%(kinds)s)"
+            args["kinds"] = list(kinds)
+        if space is None:
+            spaces = [row[0] for row in self._conn.execute("SELECT DISTINCT space FROM claims ORDER BY space")]
+        else:
+            spaces = [space]
+        rows: set[tuple[str, str, str, str]] = set()
+        for one in spaces:
+            rows.update(self._conn.execute(sql, {**args, "space": one}))
+        return [Claim(space=r[1], kind=r[2], scope=r[3], instance_id=r[0]) for r in sorted(rows)]
+
+
+class _Transaction(_Reader, Transaction):
+    def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any], now: datetime) -> None:
+        super().__init__(store, conn)
+        self.now = now
+        self.stamp = format_time(now)  # every row and event of one transaction carries the same time
+        self.notes: list[str] = []  # NOTIFY payloads, sent with the COMMIT
+
+    def note(self, payload: str) -> None:
+        """Notify listeners of this change when (and only if) the transaction commits."""
+        if payload not in self.notes:
+            self.notes.append(payload)
+
+    def put(self, instance: Instance, state: str, data: Mapping[str, Any]) -> Instance:
+        stamp = self.stamp
+        data = dict(data)  # the instance keeps its own copy of what was written
+        encoded = encode_json(data)
+        self.note(f"i {instance.id[:_NOTIFY_ID]}")
+        if instance.version == 0:
+            # ON CONFLICT DO NOTHING: a taken id is a conflict without aborting the transaction.
+            row = self._conn.execute(
+                "INSERT INTO instances (id, machine, state, version, data, created_at, updated_at)"
+                " VALUES (%s, %s, %s, 1, %s, %s, %s) ON CONFLICT (id) DO NOTHING RETURNING 1",
+                (instance.id, instance.machine, state, encoded, stamp, stamp),
+            ).fetchone()
+            if row is None:
+                raise ConflictError(
+                    f"instance {instance.id!r} was created by someone else meanwhile",
+                    instance=instance.id,
+                    expected_version=0,
+                )
+            return Instance(instance.id, instance.machine, state, 1, data, stamp, stamp)
+        # Invariant: the compare-and-set; 0 rows means the row moved (or never was) since it was read.
+        cursor = self._conn.execute(
+            "UPDATE instances SET state = %s, version = version + 1, data = %s, updated_at = %s"
+            " WHERE id = %s AND version = %s",
+            (state, encoded, stamp, instance.id, instance.version),
+        )
+        if cursor.rowcount != 1:
+            current = self.get(instance.id)
+            raise ConflictError(
+                f"instance {instance.id!r} changed underneath (expected version {instance.version}, "
+                f"found {current.version if current else 'none'})",
+                instance=instance.id,
+                expected_version=instance.version,
+                actual_version=current.version if current else None,
+            )
+        return Instance(instance.id, instance.machine, state, instance.version + 1, data, instance.created_at, stamp)
+
+    def put_part(self, instance_id: str, key: str, value: Mapping[str, Any]) -> None:
+        self._conn.execute(
+            "INSERT INTO instance_parts (instance_id, key, value) VALUES (%s, %s, %s)"
+            " ON CONFLICT (instance_id, key) DO UPDATE SET value = excluded.value",
+            (instance_id, key, encode_json(dict(value))),
+        )
+
+    def set_claims(self, instance_id: str, claims: Iterable[tuple[str, str, str]]) -> None:
+        rows = sorted(set(claims))
+        self._conn.execute("DELETE FROM claims WHERE instance_id = %s", (instance_id,))
+        if rows:
+            self._conn.execute(
+                "INSERT INTO claims (space, kind, scope, instance_id)"
+                " SELECT s, k, c, %s FROM unnest(%s::text[], %s::text[], %s::text[]) AS t(s, k, c)"
+                " ON CONFLICT DO NOTHING",
+                (instance_id, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]),
+            )
+
+    def next_number(self, counter: str) -> int:
+        row = self._conn.execute(
+            "INSERT INTO counters (name, value) VALUES (%s, 1)"
+            " ON CONFLICT (name) DO UPDATE SET value = counters.value + 1 RETURNING value",
+            (counter,),
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def append(
+        self, instance: Instance, trigger: str, from_state: str, actor: str, payload: Mapping[str, Any]
+    ) -> Event:
+        at = self.stamp
+        payload = dict(payload)  # the event keeps its own copy of what was written
+        # Invariant: seq is last_seq + 1, taken under the write lock and rolled back with the
+        # transaction: commit order is seq order and no number is skipped (module docstring).
+        row = self._conn.execute(
+            "WITH s AS (UPDATE store_meta SET last_seq = last_seq + 1 RETURNING last_seq)"
+            " INSERT INTO events"
+            " (seq, instance_id, machine, trigger, from_state, to_state, version, actor, payload, at)"
+            " SELECT s.last_seq, %s, %s, %s, %s, %s, %s, %s, %s, %s FROM s RETURNING seq",
+            (
+                instance.id,
+                instance.machine,
+                trigger,
+                from_state,
+                instance.state,
+                instance.version,
+                actor,
+                encode_json(payload),
+                at,
+            ),
+        ).fetchone()
+        assert row is not None
+        self.note(f"i {instance.id[:_NOTIFY_ID]}")
+        return Event(
+            int(row[0]),
+            instance.id,
+            instance.machine,
+            trigger,
+            from_state,
+            instance.state,
+            instance.version,
+            actor,
+            payload,
+            at,
+        )
+
+
+class _Listener:
+    """A connection that LISTENs on the store's channel, in a thread counting what arrives.
+
+    Waiters read :attr:`generation` before they look at the store and wait for it to change: a
+    notification between their read and their wait is never missed.
+    """
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._changed = threading.Condition()
+        self.generation = 0
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"corral-listen-{store.target.schema}", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+
+    def _run(self) -> None:
+        import psycopg
+        from psycopg import sql
+
+        while not self._stop.is_set():
+            conn: psycopg.Connection[Any] | None = None
+            try:
+                conn = psycopg.connect(self._store.target.conninfo, autocommit=True, application_name="corral-listen")
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._store.channel)))
+                self._bump()  # (re)listening: whatever was missed meanwhile is re-read
+                self._ready.set()
+                while not self._stop.is_set():
+                    for _ in conn.notifies(timeout=LISTEN_TICK):
+                        self._bump()
+            except psycopg.Error as exc:
+                self._ready.set()  # waiters fall back to polling meanwhile
+                logger.info("listening on %s failed (%s); retrying", self._store.target.described, exc)
+                self._stop.wait(FALLBACK_POLL)
+            finally:
+                if conn is not None:
+                    conn.close()
+
+    def _bump(self) -> None:
+        with self._changed:
+            self.generation += 1
+            self._changed.notify_all()
+
+    def wait(self, generation: int, timeout: float) -> None:
+        """Until a notification arrives after ``generation`` was read, or ``timeout`` s."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.generation != generation, timeout)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+class PostgresStore(Store):
+    """A store in one schema of a PostgreSQL database.
+
+    Args:
+        url: ``postgresql://[user@]host[:port]/database[?schema=NAME&…libpq parameters]``.
+        clock: the store's clock (tests inject one); defaults to the system's UTC time.
+        busy_deadline: how long a writer waits for the write lock before ``store_busy``.
+    """
+
+    def __init__(self, url: str, *, clock: Clock | None = None, busy_deadline: float = 15.0) -> None:
+        self.target = Target(url)
+        self.url = url
+        self.channel = channel_of(self.target.schema)
+        self._clock = clock or _wall_clock
+        self._deadline = busy_deadline
+        self._key = lock_key(self.target.schema)
+        self._lock = threading.RLock()  # one connection; transactions on it must not interleave
+        self._in_tx = False
+        self._listener: _Listener | None = None
+        self._listener_guard = threading.Lock()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._connection()
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+
+    # --- connections ----------------------------------------------------------------------------
+
+    def _unavailable(self, exc: BaseException, *, committing: bool = False) -> StoreUnavailableError:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if committing:
+            return StoreUnavailableError(
+                f"the connection to the store {self.target.described} was lost while committing: the "
+                f"transaction may have committed; re-read before retrying ({reason})",
+                outcome="unknown",
+                **self.target.details(),
+            )
+        return StoreUnavailableError(
+            f"cannot reach the store {self.target.described}: {reason}", **self.target.details()
+        )
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        """The store's connection, (re)made if there is none or it broke."""
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        import psycopg  # only when a PostgreSQL store is opened
+
+        if conn is not None:
+            conn.close()
+            self._conn = None
+        try:
+            conn = psycopg.connect(self.target.conninfo, autocommit=True, application_name="corral")
+            conn.execute("SELECT set_config('search_path', %s, false)", (f'"{self.target.schema}"',))
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from None
+        self._conn = conn
+        return conn
+
+    def _begun(self, begin: Callable[[psycopg.Connection[Any]], object]) -> psycopg.Connection[Any]:
+        """The connection with ``begin`` run on it; a connection found broken at BEGIN (the server
+        restarted, an idle connection was cut) is made again once: nothing had been sent, so
+        retrying is safe. A connection that breaks later, inside the transaction, is never retried."""
+        import psycopg
+
+        conn = self._connection()
+        try:
+            begin(conn)
+        except psycopg.OperationalError:
+            if not (conn.broken or conn.closed):
+                raise
+            logger.info("the connection to %s was lost; reconnecting", self.target.described)
+            conn = self._connection()
+            begin(conn)
+        return conn
+
+    @contextmanager
+    def _errors(self, *, committing: bool = False) -> Iterator[None]:
+        """psycopg's errors as corral's: a broken connection is ``store_unavailable``."""
+        import psycopg
+
+        try:
+            yield
+        except psycopg.Error as exc:
+            conn = self._conn
+            if conn is None or conn.broken or conn.closed or isinstance(exc, psycopg.InterfaceError):
+                raise self._unavailable(exc, committing=committing) from None
+            raise CorralError(
+                f"the store {self.target.described} failed: {exc.sqlstate} {str(exc).strip()}",
+                sqlstate=exc.sqlstate,
+                **self.target.details(),
+            ) from None
+
+    # --- setup ----------------------------------------------------------------------------------
+
+    def _version(self, conn: psycopg.Connection[Any]) -> int | None:
+        """The schema's version: None if the schema has no corral tables at all."""
+        tables = {
+            str(row[0])
+            for row in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (self.target.schema,)
+            )
+        }
+        if not tables:
+            return None
+        if "schema_version" not in tables:
+            raise StoreForeignError(
+                f"the schema {self.target.schema} of {self.target.server} holds tables corral did not create "
+                f"({', '.join(sorted(tables)[:8])}); name another schema with ?schema=NAME",
+                tables=sorted(tables),
+                **self.target.details(),
+            )
+        row = conn.execute("SELECT version FROM schema_version").fetchone()
+        if row is None:
+            raise StoreCorruptError(
+                f"the store {self.target.described} is damaged: schema_version has no row",
+                table="schema_version",
+                **self.target.details(),
+            )
+        return int(row[0])
+
+    def _too_new(self, version: int) -> StoreVersionError:
+        return StoreVersionError(
+            f"the store {self.target.described} has schema version {version}, newer than this corral "
+            f"understands ({SCHEMA_VERSION}); upgrade corral",
+            schema_version=version,
+            supported=SCHEMA_VERSION,
+            **self.target.details(),
+        )
+
+    def _setup(self) -> None:
+        from psycopg import sql
+
+        with self._lock, self._errors():
+            conn = self._connection()
+            version = self._version(conn)
+            if version is not None and version > SCHEMA_VERSION:
+                raise self._too_new(version)
+            if version == SCHEMA_VERSION:
+                return
+            conn.execute("BEGIN")
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (CLASS_MIGRATE, self._key))
+                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.target.schema)))
+                current = self._version(conn) or 0  # again, under the lock: another process may have migrated
+                if current > SCHEMA_VERSION:
+                    raise self._too_new(current)
+                for target in range(current + 1, SCHEMA_VERSION + 1):
+                    logger.info("migrating %s to schema version %d", self.target.described, target)
+                    for statement in statements(MIGRATIONS[target - 1]):
+                        conn.execute(statement.encode())  # no parameters: '%' in the DDL stays itself
+                    if target == 1:
+                        conn.execute("INSERT INTO schema_version (version) VALUES (1)")
+                    else:
+                        conn.execute("UPDATE schema_version SET version = %s", (target,))
+                conn.execute("COMMIT")
+            except BaseException:
+                if not conn.broken and not conn.closed:
+                    conn.execute("ROLLBACK")
+                raise
+
+    # --- transactions ---------------------------------------------------------------------------
+
+    def _begin_write(self, conn: psycopg.Connection[Any]) -> None:
+        """BEGIN and the write lock, in slices of a growing lock_timeout until the busy budget is spent."""
+        import psycopg
+
+        started = time.monotonic()
+        deadline = started + self._deadline
+        attempts = 0
+        slice_ = _FIRST_SLICE
+        while True:
+            attempts += 1
+            remaining = deadline - time.monotonic()
+            wait_ms = max(1, int(min(slice_, remaining) * 1000))
+            try:
+                # One round trip: a simple query of three statements (no parameters: all literals).
+                # One round trip: a simple query of four statements (no parameters: all literals);
+                # the lock's timeout is this slice's, every later statement waits as long as it must.
+                conn.execute(
+                    f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {wait_ms};"
+                    f" SELECT pg_advisory_xact_lock({CLASS_WRITE}, {self._key}); SET LOCAL lock_timeout = 0".encode()
+                )
+                return
+            except psycopg.errors.LockNotAvailable:
+                conn.execute("ROLLBACK")
+            if time.monotonic() >= deadline:
+                waited = time.monotonic() - started
+                raise StoreBusyError(
+                    f"the store {self.target.described} stayed locked: waited {waited:.1f} s of its "
+                    f"{self._deadline:g} s busy budget ({attempts} attempts); nothing was written",
+                    attempts=attempts,
+                    budget_seconds=self._deadline,
+                    waited_seconds=round(waited, 3),
+                    **self.target.details(),
+                )
+            slice_ = min(_SLICE_CAP, slice_ * 2)
+
+    @contextmanager
+    def write(self) -> Iterator[Transaction]:
+        import psycopg
+        from psycopg import sql
+
+        with self._lock:
+            if self._in_tx:
+                raise CorralError(f"a write inside a transaction of the store {self.target.described} (a bug)")
+            with self._errors():
+                conn = self._begun(self._begin_write)
+            self._in_tx = True
+            try:
+                tx = _Transaction(self, conn, self._clock())
+                try:
+                    with self._errors():
+                        yield tx
+                except BaseException:
+                    if not conn.broken and not conn.closed:
+                        with self._errors():
+                            conn.execute("ROLLBACK")
+                    raise
+                commit: sql.SQL | sql.Composed = sql.SQL("COMMIT")
+                if tx.notes:
+                    # The notifications and the COMMIT in one round trip; delivered only if it commits.
+                    notes = tx.notes if len(tx.notes) <= _NOTIFY_MAX else ["*"]
+                    channel = sql.Identifier(self.channel)
+                    commit = sql.SQL(" ").join(
+                        [sql.SQL("NOTIFY {}, {};").format(channel, sql.Literal(note)) for note in notes] + [commit]
+                    )
+                with self._errors(committing=True):
+                    try:
+                        conn.execute(commit)
+                    except psycopg.errors.Error:
+                        if not conn.broken and not conn.closed and conn.info.transaction_status != _IDLE:
+                            conn.execute("ROLLBACK")
+                        raise
+            finally:
+                self._in_tx = False
+
+    @contextmanager
+    def read(self) -> Iterator[Reader]:
+        with self._lock, self._errors():
+            if self._in_tx:  # inside this thread's write: its own view
+                yield _Reader(self, self._connection())
+                return
+            conn = self._begun(lambda c: c.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))
+            try:
+                yield _Reader(self, conn)
+            finally:
+                if not conn.broken and not conn.closed:
+                    conn.execute("COMMIT")
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def _floor(self, conn: psycopg.Connection[Any]) -> int:
+        row = conn.execute("SELECT retention_floor FROM store_meta").fetchone()
+        if row is None:
+            raise StoreCorruptError(
+                f"the store {self.target.described} is damaged: store_meta has no row; restore it from a backup",
+                table="store_meta",
+                **self.target.details(),
+            )
+        return int(row[0])
+
+    def events(self, since: int = 0, limit: int | None = None, instance_id: str | None = None) -> list[Event]:
+        sql = _EVENT + " WHERE seq > %s"
+        args: list[Any] = [since]
+        if instance_id is not None:
+            sql += " AND instance_id = %s"
+            args.append(instance_id)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(limit)
+        with self.read() as reader:  # the floor and the rows from one snapshot: no silent hole
+            conn = reader._conn  # type: ignore[attr-defined]  # reason: this module's own reader
+            floor = self._floor(conn)
+            if since < floor:
+                raise EventsPrunedError(since, floor)
+            rows = conn.execute(sql, args).fetchall()
+        where = self.target.described
+        return [
+            Event(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], _decode(r[8], where, "events", r[0], "payload"), r[9])
+            for r in rows
+        ]
+
+    def _listening(self) -> _Listener:
+        with self._listener_guard:
+            if self._listener is None:
+                self._listener = _Listener(self)
+            return self._listener
+
+    def wait_events(self, since: int, timeout: float, limit: int | None = None) -> list[Event]:
+        # Blocks its thread up to ``timeout``: async callers run it in a worker thread.
+        deadline = time.monotonic() + timeout
+        listener = self._listening()
+        while True:
+            generation = listener.generation  # before the read: a commit after it wakes the wait
+            found = self.events(since, limit)
+            if found:
+                return found
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            listener.wait(generation, min(FALLBACK_POLL, remaining))
+
+    def retention_floor(self) -> int:
+        with self.read() as reader:
+            return self._floor(reader._conn)  # type: ignore[attr-defined]  # reason: this module's own reader
+
+    def prune_events(
+        self,
+        *,
+        keep: int | None = None,
+        before: int | None = None,
+        recorded_before: datetime | None = None,
+        dry_run: bool = False,
+        batch: int = PRUNE_BATCH,
+    ) -> Pruned:
+        criteria = {"keep": keep, "before": before, "recorded_before": recorded_before}
+        given = [name for name, value in criteria.items() if value is not None]
+        if len(given) != 1:
+            raise InputError("prune", f"give exactly one of keep, before, recorded_before (got {given or 'none'})")
+        for name, number in (("keep", keep), ("before", before), ("batch", batch)):
+            if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 0):
+                raise InputError(name, f"{number!r} is not an integer >= 0")
+        if batch < 1:
+            raise InputError("batch", f"{batch!r} is not a positive integer")
+        with self.read() as reader:
+            conn = reader._conn  # type: ignore[attr-defined]  # reason: this module's own reader
+            floor = self._floor(conn)
+            target = max(floor, _prune_target(conn, keep, before, recorded_before) or 0)
+            row = conn.execute("SELECT count(*) FROM events WHERE seq <= %s", (target,)).fetchone()
+            count = int(row[0]) if row else 0
+        if dry_run:
+            return Pruned(floor, target, count, dry_run=True)
+        deleted = batches = 0
+        took = 0.0
+        current = floor
+        while True:
+            if batches:
+                time.sleep(min(0.05, took))  # the lock free for a while: waiting writers get in
+            began = time.monotonic()
+            with self.write() as tx:
+                conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
+                current = self._floor(conn)
+                if current >= target:
+                    break
+                found = conn.execute(
+                    "SELECT seq FROM events WHERE seq > %s AND seq <= %s ORDER BY seq LIMIT 1 OFFSET %s",
+                    (current, target, batch - 1),
+                ).fetchone()
+                upto = int(found[0]) if found else target
+                # The floor first: the delete trigger admits only rows at or below it.
+                conn.execute("UPDATE store_meta SET retention_floor = %s", (upto,))
+                deleted += conn.execute("DELETE FROM events WHERE seq <= %s", (upto,)).rowcount
+                batches += 1
+            took = time.monotonic() - began
+        return Pruned(floor, max(target, current), deleted, batches=batches)
+
+    # --- idempotency records (issue 15) ---------------------------------------------------------------
+
+    def reserve_idempotency(
+        self,
+        key: str,
+        request_sha256: str,
+        ttl_seconds: float,
+        *,
+        stale_seconds: float = IDEMPOTENCY_STALE_SECONDS,
+    ) -> IdempotencyRecord | None:
+        check_idempotency(key, request_sha256, ttl_seconds)
+        with self.write() as tx:
+            conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
+            now = tx.now
+            stamp = format_time(now)
+            expires = format_time(now + timedelta(seconds=ttl_seconds))
+            # Opportunistic and bounded: expired rows go a batch at a time, so a reservation stays short.
+            conn.execute(
+                "DELETE FROM idempotency WHERE key IN"
+                " (SELECT key FROM idempotency WHERE expires_at <= %s ORDER BY expires_at LIMIT %s)",
+                (stamp, IDEMPOTENCY_PRUNE_BATCH),
+            )
+            row = conn.execute(
+                "SELECT key, request_sha256, state, status, response, created_at, expires_at"
+                " FROM idempotency WHERE key = %s",
+                (key,),
+            ).fetchone()
+            found = None if row is None else IdempotencyRecord(*row)
+            # Invariant: a reservation is one serialized transaction (the store's write lock), so of
+            # two reservers of one free key exactly one inserts; the other reads the row and gets it back.
+            if found is not None and found.expires_at > stamp:
+                if not found.matches(request_sha256) or found.state == "done":
+                    return found
+                if parse_time(found.created_at) > now - timedelta(seconds=stale_seconds):
+                    return found  # in flight
+            conn.execute(
+                "INSERT INTO idempotency (key, request_sha256, state, status, response, created_at, expires_at)"
+                " VALUES (%s, %s, 'pending', NULL, NULL, %s, %s)"
+                " ON CONFLICT (key) DO UPDATE SET request_sha256 = excluded.request_sha256, state = 'pending',"
+                " status = NULL, response = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at",
+                (key, request_sha256, stamp, expires),
+            )
+            return None
+
+    def complete_idempotency(self, key: str, status: int, response_json: str) -> bool:
+        check_idempotency(key)
+        if isinstance(status, bool) or not isinstance(status, int):
+            raise InputError("status", f"{status!r} is not an integer status")
+        if not isinstance(response_json, str):
+            raise InputError("response_json", "the response is JSON text")
+        with self.write() as tx:
+            conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
+            row = conn.execute(
+                "SELECT created_at, expires_at FROM idempotency WHERE key = %s AND state = 'pending'", (key,)
+            ).fetchone()
+            if row is None:
+                return False
+            ttl = parse_time(row[1]) - parse_time(row[0])
+            conn.execute(
+                "UPDATE idempotency SET state = 'done', status = %s, response = %s, expires_at = %s WHERE key = %s",
+                (status, response_json, format_time(tx.now + ttl), key),
+            )
+            return True
+
+    def release_idempotency(self, key: str) -> bool:
+        check_idempotency(key)
+        with self.write() as tx:
+            conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
+            return bool(conn.execute("DELETE FROM idempotency WHERE key = %s AND state = 'pending'", (key,)).rowcount)
+
+    def prune_idempotency(self, before: datetime | None = None) -> int:
+        with self.write() as tx:
+            conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
+            moment = format_time(tx.now if before is None else before)
+            return int(conn.execute("DELETE FROM idempotency WHERE expires_at <= %s", (moment,)).rowcount)
+
+    def info(self) -> dict[str, Any]:
+        with self.read() as reader:
+            conn = reader._conn  # type: ignore[attr-defined]  # reason: this module's own reader
+            version_row = conn.execute("SELECT version FROM schema_version").fetchone()
+            meta = conn.execute("SELECT store_id, retention_floor FROM store_meta").fetchone()
+            server_version = conn.info.server_version
+        assert version_row is not None and meta is not None
+        return {
+            "adapter": "postgresql",
+            "url": self.target.public_url,
+            "server": self.target.server,
+            "schema": self.target.schema,
+            "server_version": server_version,
+            "schema_version": int(version_row[0]),
+            "store_id": str(meta[0]),
+            "retention_floor": int(meta[1]),
+        }
+
+    def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _prune_target(
+    conn: psycopg.Connection[Any], keep: int | None, before: int | None, recorded_before: datetime | None
+) -> int | None:
+    """The highest seq that one pruning criterion removes (None: none), never past the newest event."""
+    if keep is not None:
+        row = conn.execute("SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET %s", (keep,)).fetchone()
+        return int(row[0]) if row else None
+    if before is None:
+        assert recorded_before is not None
+        first_kept = conn.execute(
+            "SELECT seq FROM events WHERE at >= %s ORDER BY seq LIMIT 1", (format_time(recorded_before),)
+        ).fetchone()
+        if first_kept is None:
+            newest = conn.execute("SELECT max(seq) FROM events").fetchone()
+            return None if newest is None or newest[0] is None else int(newest[0])
+        before = int(first_kept[0])
+    below = conn.execute("SELECT max(seq) FROM events WHERE seq < %s", (before,)).fetchone()
+    return None if below is None or below[0] is None else int(below[0])
+
+
+def connection_of(view: Reader) -> tuple[psycopg.Connection[Any], PostgresStore]:
+    """The connection (and store) under a snapshot or transaction of a :class:`PostgresStore`.
+
+    For the ports whose tables live in the same schema (the process host's agent slots,
+    ``runner.agents.postgres_slots``): their statements run in that very snapshot or transaction.
+
+    Raises:
+        CorralError: ``view`` does not come from a PostgreSQL store (a bug in whoever paired them).
+    """
+    if not isinstance(view, _Reader):
+        raise CorralError(f"{type(view).__name__} is not a snapshot or transaction of a PostgreSQL store")
+    return view._conn, view._store
+
+
+def notify(view: Transaction, payload: str) -> None:
+    """Have ``view`` (a transaction of a PostgreSQL store) notify listeners of ``payload`` on commit."""
+    if not isinstance(view, _Transaction):
+        raise CorralError(f"{type(view).__name__} is not a transaction of a PostgreSQL store")
+    view.note(payload[:_NOTIFY_ID])
+
+
+def decode_object(text: Any, store: PostgresStore, table: str, row_id: Any, column: str) -> dict[str, Any]:
+    """One JSON object column of a row of this store (``store_corrupt`` if it does not decode)."""
+    return _decode(text, store.target.described, table, row_id, column)
+
+
+def open_postgres(url: str, clock: Clock | None = None) -> Store:
+    """The opener registered for ``postgresql://`` (and ``postgres://``) URLs."""
+    return PostgresStore(url, clock=clock)
+
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore", "Target", "connection_of", "notify", "open_postgres"]

@@ -1,0 +1,208 @@
+"""What a PostgreSQL store is on the server: its schema's tables (:data:`MIGRATIONS`) and the URL
+that names it (:class:`Target`: the libpq connection string, the schema, a password-free description).
+
+The tables mirror the SQLite store's (``runner.store.sqlite.MIGRATIONS``), in one schema of their own;
+``store_meta`` is one row (the store's id, its retention floor and the last event seq handed out),
+and the event log and the metadata refuse raw SQL that would rewrite them, as SQLite's triggers do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import zlib
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from runner.errors import InputError
+
+_TEXT = 'COLLATE "C"'  # code point order, as Python compares str: keyset pages and range probes
+DEFAULT_SCHEMA = "corral"
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+# Each entry migrates the schema from version i to i + 1 (statements separated by ";\n\n" are sent
+# whole: PL/pgSQL bodies hold semicolons). Never edit one that has shipped.
+MIGRATIONS: tuple[str, ...] = (
+    f"""
+    CREATE TABLE schema_version (
+        version  integer NOT NULL
+    );
+
+    CREATE TABLE instances (
+        id          text {_TEXT} PRIMARY KEY,
+        machine     text {_TEXT} NOT NULL,
+        state       text {_TEXT} NOT NULL,
+        version     integer NOT NULL CHECK (version > 0),
+        data        text NOT NULL,
+        created_at  text NOT NULL,
+        updated_at  text NOT NULL
+    );
+
+    CREATE INDEX instances_by_machine_state ON instances (machine, state);
+
+    CREATE INDEX instances_by_machine_id ON instances (machine, id);
+
+    CREATE TABLE store_meta (
+        only_row         boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        store_id         text NOT NULL,
+        retention_floor  bigint NOT NULL CHECK (retention_floor >= 0),
+        last_seq         bigint NOT NULL CHECK (last_seq >= retention_floor)
+    );
+
+    INSERT INTO store_meta (store_id, retention_floor, last_seq)
+        VALUES (replace(gen_random_uuid()::text, '-', ''), 0, 0);
+
+    CREATE FUNCTION store_meta_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP <> 'UPDATE' THEN
+            RAISE EXCEPTION 'the store''s metadata is one row';
+        END IF;
+        IF NEW.store_id IS DISTINCT FROM OLD.store_id OR NEW.retention_floor < OLD.retention_floor
+            OR NEW.last_seq < OLD.last_seq THEN
+            RAISE EXCEPTION 'the store id never changes; the retention floor and the last seq only rise';
+        END IF;
+        RETURN NEW;
+    END $$;
+
+    CREATE TRIGGER store_meta_fixed BEFORE INSERT OR UPDATE OR DELETE ON store_meta
+        FOR EACH ROW EXECUTE FUNCTION store_meta_guard();
+
+    CREATE TABLE events (
+        seq          bigint PRIMARY KEY,
+        instance_id  text {_TEXT} NOT NULL,
+        machine      text {_TEXT} NOT NULL,
+        trigger      text NOT NULL,
+        from_state   text NOT NULL,
+        to_state     text NOT NULL,
+        version      integer NOT NULL,
+        actor        text NOT NULL,
+        payload      text NOT NULL,
+        at           text {_TEXT} NOT NULL
+    );
+
+    CREATE INDEX events_by_instance ON events (instance_id, seq);
+
+    CREATE FUNCTION events_guard() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+    BEGIN
+        IF TG_OP = 'UPDATE' THEN
+            RAISE EXCEPTION 'the event log is append-only';
+        END IF;
+        IF OLD.seq > (SELECT retention_floor FROM store_meta) THEN
+            RAISE EXCEPTION 'the event log is append-only: only events at or below the retention floor go';
+        END IF;
+        RETURN OLD;
+    END $$;
+
+    CREATE TRIGGER events_append_only BEFORE UPDATE OR DELETE ON events
+        FOR EACH ROW EXECUTE FUNCTION events_guard();
+
+    CREATE TABLE instance_parts (
+        instance_id  text {_TEXT} NOT NULL,
+        key          text {_TEXT} NOT NULL,
+        value        text NOT NULL,
+        ord          bigserial NOT NULL,
+        PRIMARY KEY (instance_id, key)
+    );
+
+    CREATE TABLE claims (
+        space        text {_TEXT} NOT NULL,
+        scope        text {_TEXT} NOT NULL,
+        kind         text {_TEXT} NOT NULL,
+        instance_id  text {_TEXT} NOT NULL,
+        PRIMARY KEY (space, scope, kind, instance_id)
+    );
+
+    CREATE INDEX claims_by_instance ON claims (instance_id);
+
+    CREATE TABLE counters (
+        name   text {_TEXT} PRIMARY KEY,
+        value  bigint NOT NULL
+    );
+
+    CREATE TABLE agent_slots (
+        pane_id      text {_TEXT} PRIMARY KEY,
+        number       integer NOT NULL UNIQUE,
+        name         text NOT NULL,
+        kind         text NOT NULL,
+        cwd          text NOT NULL,
+        status       text NOT NULL,
+        seq          integer NOT NULL CHECK (seq >= 0),
+        run          integer,
+        pid          integer,
+        exit_status  integer,
+        closed       boolean NOT NULL DEFAULT false,
+        options      text NOT NULL DEFAULT '{{}}',
+        dir          text NOT NULL,
+        created_at   text NOT NULL,
+        updated_at   text NOT NULL
+    )
+    """,
+    # issue 15: idempotency keys of a surface's mutating requests (runner.store.abc), shared by every
+    # server on the store.
+    f"""
+    CREATE TABLE idempotency (
+        key             text {_TEXT} PRIMARY KEY,
+        request_sha256  text NOT NULL,
+        state           text NOT NULL CHECK (state IN ('pending', 'done')),
+        status          integer,
+        response        text,
+        created_at      text {_TEXT} NOT NULL,
+        expires_at      text {_TEXT} NOT NULL
+    );
+
+    CREATE INDEX idempotency_by_expiry ON idempotency (expires_at)
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def statements(script: str) -> list[str]:
+    return [part.strip() for part in script.strip().split(";\n\n") if part.strip()]
+
+
+def lock_key(schema: str) -> int:
+    """The advisory lock key of a schema: a signed 32-bit hash (the two-key form takes int4s)."""
+    value = zlib.crc32(schema.encode())
+    return value - 2**32 if value >= 2**31 else value
+
+
+def channel_of(schema: str) -> str:
+    """The NOTIFY channel of a store schema (an identifier of at most 63 bytes)."""
+    name = f"corral_{schema}"
+    return name if len(name) <= 63 else "corral_" + hashlib.sha1(schema.encode()).hexdigest()[:16]
+
+
+class Target:
+    """What a PostgreSQL URL names: the libpq connection string (without ``schema``), the schema,
+    and a description for messages (host, port, database, schema; never a password)."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("postgresql", "postgres"):
+            raise InputError("store", f"{parts.scheme!r} is not a PostgreSQL URL", code="store_url_invalid")
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        schemas = [value for key, value in query if key == "schema"]
+        self.schema = schemas[-1] if schemas else DEFAULT_SCHEMA
+        if not _SCHEMA_NAME.match(self.schema):
+            raise InputError(
+                "store",
+                f"the schema {self.schema!r} is not a lowercase identifier ([a-z_][a-z0-9_]*, at most 63)",
+                code="store_url_invalid",
+            )
+        rest = [(key, value) for key, value in query if key != "schema"]
+        self.conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
+        params = dict(rest)
+        host = parts.hostname or params.get("host") or "(default host)"
+        port = parts.port or params.get("port") or 5432
+        database = parts.path.lstrip("/") or params.get("dbname") or "(default database)"
+        self.server = f"{host}:{port}/{database}"
+        self.described = f"postgresql {self.server} schema {self.schema}"
+        netloc = parts.hostname or ""
+        if parts.username:
+            netloc = f"{parts.username}@{netloc}"
+        if parts.port:
+            netloc += f":{parts.port}"
+        self.public_url = urlunsplit(parts._replace(netloc=netloc))  # the URL without its password
+
+    def details(self) -> dict[str, Any]:
+        return {"server": self.server, "schema": self.schema}
