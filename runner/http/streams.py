@@ -77,9 +77,7 @@ def endpoint(server: Server, scope: str) -> Any:
         except CorralError as exc:
             return error_response(exc)
         gap: dict[str, Any] | None = None
-        if given is None or given == "":
-            since = max(since, floor)  # no cursor: everything still kept, which is not a gap
-        elif epoch is not None and epoch != store_id:
+        if epoch is not None and epoch != store_id:
             gap = {"reason": "epoch", "floor": floor, "since": since, "epoch": epoch, "store_id": store_id}
             since = floor
         elif since < floor:

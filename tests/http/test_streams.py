@@ -65,8 +65,9 @@ def test_a_cursor_below_the_floor_gets_one_gap_then_the_rest(serve: Any, corral:
         gap = json.loads(got[0].data)
         assert gap["reason"] == "pruned" and gap["floor"] == 3 and gap["since"] == 1
         assert _ids(got[1:]) == [4, 5, 6]
-        fresh = sse_events(client, "/api/events", 1)  # no cursor: from the floor, no gap
-        assert fresh[0].event == "renew" and seq_of(fresh[0]) == 4
+        fresh = sse_events(client, "/api/events", 2)  # no cursor starts at 0: told what went, as the CLI is
+        assert fresh[0].event == "gap" and json.loads(fresh[0].data)["since"] == 0
+        assert fresh[1].event == "renew" and seq_of(fresh[1]) == 4
 
 
 def test_a_cursor_of_another_store_gets_a_gap(serve: Any, tmp_path: Path) -> None:
