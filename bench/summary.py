@@ -1,9 +1,9 @@
-"""One table of issue 13's and 14's target figures: every bench script run with ``--quick --json``, collected.
+"""One table of issue 13's, 14's and 15's target figures: every bench script run with ``--quick --json``, collected.
 
 Each bench script that owns a row of the issue's target table prints, with ``--json``, a top-level
 ``figures`` list of ``{"figure", "value", "unit", "target", "met", "detail"}``. This script runs every
 one of them (``--quick``, or the full runs with ``--full``), one after the other so none disturbs
-another, and prints one table: each row (issue 13's ten, issue 14's three) with its figures, their
+another, and prints one table: each row (issue 13's ten, issue 14's three, issue 15's four) with its figures, their
 targets, and whether they are met. A script that is missing, fails, times out, prints no JSON or has no figure for a row
 shows that row as *not measured*, with the reason: the table is always printed, and this script
 exits 0 unless ``--strict`` is given and a row is not met or not measured.
@@ -81,6 +81,11 @@ ROWS = (
     ),
     Row("corral_wait_any wake-up over MCP, end to end", "< 10 ms median", ("mcp.py",)),
     Row("cold `corral mcp` to `initialize` answered / cold `python -c pass`", "value only", ("mcp.py",)),
+    # Issue 15: the HTTP API.
+    Row("GET /api/status over HTTP, median (in process beside it)", "value only", ("http.py",)),
+    Row("POST renew over HTTP, median (in process beside it)", "value only", ("http.py",)),
+    Row("SSE fan-out, 1000 events/s to 50 subscribers: delivery p99", "< 50 ms", ("http.py",)),
+    Row("corral serve RSS after the fan-out", "value only", ("http.py",)),
 )
 
 

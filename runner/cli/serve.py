@@ -41,6 +41,11 @@ from runner.cli.app import App, cli
     show_default=True,
     help="How long an Idempotency-Key's response is kept, in seconds (60-604800).",
 )
+@click.option("--heartbeat", type=float, default=15.0, hidden=True, help="Seconds between SSE heartbeat comments.")
+@click.option("--subscriber-buffer", type=int, default=1000, hidden=True, help="Events buffered per SSE subscriber.")
+@click.option(
+    "--subscriber-grace", type=float, default=5.0, hidden=True, help="Seconds a full buffer may stay full."
+)  # hidden: tunables the tests set small (a fast heartbeat, a slow subscriber's overflow)
 @click.pass_obj
 def serve(
     app: App,
@@ -49,6 +54,9 @@ def serve(
     max_request_size: int,
     workdir_root: Path | None,
     idempotency_ttl: int,
+    heartbeat: float,
+    subscriber_buffer: int,
+    subscriber_grace: float,
 ) -> None:
     """Serve the HTTP API (/api, resumable SSE under /api/events) and the live dashboard (/)."""
     from dataclasses import replace
@@ -57,4 +65,14 @@ def serve(
     from runner.runtime import Runtime
 
     with Runtime.open(replace(app.config, surface="http")) as runtime:  # events name the surface that acted
-        run(runtime, listen, auth_token_file, max_request_size, workdir_root, idempotency_ttl)
+        run(
+            runtime,
+            listen,
+            auth_token_file,
+            max_request_size,
+            workdir_root,
+            idempotency_ttl,
+            heartbeat=heartbeat,
+            subscriber_buffer=subscriber_buffer,
+            subscriber_grace=subscriber_grace,
+        )

@@ -82,6 +82,8 @@ class Options:
     idempotency_ttl: int = IDEMPOTENCY_TTL_DEFAULT
     heartbeat: float = 15.0
     subscriber_buffer: int = 1000
+    subscriber_grace: float = 5.0
+    """How long a subscriber's full buffer may stay full before it is disconnected."""
     loopback: bool = True
 
 
@@ -420,7 +422,8 @@ def build_app(runtime: Runtime, options: Options) -> Any:
     routes += _dashboard_routes()
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.corral = server
-    return Guard(Idempotency(BodyLimit(app, options.max_request_size), server), options)
+    # The body cap is outside Idempotency, which reads a keyed request's body whole to digest it.
+    return Guard(BodyLimit(Idempotency(app, server), options.max_request_size), options)
 
 
 def _dashboard_routes() -> list[Any]:
@@ -554,6 +557,7 @@ class Idempotency:
         # A credential is part of the request: a replay must not hand one caller's response to another.
         digest = hashlib.sha256((digest + "\n" + headers.get(CREDENTIAL_HEADER, "")).encode()).hexdigest()
         store = self.server.runtime.store
+        raw_key, key = key, _stored_key(key)  # the store never holds the key that unseals a credential
         try:
             found = await anyio.to_thread.run_sync(
                 store.reserve_idempotency, key, digest, self.server.options.idempotency_ttl
@@ -562,7 +566,7 @@ class Idempotency:
             await error_response(exc)(scope, receive, send)
             return
         if found is not None:
-            await self._answer_existing(found, digest, scope, receive, send)
+            await self._answer_existing(found, raw_key, digest, scope, receive, send)
             return
         replay = iter(messages)
 
@@ -592,9 +596,12 @@ class Idempotency:
         if code >= 500:  # nothing was decided: let a retry run again
             await anyio.to_thread.run_sync(store.release_idempotency, key)
             return
-        await anyio.to_thread.run_sync(store.complete_idempotency, key, code, b"".join(sent).decode("utf-8", "replace"))
+        recorded = _seal(b"".join(sent).decode("utf-8", "replace"), raw_key, digest)
+        await anyio.to_thread.run_sync(store.complete_idempotency, key, code, recorded)
 
-    async def _answer_existing(self, found: Any, digest: str, scope: Any, receive: Any, send: Any) -> None:
+    async def _answer_existing(
+        self, found: Any, raw_key: str, digest: str, scope: Any, receive: Any, send: Any
+    ) -> None:
         from starlette.responses import Response
 
         if found.request_sha256 != digest:
@@ -611,12 +618,54 @@ class Idempotency:
             await _conflict(error)(scope, receive, send)
             return
         response = Response(
-            (found.response or "").encode(),
+            _unseal(found.response or "", raw_key, digest).encode(),
             status_code=int(found.status or 200),
             media_type="application/json",
             headers={"Idempotent-Replayed": "true"},
         )
         await response(scope, receive, send)
+
+
+def _stored_key(key: str) -> str:
+    """The name a key's record has in the store: its SHA-256 (the key itself unseals the credential)."""
+    return hashlib.sha256(b"corral idempotency key\0" + key.encode()).hexdigest()
+
+
+def _pad(key: str, digest: str, size: int) -> bytes:
+    # One record per key and request digest, so each pad seals exactly one credential (a one-time pad
+    # drawn from SHAKE-256 keyed by the Idempotency-Key, which the store never sees).
+    return hashlib.shake_256(b"corral idempotency seal\0" + key.encode() + b"\0" + digest.encode()).digest(size)
+
+
+def _seal(response: str, key: str, digest: str) -> str:
+    """The response to record: a grant's ``credential`` sealed with the Idempotency-Key, so the store
+    (which keeps only token hashes) never holds a live token; a replay with the key unseals it."""
+    try:
+        doc = json.loads(response)
+    except ValueError:
+        return response
+    credential = doc.get("credential") if isinstance(doc, dict) else None
+    if not isinstance(credential, str):
+        return response
+    plain = credential.encode()
+    doc["credential"] = {
+        "sealed": bytes(a ^ b for a, b in zip(plain, _pad(key, digest, len(plain)), strict=True)).hex()
+    }
+    return json.dumps(doc, sort_keys=True, default=str)
+
+
+def _unseal(response: str, key: str, digest: str) -> str:
+    """The recorded response as first answered (a sealed credential opened with the presented key)."""
+    try:
+        doc = json.loads(response)
+    except ValueError:
+        return response
+    sealed = doc.get("credential") if isinstance(doc, dict) else None
+    if not (isinstance(sealed, dict) and isinstance(sealed.get("sealed"), str)):
+        return response
+    data = bytes.fromhex(sealed["sealed"])
+    doc["credential"] = bytes(a ^ b for a, b in zip(data, _pad(key, digest, len(data)), strict=True)).decode()
+    return json.dumps(doc, sort_keys=True, default=str)
 
 
 def _conflict(error: CorralError) -> Any:

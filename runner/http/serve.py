@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +24,10 @@ def serve(
     max_request_size: int,
     workdir_root: Path | None,
     idempotency_ttl: int,
+    *,
+    heartbeat: float = 15.0,
+    subscriber_buffer: int = 1000,
+    subscriber_grace: float = 5.0,
 ) -> None:
     """Check the options, bind the socket, and serve until stopped (SIGINT/SIGTERM end it cleanly)."""
     from runner.http.app import Options
@@ -38,6 +45,12 @@ def serve(
         raise InputError("max_request_size", f"{max_request_size} is not a body size from 1024 bytes to 1 GiB")
     if not 60 <= idempotency_ttl <= 7 * 86400:
         raise InputError("idempotency_ttl", f"{idempotency_ttl} is not from 60 s to 7 days")
+    if not 0.01 <= heartbeat <= 3600:
+        raise InputError("heartbeat", f"{heartbeat} is not from 0.01 s to 1 h")
+    if not 1 <= subscriber_buffer <= 1_000_000:
+        raise InputError("subscriber_buffer", f"{subscriber_buffer} is not from 1 to 1,000,000 events")
+    if not 0.01 <= subscriber_grace <= 3600:
+        raise InputError("subscriber_grace", f"{subscriber_grace} is not from 0.01 s to 1 h")
     if workdir_root is not None and not workdir_root.is_dir():
         raise InputError("workdir_root", f"{workdir_root} is not a directory")
     options = Options(
@@ -46,6 +59,9 @@ def serve(
         workdir_root=workdir_root.resolve() if workdir_root is not None else None,
         idempotency_ttl=idempotency_ttl,
         loopback=endpoint.loopback,
+        heartbeat=heartbeat,
+        subscriber_buffer=subscriber_buffer,
+        subscriber_grace=subscriber_grace,
     )
     runtime.store  # noqa: B018 - open (and migrate) the store before listening: a bad store fails here
     anyio.run(_serve, runtime, options, endpoint)
@@ -59,7 +75,21 @@ async def _serve(runtime: Runtime, options: Any, endpoint: Any) -> None:
 
     app = build_app(runtime, options)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", ws="none")
-    web = uvicorn.Server(config)
+
+    class Web(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn re-raises a SIGTERM it caught once it has shut down, which ends the process before
+            # bound()'s cleanup runs: remove the unix socket first, so no stale socket file is left.
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    if endpoint.kind == "unix":
+                        with contextlib.suppress(OSError):
+                            os.unlink(endpoint.path)
+
+    web = Web(config)
     with bound(endpoint) as sock:
         where = f"unix://{endpoint.path}" if endpoint.kind == "unix" else f"http://{hostport(sock)}"
         sys.stderr.write(f"corral serve: serving {where} (API under /api, dashboard at /)\n")

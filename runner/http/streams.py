@@ -9,8 +9,9 @@ naming the floor before the replay starts there. An instance stream ends with ``
 the instance reaches a terminal state. A comment line goes out every ``heartbeat`` seconds.
 
 A slow subscriber never slows the others or the writers: events are read into a buffer of
-``subscriber_buffer`` per subscriber; when it is full the subscriber is disconnected (its next request
-resumes from its last id).
+``subscriber_buffer`` per subscriber; when it stays full for ``subscriber_grace`` seconds (the client
+took nothing in that time) the subscriber is disconnected (its next request resumes from its last id).
+A reader that keeps up is never cut off by a burst larger than its buffer (a replay, a busy writer).
 """
 
 from __future__ import annotations
@@ -83,20 +84,22 @@ def endpoint(server: Server, scope: str) -> Any:
             gap = {"reason": "pruned", "floor": floor, "since": since, "store_id": store_id}
             since = floor
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](server.options.subscriber_buffer)
+        grace = server.options.subscriber_grace
 
         async def read() -> None:
             """The store's events after the cursor, into the subscriber's buffer; full: disconnect."""
             cursor = since
             with send:
                 if gap is not None:
-                    send.send_nowait({"event": "gap", "id": f"{store_id}:{cursor}", "data": gap})
+                    send.send_nowait({"event": "gap", "id": f"{store_id}:{cursor}", "data": gap})  # buffer >= 1
                 while True:
                     try:
                         found = await anyio.to_thread.run_sync(service.events.wait, cursor, POLL_SECONDS, PAGE)
                     except EventsPrunedError as exc:
                         floor_now = int(exc.details.get("floor") or 0)
                         pruned = {"reason": "pruned", "floor": floor_now, "since": cursor, "store_id": store_id}
-                        if not _offer(send, {"event": "gap", "id": f"{store_id}:{floor_now}", "data": pruned}):
+                        gap_now = {"event": "gap", "id": f"{store_id}:{floor_now}", "data": pruned}
+                        if not await _offer(send, gap_now, grace):
                             return
                         cursor = floor_now
                         continue
@@ -105,11 +108,12 @@ def endpoint(server: Server, scope: str) -> Any:
                         if instance_id is not None and event.instance_id != instance_id:
                             continue
                         item = {"event": event.trigger, "id": f"{store_id}:{event.seq}", "data": event.to_dict()}
-                        if not _offer(send, item):
+                        if not await _offer(send, item, grace):
                             return  # the subscriber is too slow: it resumes from its last id
                         if instance_id is not None and service.events.terminal(event.machine, event.to_state):
                             ended = {"instance": instance_id, "state": event.to_state, "seq": event.seq}
-                            _offer(send, {"event": "instance_ended", "id": f"{store_id}:{event.seq}", "data": ended})
+                            last = {"event": "instance_ended", "id": f"{store_id}:{event.seq}", "data": ended}
+                            await _offer(send, last, grace)
                             return
                     if (
                         instance_id is not None
@@ -118,7 +122,8 @@ def endpoint(server: Server, scope: str) -> Any:
                         and cursor >= int(snapshot["last_event_seq"])
                     ):
                         ended = {"instance": instance_id, "state": snapshot["state"], "seq": snapshot["last_event_seq"]}
-                        _offer(send, {"event": "instance_ended", "id": f"{store_id}:{cursor}", "data": ended})
+                        last = {"event": "instance_ended", "id": f"{store_id}:{cursor}", "data": ended}
+                        await _offer(send, last, grace)
                         return
 
         stop = anyio.CancelScope()
@@ -149,12 +154,21 @@ def endpoint(server: Server, scope: str) -> Any:
     return stream
 
 
-def _offer(send: Any, item: dict[str, Any]) -> bool:
-    """Put ``item`` in the subscriber's buffer; False (and the stream ends) when it is full."""
+async def _offer(send: Any, item: dict[str, Any], grace: float) -> bool:
+    """Put ``item`` in the subscriber's buffer; False (and the stream ends) when it stays full for
+    ``grace`` seconds. A burst (a replay reads pages of :data:`PAGE`) waits for a reader that keeps
+    up; only one that takes nothing for ``grace`` is cut off (the log is durable: it resumes)."""
     try:
         send.send_nowait(item)
+        return True
     except anyio.WouldBlock:
-        return False
+        pass
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         return False
-    return True
+    with anyio.move_on_after(grace):
+        try:
+            await send.send(item)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return False
+        return True
+    return False
