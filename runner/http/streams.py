@@ -3,15 +3,21 @@
 Each event goes out with ``id: <store id>:<seq>`` (the store's identity is the stream's epoch),
 ``event: <trigger>`` and ``data: <the event's JSON>`` (public data only, as in the log). A client resumes
 with ``Last-Event-ID`` (or ``?since=SEQ``): the replay is read from the durable log, then the live tail
-(re-read from the store, so every server on the store serves the same stream, and a restart loses
+(read from the store, so every server on the store serves the same stream, and a restart loses
 nothing). A cursor below the retention floor, or of another store (epoch), gets one ``gap`` event
 naming the floor before the replay starts there. An instance stream ends with ``instance_ended`` once
 the instance reaches a terminal state. A comment line goes out every ``heartbeat`` seconds.
 
-A slow subscriber never slows the others or the writers: events are read into a buffer of
-``subscriber_buffer`` per subscriber; when it stays full for ``subscriber_grace`` seconds (the client
-took nothing in that time) the subscriber is disconnected (its next request resumes from its last id).
-A reader that keeps up is never cut off by a burst larger than its buffer (a replay, a busy writer).
+**One tail per server** (:class:`Hub`): a single reader follows the log's new events and encodes each
+once; every subscriber that has caught up takes them from it, so 50 subscribers cost one store read and
+one JSON encoding per event, not 50. A subscriber first replays from the store on its own (its cursor up
+to the hub's), then joins the hub; events are told apart by seq, so the hand-over has no duplicate and
+no hole.
+
+**A slow subscriber never slows the others or the writers**: the hub never waits for one. Its live
+events go into a buffer of ``subscriber_buffer``; a subscriber whose buffer fills leaves the hub and
+catches up from the store on its own (bursts never cut off a reader that keeps up), and only one that
+takes nothing for ``subscriber_grace`` seconds is disconnected (its next request resumes from its last id).
 """
 
 from __future__ import annotations
@@ -25,11 +31,14 @@ import anyio.to_thread
 from runner.errors import CorralError, EventsPrunedError, InputError
 
 if TYPE_CHECKING:
+    from runner.context import Event
     from runner.http.app import Server
 
 POLL_SECONDS = 1.0
-"""How long one store wait lasts before the reader looks whether its subscriber is still there."""
+"""How long one store wait lasts before the hub looks whether anybody still listens."""
 PAGE = 500
+OUT_BUFFER = 16
+"""Encoded chunks (each one or more events) waiting for one subscriber's connection."""
 
 
 def parse_cursor(text: str | None, store_id: str) -> tuple[int, str | None]:
@@ -46,6 +55,88 @@ def parse_cursor(text: str | None, store_id: str) -> tuple[int, str | None]:
             "since", f"{text!r} is not an event id (<store id>:<seq>) or a sequence number", code="cursor_invalid"
         )
     return int(seq), (epoch if sep else None)
+
+
+def frame(event_type: str, ident: str, data: Any) -> bytes:
+    """One SSE event, encoded (the JSON has no raw newline: ``json.dumps`` escapes them)."""
+    text = data if isinstance(data, str) else json.dumps(data, sort_keys=True, default=str)
+    return f"id: {ident}\nevent: {event_type}\ndata: {text}\n\n".encode()
+
+
+class Subscriber:
+    """One stream's place in the hub: its live buffer and whether it overflowed."""
+
+    def __init__(self, size: int) -> None:
+        self.send, self.receive = anyio.create_memory_object_stream[tuple[int, "Event | None", bytes]](size)
+        self.overflowed = False
+
+
+class Hub:
+    """The server's one reader of new events: each read once, encoded once, offered to every subscriber."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.subscribers: set[Subscriber] = set()
+        self.head = -1
+        """The seq the hub has read up to (-1: not running)."""
+        self.store_id = ""
+
+    def join(self, cursor: int, size: int) -> Subscriber | None:
+        """A subscriber caught up to ``cursor``: it joins when the hub is not ahead of it (None: replay on).
+
+        No await between the check and the join: the hub pushes only events after its head, so the
+        subscriber misses none (it skips those at or below its own cursor)."""
+        if self.head > cursor:
+            return None
+        sub = Subscriber(size)
+        self.subscribers.add(sub)
+        if self.head < 0:
+            self.head = cursor
+            assert self.server.group is not None
+            self.server.group.start_soon(self._run)
+        return sub
+
+    def leave(self, sub: Subscriber) -> None:
+        self.subscribers.discard(sub)
+
+    async def _run(self) -> None:
+        service = self.server.service
+        try:
+            while self.subscribers:
+                try:
+                    found = await anyio.to_thread.run_sync(service.events.wait, self.head, POLL_SECONDS, PAGE)
+                except EventsPrunedError:
+                    for sub in list(self.subscribers):  # they replay from their cursors, and get their gap there
+                        self._drop(sub)
+                    continue
+                for event in found:
+                    encoded = frame(event.trigger, f"{self.store_id}:{event.seq}", event.to_dict())
+                    self.head = event.seq
+                    for sub in list(self.subscribers):
+                        try:
+                            sub.send.send_nowait((event.seq, event, encoded))
+                        except anyio.WouldBlock:
+                            self._drop(sub)
+                        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                            self.subscribers.discard(sub)
+        finally:
+            self.head = -1
+            for sub in list(self.subscribers):
+                self._drop(sub)
+
+    def _drop(self, sub: Subscriber) -> None:
+        """Out of the hub: the subscriber drains what it has, then catches up from the store."""
+        sub.overflowed = True
+        self.subscribers.discard(sub)
+        sub.send.close()
+
+
+def hub_of(server: Server) -> Hub:
+    hub = getattr(server, "hub", None)
+    if hub is None:
+        hub = Hub(server)
+        server.hub = hub  # type: ignore[attr-defined]
+    return hub
 
 
 def endpoint(server: Server, scope: str) -> Any:
@@ -83,67 +174,103 @@ def endpoint(server: Server, scope: str) -> Any:
         elif since < floor:
             gap = {"reason": "pruned", "floor": floor, "since": since, "store_id": store_id}
             since = floor
-        send, receive = anyio.create_memory_object_stream[dict[str, Any]](server.options.subscriber_buffer)
+        out_send, out_receive = anyio.create_memory_object_stream[bytes](OUT_BUFFER)
         grace = server.options.subscriber_grace
+        hub = hub_of(server)
+        hub.store_id = store_id
 
-        async def read() -> None:
-            """The store's events after the cursor, into the subscriber's buffer; full: disconnect."""
+        def ended(state: str, seq: int, ident: int) -> bytes:
+            return frame("instance_ended", f"{store_id}:{ident}", {"instance": instance_id, "state": state, "seq": seq})
+
+        async def put(chunk: bytes) -> bool:
+            """Into the connection's buffer; False (the stream ends) when it takes nothing for ``grace`` s."""
+            with anyio.move_on_after(grace):
+                try:
+                    await out_send.send(chunk)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return False
+                return True
+            return False
+
+        async def produce() -> None:
+            """Replay from the store up to the hub, take the hub's events, and replay again after an overflow."""
             cursor = since
-            with send:
-                if gap is not None:
-                    send.send_nowait({"event": "gap", "id": f"{store_id}:{cursor}", "data": gap})  # buffer >= 1
+            with out_send:
+                if gap is not None and not await put(frame("gap", f"{store_id}:{cursor}", gap)):
+                    return
+                if snapshot is not None and snapshot["terminal"] and cursor >= int(snapshot["last_event_seq"]):
+                    await put(ended(str(snapshot["state"]), int(snapshot["last_event_seq"]), cursor))
+                    return
                 while True:
-                    try:
-                        found = await anyio.to_thread.run_sync(service.events.wait, cursor, POLL_SECONDS, PAGE)
-                    except EventsPrunedError as exc:
-                        floor_now = int(exc.details.get("floor") or 0)
-                        pruned = {"reason": "pruned", "floor": floor_now, "since": cursor, "store_id": store_id}
-                        gap_now = {"event": "gap", "id": f"{store_id}:{floor_now}", "data": pruned}
-                        if not await _offer(send, gap_now, grace):
-                            return
-                        cursor = floor_now
-                        continue
-                    for event in found:
-                        cursor = event.seq
-                        if instance_id is not None and event.instance_id != instance_id:
+                    # replay: pages from the store until caught up with the hub
+                    while True:
+                        try:
+                            found = await anyio.to_thread.run_sync(service.events.wait, cursor, 0.0, PAGE)
+                        except EventsPrunedError as exc:
+                            floor_now = int(exc.details.get("floor") or 0)
+                            pruned = {"reason": "pruned", "floor": floor_now, "since": cursor, "store_id": store_id}
+                            if not await put(frame("gap", f"{store_id}:{floor_now}", pruned)):
+                                return
+                            cursor = floor_now
                             continue
-                        item = {"event": event.trigger, "id": f"{store_id}:{event.seq}", "data": event.to_dict()}
-                        if not await _offer(send, item, grace):
-                            return  # the subscriber is too slow: it resumes from its last id
-                        if instance_id is not None and service.events.terminal(event.machine, event.to_state):
-                            ended = {"instance": instance_id, "state": event.to_state, "seq": event.seq}
-                            last = {"event": "instance_ended", "id": f"{store_id}:{event.seq}", "data": ended}
-                            await _offer(send, last, grace)
+                        chunk: list[bytes] = []
+                        for event in found:
+                            cursor = event.seq
+                            if instance_id is not None and event.instance_id != instance_id:
+                                continue
+                            chunk.append(frame(event.trigger, f"{store_id}:{event.seq}", event.to_dict()))
+                            if instance_id is not None and service.events.terminal(event.machine, event.to_state):
+                                chunk.append(ended(event.to_state, event.seq, event.seq))
+                                await put(b"".join(chunk))
+                                return
+                        if chunk and not await put(b"".join(chunk)):
                             return
-                    if (
-                        instance_id is not None
-                        and snapshot is not None
-                        and snapshot["terminal"]
-                        and cursor >= int(snapshot["last_event_seq"])
-                    ):
-                        ended = {"instance": instance_id, "state": snapshot["state"], "seq": snapshot["last_event_seq"]}
-                        last = {"event": "instance_ended", "id": f"{store_id}:{cursor}", "data": ended}
-                        await _offer(send, last, grace)
-                        return
+                        if len(found) < PAGE:
+                            sub = hub.join(cursor, server.options.subscriber_buffer)
+                            if sub is not None:
+                                break
+                    # live: the hub's events, a batch of what is buffered per write
+                    try:
+                        with sub.receive:
+                            async for first in sub.receive:
+                                batch = [first]
+                                while True:
+                                    try:
+                                        batch.append(sub.receive.receive_nowait())
+                                    except (anyio.WouldBlock, anyio.EndOfStream):
+                                        break
+                                chunk = []
+                                for seq, live, encoded in batch:
+                                    if seq <= cursor:
+                                        continue  # replayed already
+                                    cursor = seq
+                                    if live is None or (instance_id is not None and live.instance_id != instance_id):
+                                        continue
+                                    chunk.append(encoded)
+                                    if instance_id is not None and service.events.terminal(
+                                        live.machine, live.to_state
+                                    ):
+                                        chunk.append(ended(live.to_state, live.seq, live.seq))
+                                        await put(b"".join(chunk))
+                                        return
+                                if chunk and not await put(b"".join(chunk)):
+                                    return
+                    finally:
+                        hub.leave(sub)
+                    # the hub dropped us (our buffer overflowed, or it stopped): catch up from the store
 
         stop = anyio.CancelScope()
 
-        async def reader() -> None:
+        async def producer() -> None:
             with stop:
-                await read()
+                await produce()
 
         async def events() -> Any:
-            from sse_starlette.event import ServerSentEvent
-
-            server.group.start_soon(reader)  # the server's task group: never a task group across a yield
+            server.group.start_soon(producer)  # the server's task group: never a task group across a yield
             try:
-                with receive:
-                    async for item in receive:
-                        yield ServerSentEvent(
-                            data=json.dumps(item["data"], sort_keys=True, default=str),
-                            event=item["event"],
-                            id=item["id"],
-                        )
+                with out_receive:
+                    async for chunk in out_receive:
+                        yield chunk
             finally:
                 stop.cancel()
 
@@ -152,23 +279,3 @@ def endpoint(server: Server, scope: str) -> Any:
         )
 
     return stream
-
-
-async def _offer(send: Any, item: dict[str, Any], grace: float) -> bool:
-    """Put ``item`` in the subscriber's buffer; False (and the stream ends) when it stays full for
-    ``grace`` seconds. A burst (a replay reads pages of :data:`PAGE`) waits for a reader that keeps
-    up; only one that takes nothing for ``grace`` is cut off (the log is durable: it resumes)."""
-    try:
-        send.send_nowait(item)
-        return True
-    except anyio.WouldBlock:
-        pass
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-        return False
-    with anyio.move_on_after(grace):
-        try:
-            await send.send(item)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            return False
-        return True
-    return False
