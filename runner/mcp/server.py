@@ -398,13 +398,17 @@ def build_server(runtime: App) -> Any:
             content=[types.TextContent(type="text", text=text)], structured_content=structured, is_error=False
         )
 
-    return Server(
+    server = Server(
         "corral",
         version=__version__,
         instructions=SERVER_INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=on_call,
     )
+    # The SDK wraps every message in an OpenTelemetry span by default; corral exports no traces, and the
+    # span costs a share of each call's round trip (bench/mcp.py).
+    server.middleware.clear()
+    return server
 
 
 def _failed(types: Any, error: CorralError) -> Any:
