@@ -178,17 +178,9 @@ def _outputs_note(outputs: dict[str, Any]) -> str:
 
 
 def _summary(plan: Any) -> dict[str, Any]:
-    data = plan.data
-    return {
-        "plan": data.get("plan_id"),
-        "recipe": data.get("recipe"),
-        "state": plan.state,
-        "controller": data.get("controller_id"),
-        "paused_reason": data.get("paused_reason"),
-        "waiting_on": data.get("waiting_on"),
-        "failure": data.get("failure"),
-        "steps": data.get("steps") or {},
-    }
+    from runner.service.plans import plan_summary
+
+    return plan_summary(plan)
 
 
 def _print_summary(plan: Any, recipe_steps: list[str]) -> None:

@@ -31,18 +31,9 @@ def serve(
 ) -> None:
     """Check the options, bind the socket, and serve until stopped (SIGINT/SIGTERM end it cleanly)."""
     from runner.http.app import Options
-    from runner.mcp.listen import parse_listen, read_token
+    from runner.mcp.listen import serving
 
-    endpoint = parse_listen(listen)
-    token = read_token(auth_token_file) if auth_token_file is not None else None
-    if endpoint.kind == "tcp" and not endpoint.loopback and token is None:
-        raise InputError(
-            "listen",
-            f"{listen} is not a loopback address: give --auth-token-file FILE (clients send Authorization: Bearer)",
-            code="auth_token_required",
-        )
-    if not 1024 <= max_request_size <= 1 << 30:
-        raise InputError("max_request_size", f"{max_request_size} is not a body size from 1024 bytes to 1 GiB")
+    endpoint, token = serving(listen, auth_token_file, max_request_size)
     if not 60 <= idempotency_ttl <= 7 * 86400:
         raise InputError("idempotency_ttl", f"{idempotency_ttl} is not from 60 s to 7 days")
     if not 0.01 <= heartbeat <= 3600:

@@ -247,9 +247,7 @@ def endpoint(server: Server, scope: str) -> Any:
                                     if live is None or (instance_id is not None and live.instance_id != instance_id):
                                         continue
                                     chunk.append(encoded)
-                                    if instance_id is not None and service.events.terminal(
-                                        live.machine, live.to_state
-                                    ):
+                                    if instance_id is not None and service.events.terminal(live.machine, live.to_state):
                                         chunk.append(ended(live.to_state, live.seq, live.seq))
                                         await put(b"".join(chunk))
                                         return

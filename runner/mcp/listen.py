@@ -131,3 +131,22 @@ def _is_socket(path: str) -> bool:
     import stat
 
     return stat.S_ISSOCK(os.lstat(path).st_mode)
+
+
+def serving(listen: str, auth_token_file: Path | None, max_request_size: int) -> tuple[Endpoint, str | None]:
+    """An HTTP server's endpoint and bearer token, checked: off loopback a token is required.
+
+    Raises:
+        InputError: ``auth_token_required``, ``auth_token_invalid``, a bad ``listen`` or body size.
+    """
+    endpoint = parse_listen(listen)
+    token = read_token(auth_token_file) if auth_token_file is not None else None
+    if endpoint.kind == "tcp" and not endpoint.loopback and token is None:
+        raise InputError(
+            "listen",
+            f"{listen} is not a loopback address: give --auth-token-file FILE (clients send Authorization: Bearer)",
+            code="auth_token_required",
+        )
+    if not 1024 <= max_request_size <= 1 << 30:
+        raise InputError("max_request_size", f"{max_request_size} is not a body size from 1024 bytes to 1 GiB")
+    return endpoint, token

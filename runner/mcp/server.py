@@ -182,17 +182,9 @@ class Call:
 
     @staticmethod
     def summary(plan: Any) -> dict[str, Any]:
-        data = plan.data
-        return {
-            "plan": data.get("plan_id"),
-            "recipe": data.get("recipe"),
-            "state": plan.state,
-            "controller": data.get("controller_id"),
-            "paused_reason": data.get("paused_reason"),
-            "waiting_on": data.get("waiting_on"),
-            "failure": data.get("failure"),
-            "steps": data.get("steps") or {},
-        }
+        from runner.service.plans import plan_summary
+
+        return plan_summary(plan)
 
     def recipes(self) -> list[dict[str, Any]]:
         from runner.service.definitions import recipe_rows
@@ -431,18 +423,9 @@ def serve(runtime: App, *, http: bool, listen: str, auth_token_file: Path | None
                 raise InputError("http", f"{name} goes with --http")
         anyio.run(_serve_stdio, runtime)
         return
-    from runner.mcp.listen import parse_listen, read_token
+    from runner.mcp.listen import serving
 
-    endpoint = parse_listen(listen)
-    token = read_token(auth_token_file) if auth_token_file is not None else None
-    if endpoint.kind == "tcp" and not endpoint.loopback and token is None:
-        raise InputError(
-            "listen",
-            f"{listen} is not a loopback address: give --auth-token-file FILE (clients send Authorization: Bearer)",
-            code="auth_token_required",
-        )
-    if not 1024 <= max_request_size <= 1 << 30:
-        raise InputError("max_request_size", f"{max_request_size} is not a body size from 1024 bytes to 1 GiB")
+    endpoint, token = serving(listen, auth_token_file, max_request_size)
     anyio.run(_serve_http, runtime, endpoint, token, max_request_size)
 
 

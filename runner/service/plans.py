@@ -78,6 +78,21 @@ def plan_instance_id(plan_id: str) -> str:
     return f"plan/{plan_id}"
 
 
+def plan_summary(plan: Instance) -> dict[str, Any]:
+    """A plan as every surface shows it (``corral plans show --json``, the MCP and HTTP plan tools)."""
+    data = plan.data
+    return {
+        "plan": data.get("plan_id"),
+        "recipe": data.get("recipe"),
+        "state": plan.state,
+        "controller": data.get("controller_id"),
+        "paused_reason": data.get("paused_reason"),
+        "waiting_on": data.get("waiting_on"),
+        "failure": data.get("failure"),
+        "steps": data.get("steps") or {},
+    }
+
+
 def plan_view(header: Instance, parts: Mapping[str, Mapping[str, Any]]) -> Instance:
     """The plan as readers know it: its data with ``steps`` and ``private`` filled in from its parts.
 
