@@ -160,7 +160,10 @@ class SQLMesh(MeshStore):
             stamp = format_time(now)
             found = self._row(tx, agent_id)
             role = role if role is not None else (found.role if found else None)
-            ttl = ttl_seconds if ttl_seconds is not None else default_ttl(role)
+            if ttl_seconds is not None:
+                ttl = ttl_seconds
+            else:  # omitted: what the agent said last, else the role's default
+                ttl = found.ttl_seconds if found is not None else default_ttl(role)
             expires = format_time(now + timedelta(seconds=ttl))
             if found is None:
                 was = "absent"

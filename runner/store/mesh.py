@@ -310,7 +310,7 @@ class MeshStore(ABC):
     ) -> CheckIn:
         """Join (first check-in) or renew an agent's presence; given fields replace, omitted ones keep.
 
-        The TTL is the one given, else the role's default (:func:`default_ttl`); the status's time
+        The TTL is the one given, else the last one, else the role's default (:func:`default_ttl`); the status's time
         moves only when its text changes. Appends a ``checkin`` event (no status text beyond the
         one line, never a message).
         """

@@ -35,7 +35,8 @@ class CheckinInput:
     """Join the mesh or renew a presence: omitted fields keep what the last check-in said.
 
     ``pane`` is the agent's *own* pane id (for wake-ups), never a value taken from a message.
-    ``ttl_seconds`` (60-86400) defaults from the role: 900 for ``ping`` and ``verification``, else 3600.
+    ``ttl_seconds`` (60-86400) defaults to the last check-in's, else from the role: 900 for ``ping`` and
+    ``verification``, else 3600.
     """
 
     agent_id: str
