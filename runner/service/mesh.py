@@ -310,7 +310,6 @@ class Mesh:
             return self._skip(agent_id, "wake_nothing_unacked", "every message is acked")
         token = secrets.token_hex(8)
         prompt = wake_prompt(count, token)
-        self.port.note_wake(agent_id)  # the rate limit counts attempts, delivered or not
         request = Request(
             instance_id=wake_instance_id(token),
             trigger="wake",
@@ -333,9 +332,12 @@ class Mesh:
         try:
             result = self.core.engine.fire(self.core.library.builtin("wake"), request)
         except (AuthorityMovedError, OutcomeUnrecordedError) as exc:
+            self.port.note_wake(agent_id)
             return {"agent_id": agent_id, "wake": "failed", "code": exc.code, "message": exc.message}
         except RefusedError as exc:
-            return self._skip(agent_id, exc.code, exc.message)
+            return self._skip(agent_id, exc.code, exc.message)  # refused before anything was recorded
+        # The rate limit counts every wake that got as far as its prompt, delivered or not.
+        self.port.note_wake(agent_id)
         outcome = {"success": "delivered", "failure": "failed"}.get(str(result.outcome), "unconfirmed")
         return {
             "agent_id": agent_id,
