@@ -53,15 +53,15 @@ def checkin(
     """Join the mesh or renew your presence (omitted options keep what you said last)."""
     from runner.service.inputs.mesh import CheckinInput
 
-    done = app.service.mesh.checkin(
-        CheckinInput(agent_id, role, repo, caps or None, status, ttl_seconds, pane)
-    )
+    done = app.service.mesh.checkin(CheckinInput(agent_id, role, repo, caps or None, status, ttl_seconds, pane))
     if as_json:
         render.emit_json(done)
         return
     agent = done["agent"]
     verb = "joined" if done["joined"] else "checked in"
-    click.echo(f"{agent_id} {verb}; live until {agent['expires_at']} (ttl {agent['ttl_seconds']} s); wake: {done['wake']}")
+    click.echo(
+        f"{agent_id} {verb}; live until {agent['expires_at']} (ttl {agent['ttl_seconds']} s); wake: {done['wake']}"
+    )
     if done.get("wake_detail"):
         click.echo(f"  {done['wake_detail']}")
 
@@ -73,9 +73,7 @@ def checkin(
 @click.option("--cap", help="Only agents with this capability.")
 @json_option
 @click.pass_obj
-def agents(
-    app: App, include_expired: bool, role: str | None, repo: str | None, cap: str | None, as_json: bool
-) -> None:
+def agents(app: App, include_expired: bool, role: str | None, repo: str | None, cap: str | None, as_json: bool) -> None:
     """Who is alive, and what each one does (with the status's age: working or stuck?)."""
     from runner.service.inputs.mesh import AgentsInput
 
@@ -190,4 +188,7 @@ def wake(app: App, action: str, controller_id: str, credential_path: Path | None
     if as_json:
         render.emit_json(done)
         return
-    click.echo(f"mesh wake-ups {'enabled' if done['enabled'] else 'disabled'} for {controller_id} (generation {done['generation']})")
+    click.echo(
+        f"mesh wake-ups {'enabled' if done['enabled'] else 'disabled'} for {controller_id} "
+        f"(generation {done['generation']})"
+    )

@@ -155,8 +155,7 @@ register(
         "Send a note (subject and body, at most 16 KiB) to exactly one of: one agent (to: an agent id that"
         " has checked in, else mesh_unknown_agent), every live agent of a role, every live agent of a repo."
         " Recipients read it until they ack it; an idle recipient leased by a controller that enabled"
-        " wake-ups may be woken by a fixed prompt (never the message's text). Write facts, not orders:" + DATA
-        + RENEWS,
+        " wake-ups may be woken by a fixed prompt (never the message's text). Write facts, not orders:" + DATA + RENEWS,
         Hints(read_only=False, destructive=False, idempotent=False, open_world=True),
         SendInput,
         {

@@ -176,7 +176,9 @@ class Mesh:
             "messages": [m.to_dict() for m in read.messages],
             "unacked": read.unacked,
             "more": read.more,
-            "wake": None if wake is None else {"id": wake.id, "state": wake.state, "messages": wake.data.get("messages")},
+            "wake": None
+            if wake is None
+            else {"id": wake.id, "state": wake.state, "messages": wake.data.get("messages")},
             "expires_at": read.presence.expires_at,
             "notice": NOTICE,
         }
@@ -376,7 +378,8 @@ class Mesh:
             )
         try:
             result = self.core.engine.fire(
-                self.core.library.builtin("wake"), Request(wake_id, "use", {"agent_id": agent_id}, actor=self.core.actor)
+                self.core.library.builtin("wake"),
+                Request(wake_id, "use", {"agent_id": agent_id}, actor=self.core.actor),
             )
         except (TransitionNotAllowedError, ConflictError):
             raise RefusedError(

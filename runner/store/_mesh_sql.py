@@ -24,8 +24,8 @@ from runner.store.mesh import (
     Acked,
     CheckIn,
     Inbox,
-    Message,
     MeshStore,
+    Message,
     Presence,
     Sent,
     check_agent_id,
@@ -326,7 +326,19 @@ class SQLMesh(MeshStore):
                 tx,
                 "INSERT INTO mesh_messages (seq, message_id, sender, to_kind, to_value, subject, body, thread, urgent,"
                 " sent_at, pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (seq, message_id, sender, to_kind, to_value, subject, body, thread, int(urgent), stamp, len(recipients)),
+                (
+                    seq,
+                    message_id,
+                    sender,
+                    to_kind,
+                    to_value,
+                    subject,
+                    body,
+                    thread,
+                    int(urgent),
+                    stamp,
+                    len(recipients),
+                ),
             )
             for start in range(0, len(recipients), _CHUNK):
                 chunk = recipients[start : start + _CHUNK]
@@ -399,7 +411,8 @@ class SQLMesh(MeshStore):
                 # by exactly the deliveries acked here, so a message is "fully acked" at 0.
                 self._run(
                     tx,
-                    f"UPDATE mesh_deliveries SET acked_at = ? WHERE agent_id = ? AND acked_at IS NULL AND seq IN ({marks})",
+                    "UPDATE mesh_deliveries SET acked_at = ? WHERE agent_id = ? AND acked_at IS NULL"
+                    f" AND seq IN ({marks})",
                     [stamp, agent_id, *seqs],
                 )
                 self._run(tx, f"UPDATE mesh_messages SET pending = pending - 1 WHERE seq IN ({marks})", seqs)
@@ -435,7 +448,9 @@ class SQLMesh(MeshStore):
         old = self._run(
             tx, "SELECT seq FROM mesh_messages WHERE sent_at < ? ORDER BY sent_at LIMIT ?", (format_time(before), batch)
         ).fetchall()
-        done = self._run(tx, "SELECT seq FROM mesh_messages WHERE pending = 0 ORDER BY seq LIMIT ?", (batch,)).fetchall()
+        done = self._run(
+            tx, "SELECT seq FROM mesh_messages WHERE pending = 0 ORDER BY seq LIMIT ?", (batch,)
+        ).fetchall()
         seqs = sorted({int(r[0]) for r in (*old, *done)} - {keep})[:batch]
         for start in range(0, len(seqs), _CHUNK):
             chunk = seqs[start : start + _CHUNK]

@@ -419,9 +419,7 @@ class Store(ABC):
         Raises:
             InputError: ``mesh_unsupported`` from an adapter that keeps no mesh tables (this default).
         """
-        raise InputError(
-            "store", f"the store {self.url} keeps no agent mesh", code="mesh_unsupported", url=self.url
-        )
+        raise InputError("store", f"the store {self.url} keeps no agent mesh", code="mesh_unsupported", url=self.url)
 
     @abstractmethod
     def info(self) -> dict[str, Any]:

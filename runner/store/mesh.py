@@ -93,7 +93,7 @@ def check_repo(value: Any, field_name: str = "repo") -> str:
 
 def check_status(value: Any) -> str:
     if value == "":
-        return value
+        return ""
     return _line("status", value, STATUS_MAX, "a status")
 
 

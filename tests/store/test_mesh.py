@@ -99,9 +99,7 @@ def test_checkin_keeps_what_it_omits_and_ages_the_status(any_store: Store, clock
     mesh = any_store.mesh()
     join(mesh, "a", role="builder", repo="corral", caps=["py", "git"], status="building")
     clock.advance(30)
-    done = mesh.checkin(
-        "a", role=None, repo=None, caps=None, status="building", ttl_seconds=None, pane=None, actor="t"
-    )
+    done = mesh.checkin("a", role=None, repo=None, caps=None, status="building", ttl_seconds=None, pane=None, actor="t")
     assert done.was == "live"
     p = done.presence
     assert (p.role, p.repo, p.caps, p.status) == ("builder", "corral", ("py", "git"), "building")
@@ -232,7 +230,7 @@ def test_retention_never_drops_a_young_unacked_message(any_store: Store, clock: 
     join(mesh, "a")
     join(mesh, "b")
     join(mesh, "c")
-    old = send(mesh, "a", "agent", "b")
+    send(mesh, "a", "agent", "b")  # old: past retention, unacked
     clock.advance(100)
     acked = send(mesh, "a", "role", "none-such")  # no recipient at all: nothing to wait for
     young = send(mesh, "a", "agent", "b")

@@ -138,7 +138,9 @@ class InboxInput:
     def __post_init__(self) -> None:
         check_agent_id(self.agent_id)
         check_limit(self.limit)
-        if self.wake_token is not None and (not isinstance(self.wake_token, str) or not WAKE_TOKEN.match(self.wake_token)):
+        if self.wake_token is not None and (
+            not isinstance(self.wake_token, str) or not WAKE_TOKEN.match(self.wake_token)
+        ):
             raise InputError("wake_token", "a wake token is 16 lowercase hex digits, as the wake-up prompt gave it")
 
 
