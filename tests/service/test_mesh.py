@@ -273,3 +273,60 @@ def test_two_coordinators_on_one_store(world: MeshWorld) -> None:
     world.mesh.ack(AckInput("rev-agent", tuple(m["message_id"] for m in read["messages"])))
     assert other.inbox(InboxInput("rev-agent"))["messages"] == []
     assert len(world.prompts()) == 1
+
+
+def test_an_unconfirmed_wake_counts_as_outstanding_until_used_or_expired(
+    world: MeshWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prompt whose confirmation was lost leaves the wake ``delivering`` (it may have been delivered):
+    it blocks another wake like an outstanding one, its token still works, and it expires."""
+    from runner.agents.abc import AgentError
+
+    world.enable()
+    handed = RecordingHost.prompt
+
+    def lost_reply(self: RecordingHost, pane_id: str, text: str, expect: Any = None, gate: Any = None) -> Any:
+        handed(self, pane_id, text, expect, gate)
+        raise AgentError("the reply from the host was lost", code="agent_prompt_unconfirmed", delivered=None)
+
+    monkeypatch.setattr(RecordingHost, "prompt", lost_reply)
+    assert only_wake(world.send(body="one"))["wake"] == "unconfirmed"
+    first = token_of(world)
+    world.settle()
+    world.clock.advance(WAKE_INTERVAL_SECONDS)
+    assert only_wake(world.send(body="two"))["code"] == "wake_outstanding"
+    read = world.mesh.inbox(InboxInput("rev-agent", 50, first))  # used straight from delivering
+    assert read["wake"]["state"] == "used" and [m["body"] for m in read["messages"]] == ["one"]
+    world.clock.advance(WAKE_INTERVAL_SECONDS)
+    assert only_wake(world.send(body="three"))["wake"] == "unconfirmed"
+    second = token_of(world)
+    world.settle()
+    world.clock.advance(WAKE_WINDOW_SECONDS)
+    assert only_wake(world.send(body="four"))["wake"] == "unconfirmed"  # the stale one expired from delivering
+    with pytest.raises(CorralError) as expired:
+        world.mesh.inbox(InboxInput("rev-agent", 50, second))
+    assert expired.value.details["state"] == "expired"
+    assert len(world.host.texts) == 3
+
+
+def test_a_wake_the_host_refuses_fails_and_blocks_nothing(world: MeshWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent turned busy just before the hand-over (the host says so): the wake fails, certainly not
+    delivered, and the next one (after the rate limit) may go ahead."""
+    from runner.agents.abc import AgentBusyError
+
+    world.enable()
+    handed = RecordingHost.prompt
+
+    def busy(self: RecordingHost, pane_id: str, text: str, expect: Any = None, gate: Any = None) -> Any:
+        raise AgentBusyError("the agent started working meanwhile", code="agent_not_settled")
+
+    monkeypatch.setattr(RecordingHost, "prompt", busy)
+    wake = only_wake(world.send())
+    assert wake["wake"] == "failed"
+    (failed,) = world.store.find("wake", ["failed"])
+    assert failed.data["reason"] == "delivery_failed"
+    monkeypatch.setattr(RecordingHost, "prompt", handed)
+    assert only_wake(world.send())["code"] == "wake_rate_limited"
+    world.clock.advance(WAKE_INTERVAL_SECONDS)
+    assert only_wake(world.send())["wake"] == "delivered"
+    assert len(world.host.texts) == 1
