@@ -17,7 +17,9 @@ def test_the_mesh_over_http(serve: Any) -> None:
         assert joined.status_code == 200, joined.text
         jsonschema.validate(joined.json(), TOOLS["agent_checkin"].output)
         assert joined.json()["joined"] is True and joined.json()["wake"] == "unsupported"
-        assert client.post("/api/mesh/agents/r1/checkin", json={"role": "reviewer", "repo": "corral"}).status_code == 200
+        assert (
+            client.post("/api/mesh/agents/r1/checkin", json={"role": "reviewer", "repo": "corral"}).status_code == 200
+        )
         sent = client.post(
             "/api/mesh/messages",
             json={"agent_id": "b1", "repo": "corral", "subject": "freeze", "body": "merges are frozen"},

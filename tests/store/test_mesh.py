@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -290,3 +291,64 @@ def test_two_coordinators_on_one_store(store_kind: StoreKind, any_store: Store, 
         assert len(one.inbox("c", 100).messages) == 20
     finally:
         second.close()
+
+
+def test_an_sqlite_store_from_before_the_mesh_migrates_forward(tmp_path: Path, clock: FakeClock) -> None:
+    """A file of the schema before the mesh tables opens, gains them, keeps its rows and runs the mesh."""
+    import sqlite3
+
+    from runner.store.sqlite import MIGRATIONS, SCHEMA_VERSION, TABLES_BY_VERSION, SQLiteStore, _statements
+    from runner.store.sqlite_file import APPLICATION_ID
+
+    previous = next(n for n, script in enumerate(MIGRATIONS) if "CREATE TABLE mesh_agents" in script)
+    assert "mesh_agents" not in TABLES_BY_VERSION[previous] and "mesh_agents" in TABLES_BY_VERSION[previous + 1]
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("BEGIN")
+    for script in MIGRATIONS[:previous]:
+        for statement in _statements(script):
+            conn.execute(statement)
+    conn.execute("INSERT INTO instances VALUES ('a/1', 'a', 's', 1, '{}', 't', 't')")
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute(f"PRAGMA user_version = {previous}")
+    conn.execute("COMMIT")
+    conn.close()
+    with SQLiteStore(path, clock=clock) as store:
+        assert store.info()["schema_version"] == SCHEMA_VERSION
+        assert store.get("a/1") is not None
+        join(store.mesh(), "a")
+        join(store.mesh(), "b")
+        sent = send(store.mesh(), "a", "agent", "b")
+        assert ids(store.mesh(), "b") == [sent.message_id]  # type: ignore[attr-defined]
+
+
+def test_a_postgresql_store_from_before_the_mesh_migrates_forward(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A schema made by the versions before the mesh opens at the latest, with the mesh tables."""
+    import psycopg
+
+    from runner.store import open_store
+    from runner.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, statements
+    from tests.support.stores import PostgresKind, kind_for
+
+    pg = kind_for("postgresql", request)
+    assert isinstance(pg, PostgresKind)
+    previous = next(n for n, script in enumerate(MIGRATIONS) if "CREATE TABLE mesh_agents" in script)
+    url = pg.url(tmp_path)
+    schema = url.rsplit("schema=", 1)[1]
+    assert pg.server is not None
+    with psycopg.connect(pg.server.scratch, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"SET search_path = {schema}")
+        for script in MIGRATIONS[:previous]:
+            for statement in statements(script):
+                conn.execute(statement.encode())
+        conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (previous,))
+    with open_store(url) as store:
+        assert store.info()["schema_version"] == SCHEMA_VERSION
+        join(store.mesh(), "a")
+        join(store.mesh(), "b")
+        sent = send(store.mesh(), "a", "agent", "b")
+        assert ids(store.mesh(), "b") == [sent.message_id]  # type: ignore[attr-defined]
