@@ -330,3 +330,19 @@ def test_a_wake_the_host_refuses_fails_and_blocks_nothing(world: MeshWorld, monk
     world.clock.advance(WAKE_INTERVAL_SECONDS)
     assert only_wake(world.send())["wake"] == "delivered"
     assert len(world.host.texts) == 1
+
+
+def test_status_says_an_unconfirmed_wake_settles_itself(world: MeshWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.agents.abc import AgentError
+
+    world.enable()
+    handed = RecordingHost.prompt
+
+    def lost_reply(self: RecordingHost, pane_id: str, text: str, expect: Any = None, gate: Any = None) -> Any:
+        handed(self, pane_id, text, expect, gate)
+        raise AgentError("the reply from the host was lost", code="agent_prompt_unconfirmed", delivered=None)
+
+    monkeypatch.setattr(RecordingHost, "prompt", lost_reply)
+    assert only_wake(world.send())["wake"] == "unconfirmed"
+    (item,) = [n for n in world.service.status()["needs_attention"] if n["machine"] == "wake"]
+    assert item["state"] == "delivering" and "expires at" in item["next"] and "reconcile" not in item["next"]
