@@ -98,16 +98,16 @@ class SendInput:
     urgent: bool = False
 
     def __post_init__(self) -> None:
-        check_agent_id(self.agent_id, "from")
+        check_agent_id(self.agent_id)  # the sender (the CLI's --from)
         given = [name for name in ("to", "to_role", "to_repo") if getattr(self, name) is not None]
         if len(given) != 1:
             raise InputError("to", f"give exactly one of to, role, repo (got {', '.join(given) or 'none'})")
         if self.to is not None:
             check_agent_id(self.to, "to")
         if self.to_role is not None:
-            check_name(self.to_role, "role")
+            check_name(self.to_role, "to_role")
         if self.to_repo is not None:
-            check_repo(self.to_repo)
+            check_repo(self.to_repo, "to_repo")
         check_subject(self.subject)
         check_body(self.body)
         if self.thread is not None:
