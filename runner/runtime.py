@@ -58,6 +58,8 @@ class Config:
     actor: str | None = None
     surface: str = "cli"
     events_keep: str | None = None
+    mesh_retention: str | None = None
+    """How long mesh messages are kept (``$CORRAL_MESH_RETENTION``: a duration such as ``7d``; issue 17)."""
 
     @property
     def acting_as(self) -> str:
@@ -82,7 +84,14 @@ class Config:
         env = os.environ if environ is None else environ
         located = Home.locate(home, env)
         url = store or env.get("CORRAL_STORE") or located.default_store_url
-        return cls(located, url, actor, surface, events_keep=env.get("CORRAL_EVENTS_KEEP") or None)
+        return cls(
+            located,
+            url,
+            actor,
+            surface,
+            events_keep=env.get("CORRAL_EVENTS_KEEP") or None,
+            mesh_retention=env.get("CORRAL_MESH_RETENTION") or None,
+        )
 
 
 class Runtime:
@@ -153,8 +162,17 @@ class Runtime:
                 hosts=self.host,
                 kinds=lambda: self.kinds,
                 plans=self._plans,
+                mesh_retention_seconds=self._mesh_retention(),
             )
         return self._service
+
+    def _mesh_retention(self) -> float | None:
+        """``CORRAL_MESH_RETENTION`` in seconds (None: the mesh's default); a bad value is ``input_invalid``."""
+        if self.config.mesh_retention is None:
+            return None
+        from runner.service.events import parse_duration
+
+        return parse_duration(self.config.mesh_retention, "mesh_retention").total_seconds()
 
     def _plans(self, service: Service) -> Plans:
         """The plans component: the packaged and local recipes, the credential files as the keeper,

@@ -289,6 +289,27 @@ def writer_reconcile(cli: Cli, point: str) -> None:
     assert cli.panes() == []
 
 
+def wake_wake(cli: Cli, point: str) -> None:
+    """A sender killed inside a mesh wake-up (issue 17): the message is recorded (it committed before the
+    wake), the wake stays ``delivering`` (it may have been delivered), never delivered twice: it blocks
+    every other wake of the agent until its token is used or its window passes, which status says
+    (there is nothing to reconcile)."""
+    cli.start()
+    (pane,) = cli.panes()
+    cli.ok("mesh", "wake", "enable", "--controller", "ctl")
+    cli.ok("mesh", "checkin", "--agent-id", "rev-agent", "--pane", str(pane["pane_id"]))
+    cli.ok("mesh", "checkin", "--agent-id", "boss")
+    send = ("mesh", "send", "--from", "boss", "--to", "rev-agent", "--subject", "s")
+    cli.crash(f"wake.wake:{point}", *send, "--body", "first")
+    read = cli.ok("mesh", "inbox", "--agent-id", "rev-agent")
+    assert [m["body"] for m in read["messages"]] == ["first"], "the message outlives its sender"
+    (wake,) = [n for n in cli.ok("status")["needs_attention"] if n["machine"] == "wake"]
+    assert wake["state"] == "delivering" and "expires at" in wake["next"]
+    again = cli.ok(*send, "--body", "second")
+    assert [w["code"] for w in again["wakes"]] == ["wake_outstanding"]
+    assert cli.runs() == (1 if point == "effect" else 0), "never delivered twice"
+
+
 CASES: dict[str, Callable[[Cli, str], None]] = {
     "reviewer.start": reviewer_start,
     "reviewer.close": reviewer_close,
@@ -301,6 +322,7 @@ CASES: dict[str, Callable[[Cli, str], None]] = {
     "pane.reconcile": pane_reconcile,
     "adopted.close": adopted_close,
     "adopted.reconcile": adopted_reconcile,
+    "wake.wake": wake_wake,
 }
 
 

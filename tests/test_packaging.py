@@ -67,7 +67,7 @@ def test_wheel_ships_definitions_and_works_outside_the_checkout(tmp_path: Path) 
         check=True,
     )
     names = [m["name"] for m in json.loads(run.stdout)["machines"]]
-    assert names == ["adopted", "controller", "pane", "plan", "receipt", "reviewer", "writer"]
+    assert names == ["adopted", "controller", "pane", "plan", "receipt", "reviewer", "wake", "writer"]
     valid = subprocess.run(
         [sys.executable, "-m", "runner.cli", "validate"],
         cwd=elsewhere,

@@ -18,7 +18,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from runner.context import Gate
 from runner.errors import CorralError, NotFoundError, RefusedError
@@ -171,6 +171,9 @@ class AgentHost(ABC):
     """Runs agents. Methods observe afresh on every call; nothing is cached across calls."""
 
     name: str
+    can_prompt: ClassVar[bool] = True
+    """Whether :meth:`prompt` can hand text to an agent of this host (mesh wake-ups need it); a host
+    that only observes says False, and agents on it poll their inbox instead (issue 17)."""
 
     @abstractmethod
     def start(

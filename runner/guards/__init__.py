@@ -21,6 +21,7 @@ from runner.guards import adopted as _adopted  # noqa: E402, F401  (registers th
 from runner.guards import agents as _agents  # noqa: E402, F401
 from runner.guards import git as _git  # noqa: E402, F401
 from runner.guards import lease as _lease  # noqa: E402, F401
+from runner.guards import mesh as _mesh  # noqa: E402, F401
 from runner.guards import plans as _plans  # noqa: E402, F401
 
 __all__ = ["GUARDS", "GuardFn"]

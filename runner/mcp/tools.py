@@ -1318,3 +1318,8 @@ async def _plan_retry(call: Call, a: dict[str, Any]) -> dict[str, Any]:
 )
 def _plan_cancel(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     return call.summary(call.plans().cancel(PlanCancelInput(a["plan_id"])))
+
+
+# --- later capabilities register their tools (the import registers them) ------------------------------
+
+from runner.mcp import mesh as _mesh  # noqa: E402, F401 - issue 17: the agent mesh's tools

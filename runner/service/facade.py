@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from runner.service.inputs.waits import AgentInput, AgentWaitInput, WaitAnyInput
     from runner.service.inputs.writers import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
     from runner.service.inventory import Inventory
+    from runner.service.mesh import Mesh
     from runner.service.plans import Plans
     from runner.service.receipts import Receipts
     from runner.service.reviewers import Reviewers
@@ -72,10 +73,12 @@ class Service:
         hosts: Callable[[str], AgentHost] | None = None,
         kinds: Kinds | Callable[[], Kinds] | None = None,
         plans: Callable[[Service], Plans] | None = None,
+        mesh_retention_seconds: float | None = None,
     ) -> None:
         self.core = Core(store, library, actor, hosts, kinds)
         self._plans_factory = plans
         self._plans: Plans | None = None
+        self._mesh_retention = mesh_retention_seconds
 
     # --- the components, each built on first use (a command imports only the ones it calls) -------------
     # ``reviewers``, ``receipts``, ``writers`` and ``events`` were listing methods before they were
@@ -142,6 +145,13 @@ class Service:
         from runner.service.decisions import Decisions
 
         return Decisions(self.core, lambda: self.plans)
+
+    @cached_property
+    def mesh(self) -> Mesh:
+        """The agent mesh (issue 17): presence, messages until acked, guarded wake-ups."""
+        from runner.service.mesh import Mesh
+
+        return Mesh(self.core, self._mesh_retention)
 
     @property
     def plans(self) -> Plans:

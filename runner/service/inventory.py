@@ -59,6 +59,11 @@ def next_for(machine: str, instance: Instance) -> str:
             f"observe the agent (corral agent get {instance.data.get('pane_id')}), then corral abandon --controller "
             f"{controller} --receipt {instance.data.get('token')} on fresh evidence that it is settled"
         )
+    if machine == "wake":  # issue 17: an unconfirmed mesh wake-up settles itself
+        return (
+            f"nothing: the agent {instance.data.get('agent_id')!r} uses its token (agent_inbox), or the wake-up "
+            f"expires at {instance.data.get('window_ends_at')}"
+        )
     group = {"pane": "agent"}.get(machine, machine)
     if machine == "plan":
         return f"corral plans resume {instance.data.get('plan_id')}"

@@ -34,10 +34,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.context import Claim, Event, Instance
 from runner.errors import InputError
+
+if TYPE_CHECKING:
+    from runner.store.mesh import MeshStore
 
 Clock = Callable[[], datetime]
 """A store's clock: tests inject one, adapters default to the system's UTC time."""
@@ -405,6 +408,18 @@ class Store(ABC):
             code="idempotency_unsupported",
             url=self.url,
         )
+
+    # --- the agent mesh (issue 17) ----------------------------------------------------------------------
+    # Not abstract, as prune_events is not: an adapter without the mesh tables refuses with a clear code.
+
+    def mesh(self) -> MeshStore:
+        """The mesh port over this store's own tables (:mod:`runner.store.mesh`): presence, messages,
+        deliveries, each method one transaction of this store.
+
+        Raises:
+            InputError: ``mesh_unsupported`` from an adapter that keeps no mesh tables (this default).
+        """
+        raise InputError("store", f"the store {self.url} keeps no agent mesh", code="mesh_unsupported", url=self.url)
 
     @abstractmethod
     def info(self) -> dict[str, Any]:

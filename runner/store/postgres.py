@@ -98,6 +98,8 @@ from runner.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, Target, cha
 if TYPE_CHECKING:
     import psycopg
 
+    from runner.store.mesh import MeshStore
+
 logger = get_logger(__name__)
 
 
@@ -853,6 +855,17 @@ class PostgresStore(Store):
             conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
             moment = format_time(tx.now if before is None else before)
             return int(conn.execute("DELETE FROM idempotency WHERE expires_at <= %s", (moment,)).rowcount)
+
+    def mesh(self) -> MeshStore:
+        """The agent mesh in this schema's ``mesh_*`` tables, on this store's connection (issue 17)."""
+        mesh = self.__dict__.get("_mesh")
+        if mesh is None:
+            from runner.store._mesh_sql import SQLMesh
+
+            mesh = self.__dict__["_mesh"] = SQLMesh(
+                self, lambda view: connection_of(view)[0], "%s", self.target.described
+            )
+        return mesh
 
     def info(self) -> dict[str, Any]:
         with self.read() as reader:

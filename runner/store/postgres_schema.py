@@ -152,6 +152,57 @@ MIGRATIONS: tuple[str, ...] = (
 
     CREATE INDEX idempotency_by_expiry ON idempotency (expires_at)
     """,
+    # issue 17: the agent mesh (runner.store.mesh), as in the SQLite store.
+    f"""
+    CREATE TABLE mesh_agents (
+        agent_id     text {_TEXT} PRIMARY KEY,
+        role         text {_TEXT},
+        repo         text {_TEXT},
+        caps         text NOT NULL,
+        status       text NOT NULL,
+        status_at    text NOT NULL,
+        pane         text,
+        ttl_seconds  integer NOT NULL,
+        joined_at    text NOT NULL,
+        seen_at      text NOT NULL,
+        expires_at   text {_TEXT} NOT NULL,
+        version      integer NOT NULL,
+        wake_at      text
+    );
+
+    CREATE INDEX mesh_agents_by_role ON mesh_agents (role, expires_at);
+
+    CREATE INDEX mesh_agents_by_repo ON mesh_agents (repo, expires_at);
+
+    CREATE TABLE mesh_messages (
+        seq         bigint PRIMARY KEY,
+        message_id  text {_TEXT} NOT NULL UNIQUE,
+        sender      text NOT NULL,
+        to_kind     text NOT NULL,
+        to_value    text NOT NULL,
+        subject     text NOT NULL,
+        body        text NOT NULL,
+        thread      text,
+        urgent      integer NOT NULL,
+        sent_at     text {_TEXT} NOT NULL,
+        pending     integer NOT NULL CHECK (pending >= 0)
+    );
+
+    CREATE INDEX mesh_messages_by_time ON mesh_messages (sent_at);
+
+    CREATE INDEX mesh_messages_done ON mesh_messages (seq) WHERE pending = 0;
+
+    CREATE TABLE mesh_deliveries (
+        agent_id  text {_TEXT} NOT NULL,
+        seq       bigint NOT NULL,
+        acked_at  text,
+        PRIMARY KEY (agent_id, seq)
+    );
+
+    CREATE INDEX mesh_deliveries_unacked ON mesh_deliveries (agent_id, seq) WHERE acked_at IS NULL;
+
+    CREATE INDEX mesh_deliveries_by_seq ON mesh_deliveries (seq)
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

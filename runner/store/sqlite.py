@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.context import Claim, Event, Instance, format_time, parse_time
 from runner.errors import (
@@ -65,6 +65,9 @@ from runner.store.sqlite_file import (
     recognise,
 )
 from runner.store.writelock import Place, QueueTimeout, WriteQueue
+
+if TYPE_CHECKING:
+    from runner.store.mesh import MeshStore
 
 logger = get_logger(__name__)  # imports logging only to log (cold start)
 
@@ -209,6 +212,50 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX idempotency_by_expiry ON idempotency (expires_at);
     """,
+    # issue 17: the agent mesh (runner.store.mesh). Presence per agent id, messages (seq from the
+    # counter mesh_message; pending counts the deliveries not yet acked), one delivery per recipient.
+    """
+    CREATE TABLE mesh_agents (
+        agent_id     TEXT PRIMARY KEY,
+        role         TEXT,
+        repo         TEXT,
+        caps         TEXT NOT NULL,
+        status       TEXT NOT NULL,
+        status_at    TEXT NOT NULL,
+        pane         TEXT,
+        ttl_seconds  INTEGER NOT NULL,
+        joined_at    TEXT NOT NULL,
+        seen_at      TEXT NOT NULL,
+        expires_at   TEXT NOT NULL,
+        version      INTEGER NOT NULL,
+        wake_at      TEXT
+    );
+    CREATE INDEX mesh_agents_by_role ON mesh_agents (role, expires_at);
+    CREATE INDEX mesh_agents_by_repo ON mesh_agents (repo, expires_at);
+    CREATE TABLE mesh_messages (
+        seq         INTEGER PRIMARY KEY,
+        message_id  TEXT NOT NULL UNIQUE,
+        sender      TEXT NOT NULL,
+        to_kind     TEXT NOT NULL,
+        to_value    TEXT NOT NULL,
+        subject     TEXT NOT NULL,
+        body        TEXT NOT NULL,
+        thread      TEXT,
+        urgent      INTEGER NOT NULL,
+        sent_at     TEXT NOT NULL,
+        pending     INTEGER NOT NULL CHECK (pending >= 0)
+    );
+    CREATE INDEX mesh_messages_by_time ON mesh_messages (sent_at);
+    CREATE INDEX mesh_messages_done ON mesh_messages (seq) WHERE pending = 0;
+    CREATE TABLE mesh_deliveries (
+        agent_id  TEXT NOT NULL,
+        seq       INTEGER NOT NULL,
+        acked_at  TEXT,
+        PRIMARY KEY (agent_id, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX mesh_deliveries_unacked ON mesh_deliveries (agent_id, seq) WHERE acked_at IS NULL;
+    CREATE INDEX mesh_deliveries_by_seq ON mesh_deliveries (seq);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # The tables each schema version has: an existing file missing one of its version's is damaged.
@@ -221,6 +268,10 @@ TABLES_BY_VERSION: dict[int, frozenset[str]] = {
     6: frozenset({"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims"}),
     7: frozenset(
         {"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims", "idempotency"}
+    ),
+    8: frozenset(
+        {"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims", "idempotency"}
+        | {"mesh_agents", "mesh_messages", "mesh_deliveries"}
     ),
 }
 
@@ -990,6 +1041,15 @@ class SQLiteStore(Store):
         with self.write() as tx:
             moment = format_time(tx.now if before is None else before)
             return int(self._conn.execute("DELETE FROM idempotency WHERE expires_at <= ?", (moment,)).rowcount)
+
+    def mesh(self) -> MeshStore:
+        """The agent mesh in this file's ``mesh_*`` tables, on this store's connection (issue 17)."""
+        mesh = self.__dict__.get("_mesh")
+        if mesh is None:
+            from runner.store._mesh_sql import SQLMesh
+
+            mesh = self.__dict__["_mesh"] = SQLMesh(self, lambda view: connection_of(view)[0], "?", str(self.path))
+        return mesh
 
     def info(self) -> dict[str, Any]:
         with self._snapshot() as conn:

@@ -19,6 +19,7 @@ UPDATES: Registry[UpdateFn] = Registry("update", "corral.updates")
 from runner.updates import adopted as _adopted  # noqa: E402, F401  (registers the built-ins; needs UPDATES)
 from runner.updates import agents as _agents  # noqa: E402, F401
 from runner.updates import lease as _lease  # noqa: E402, F401
+from runner.updates import mesh as _mesh  # noqa: E402, F401
 from runner.updates import plans as _plans  # noqa: E402, F401
 from runner.updates import writers as _writers  # noqa: E402, F401
 

@@ -241,6 +241,7 @@ def test_machines_and_draw(corral: Any, tmp_path: Path) -> None:
         ("plan", True, 7, 9),  # retry: failed -> running
         ("receipt", True, 6, 5),
         ("reviewer", True, 9, 7),
+        ("wake", True, 6, 3),
         ("writer", True, 9, 8),
     ]
     mermaid = corral("draw", "controller")

@@ -45,7 +45,7 @@ def codes(path: Path) -> list[tuple[str, str, int | None]]:
 def test_builtin_machines_validate_cleanly() -> None:
     library = Library()
     paths = library.builtin_paths()
-    assert [p.stem for p in paths] == ["adopted", "controller", "pane", "plan", "receipt", "reviewer", "writer"]
+    assert [p.stem for p in paths] == ["adopted", "controller", "pane", "plan", "receipt", "reviewer", "wake", "writer"]
     for path in paths:
         report, spec = validate_file(path)
         assert report.diagnostics == [], [d.render() for d in report.diagnostics]

@@ -69,6 +69,11 @@ REFUSALS: list[tuple[str, str, dict[str, Any] | None, int, str]] = [
     ("GET", "/api/recipes/nope", None, 404, "recipe_unknown"),
     ("GET", "/api/machines", {"bogus": "1"}, 422, "input_invalid"),
     ("GET", "/api/machines/nope/drawing", None, 404, "machine_unknown"),
+    ("GET", "/api/mesh/agents", {"bogus": "1"}, 422, "input_invalid"),
+    ("POST", "/api/mesh/agents/bad%20id/checkin", {}, 422, "input_invalid"),
+    ("POST", "/api/mesh/agents/nobody/inbox", {}, 409, "mesh_not_checked_in"),
+    ("POST", "/api/mesh/agents/nobody/ack", {}, 422, "input_invalid"),
+    ("POST", "/api/mesh/messages", {}, 422, "input_invalid"),
 ]
 
 
@@ -139,6 +144,8 @@ READS: list[tuple[str, dict[str, Any] | None]] = [
     ("/api/machines", None),
     ("/api/machines/controller/drawing", None),
     ("/api/machines/controller/drawing", {"format": "dot"}),
+    ("/api/mesh/agents", None),
+    ("/api/mesh/agents", {"all": "true"}),
 ]
 
 

@@ -102,6 +102,7 @@ def read_only_calls(w: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "corral_recipe_show": {"name": "review", "resolved": False},
         "corral_plan_show": {"plan_id": "p-1"},
         "corral_plan_list": {"all": True},
+        "agents_list": {"all": True},
     }
 
 

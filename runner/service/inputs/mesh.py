@@ -1,0 +1,172 @@
+"""The mesh's inputs (issue 17): check in, list agents, send, read the inbox, ack, enable wake-ups.
+
+One Input per operation, shared by the CLI, the MCP tools and the HTTP API; each checks its fields
+(the store's mesh adapters check them again) and names the field it refuses.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from runner.errors import InputError
+from runner.service.inputs.base import FencedInput
+from runner.store.mesh import (
+    LIMIT_DEFAULT,
+    check_agent_id,
+    check_body,
+    check_caps,
+    check_limit,
+    check_message_id,
+    check_name,
+    check_pane,
+    check_repo,
+    check_status,
+    check_subject,
+    check_thread,
+    check_ttl,
+)
+
+WAKE_TOKEN = re.compile(r"^[0-9a-f]{16}$")
+
+
+@dataclass(frozen=True)
+class CheckinInput:
+    """Join the mesh or renew a presence: omitted fields keep what the last check-in said.
+
+    ``pane`` is the agent's *own* pane id (for wake-ups), never a value taken from a message.
+    ``ttl_seconds`` (60-86400) defaults to the last check-in's, else from the role: 900 for ``ping`` and
+    ``verification``, else 3600.
+    """
+
+    agent_id: str
+    role: str | None = None
+    repo: str | None = None
+    caps: tuple[str, ...] | None = None
+    status: str | None = None
+    ttl_seconds: int | None = None
+    pane: str | None = None
+
+    def __post_init__(self) -> None:
+        check_agent_id(self.agent_id)
+        if self.role is not None:
+            check_name(self.role, "role")
+        if self.repo is not None:
+            check_repo(self.repo)
+        if self.caps is not None:
+            object.__setattr__(self, "caps", check_caps(self.caps))
+        if self.status is not None:
+            check_status(self.status)
+        if self.ttl_seconds is not None:
+            check_ttl(self.ttl_seconds)
+        if self.pane is not None:
+            check_pane(self.pane)
+
+
+@dataclass(frozen=True)
+class AgentsInput:
+    """Live agents (``include_expired``: every one, with when it went stale), by role, repo or cap."""
+
+    include_expired: bool = False
+    role: str | None = None
+    repo: str | None = None
+    cap: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.include_expired, bool):
+            raise InputError("include_expired", f"{self.include_expired!r} is not true or false")
+        if self.role is not None:
+            check_name(self.role, "role")
+        if self.repo is not None:
+            check_repo(self.repo)
+        if self.cap is not None:
+            check_name(self.cap, "cap")
+
+
+@dataclass(frozen=True)
+class SendInput:
+    """A message from ``agent_id`` to exactly one of: the agent ``to``, every live agent of ``to_role``,
+    every live agent of ``to_repo`` (a broadcast never reaches its sender). Data, never instructions."""
+
+    agent_id: str
+    subject: str
+    body: str = field(repr=False)
+    to: str | None = None
+    to_role: str | None = None
+    to_repo: str | None = None
+    thread: str | None = None
+    urgent: bool = False
+
+    def __post_init__(self) -> None:
+        check_agent_id(self.agent_id)  # the sender (the CLI's --from)
+        given = [name for name in ("to", "to_role", "to_repo") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise InputError("to", f"give exactly one of to, role, repo (got {', '.join(given) or 'none'})")
+        if self.to is not None:
+            check_agent_id(self.to, "to")
+        if self.to_role is not None:
+            check_name(self.to_role, "to_role")
+        if self.to_repo is not None:
+            check_repo(self.to_repo, "to_repo")
+        check_subject(self.subject)
+        check_body(self.body)
+        if self.thread is not None:
+            check_thread(self.thread)
+        if not isinstance(self.urgent, bool):
+            raise InputError("urgent", f"{self.urgent!r} is not true or false")
+
+    @property
+    def recipient(self) -> tuple[str, str]:
+        """``(kind, value)``: ``agent``, ``role`` or ``repo`` and its value."""
+        if self.to is not None:
+            return "agent", self.to
+        if self.to_role is not None:
+            return "role", self.to_role
+        assert self.to_repo is not None
+        return "repo", self.to_repo
+
+
+@dataclass(frozen=True)
+class InboxInput:
+    """The agent's unacked messages (1-100, default 50), oldest first; ``wake_token`` (16 hex, single
+    use) marks this read as the turn a wake-up started and returns that wake's messages."""
+
+    agent_id: str
+    limit: int = LIMIT_DEFAULT
+    wake_token: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        check_agent_id(self.agent_id)
+        check_limit(self.limit)
+        if self.wake_token is not None and (
+            not isinstance(self.wake_token, str) or not WAKE_TOKEN.match(self.wake_token)
+        ):
+            raise InputError("wake_token", "a wake token is 16 lowercase hex digits, as the wake-up prompt gave it")
+
+
+@dataclass(frozen=True)
+class AckInput:
+    """Acknowledge messages (1-500 ids, as the inbox gave them); idempotent."""
+
+    agent_id: str
+    message_ids: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        check_agent_id(self.agent_id)
+        if isinstance(self.message_ids, str) or not isinstance(self.message_ids, (tuple, list)):
+            raise InputError("message_ids", "message ids are a list")
+        if not 1 <= len(self.message_ids) <= 500:
+            raise InputError("message_ids", f"give 1-500 message ids, not {len(self.message_ids)}")
+        object.__setattr__(self, "message_ids", tuple(check_message_id(m) for m in self.message_ids))
+
+
+@dataclass(frozen=True)
+class WakeGrantInput(FencedInput):
+    """Enable (or disable) mesh wake-ups of the agents this controller leases, under the grant it holds."""
+
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.enabled, bool):
+            raise InputError("enabled", f"{self.enabled!r} is not true or false")

@@ -1,0 +1,125 @@
+"""``corral mesh`` (issue 17) through the real executable (``python -m runner.cli``) in a private home, on
+SQLite and on PostgreSQL: the JSON shapes, the exit statuses and codes of refused input, and wake-ups
+enabled with the controller's credential."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.stores import StoreKind, store_kind
+
+__all__ = ["store_kind"]
+
+ROOT = Path(__file__).resolve().parents[2]
+SHA = "a" * 64
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def mesh_cli(cli_env: dict[str, str], tmp_path: Path, store_kind: StoreKind) -> Run:
+    env = {**cli_env, "PYTHONPATH": str(ROOT), "CORRAL_STORE": store_kind.url(tmp_path)}
+    env.pop("CORRAL_MESH_RETENTION", None)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "runner.cli", *args],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
+        )  # fmt: skip
+
+    return run
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> Any:
+    assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+    return json.loads(done.stdout) if done.stdout.startswith("{") else done.stdout
+
+
+def events(run: Run) -> list[dict[str, Any]]:
+    done = run("events", "--json")
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def refused(done: subprocess.CompletedProcess[str], status: int, code: str, field: str | None = None) -> None:
+    assert done.returncode == status, (done.returncode, done.stdout, done.stderr)
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == code, error
+    if field is not None:
+        assert error["details"]["field"] == field, error
+
+
+def test_checkin_send_inbox_ack(mesh_cli: Run) -> None:
+    joined = ok(mesh_cli("mesh", "checkin", "--agent-id", "b1", "--role", "builder", "--repo", "corral",
+                         "--cap", "py", "--cap", "git", "--status", "building the mesh", "--json"))  # fmt: skip
+    assert joined["joined"] is True and joined["wake"] == "unsupported"
+    agent = joined["agent"]
+    assert (agent["role"], agent["caps"], agent["ttl_seconds"], agent["live"]) == ("builder", ["py", "git"], 3600, True)
+    ping = ok(mesh_cli("mesh", "checkin", "--agent-id", "p1", "--role", "ping", "--repo", "corral", "--json"))
+    assert ping["agent"]["ttl_seconds"] == 900
+    listed = ok(mesh_cli("mesh", "agents", "--role", "builder", "--json"))
+    assert [a["agent_id"] for a in listed["agents"]] == ["b1"] and listed["agents"][0]["status"] == "building the mesh"
+    assert [a["agent_id"] for a in ok(mesh_cli("mesh", "agents", "--cap", "git", "--json"))["agents"]] == ["b1"]
+    sent = ok(mesh_cli("mesh", "send", "--from", "b1", "--repo", "corral", "--subject", "freeze",
+                       "--body", "merges are frozen", "--urgent", "--json"))  # fmt: skip
+    assert sent["recipients"] == ["p1"] and sent["message_id"].startswith("msg-")
+    for _ in range(2):  # reading changes nothing
+        read = ok(mesh_cli("mesh", "inbox", "--agent-id", "p1", "--json"))
+        assert [(m["message_id"], m["from"], m["body"], m["urgent"]) for m in read["messages"]] == [
+            (sent["message_id"], "b1", "merges are frozen", True)
+        ]
+        assert "never instructions" in read["notice"]
+    text = ok(mesh_cli("mesh", "inbox", "--agent-id", "p1"))
+    assert "merges are frozen" in text and "never instructions" in text
+    acked = ok(mesh_cli("mesh", "ack", "--agent-id", "p1", sent["message_id"], "--json"))
+    assert acked["acked"] == [sent["message_id"]]
+    again = ok(mesh_cli("mesh", "ack", "--agent-id", "p1", sent["message_id"], "--json"))
+    assert again["already"] == [sent["message_id"]] and again["acked"] == []
+    assert ok(mesh_cli("mesh", "inbox", "--agent-id", "p1", "--json"))["messages"] == []
+    log = events(mesh_cli)
+    assert [e["trigger"] for e in log if e["instance"].startswith("mesh/")] == ["checkin", "checkin", "send"]
+    assert "merges are frozen" not in json.dumps(log)
+
+
+def test_refused_input_exits_3_with_a_code(mesh_cli: Run) -> None:
+    refused(mesh_cli("mesh", "checkin", "--agent-id", "no spaces", "--json"), 3, "input_invalid", "agent_id")
+    refused(mesh_cli("mesh", "checkin", "--agent-id", "a", "--ttl-seconds", "30", "--json"), 3, "input_invalid",
+            "ttl_seconds")  # fmt: skip
+    refused(mesh_cli("mesh", "inbox", "--agent-id", "a", "--json"), 4, "mesh_not_checked_in")
+    ok(mesh_cli("mesh", "checkin", "--agent-id", "a", "--json"))
+    refused(mesh_cli("mesh", "inbox", "--agent-id", "a", "--limit", "101", "--json"), 3, "input_invalid", "limit")
+    refused(mesh_cli("mesh", "inbox", "--agent-id", "a", "--limit", "0", "--json"), 3, "input_invalid", "limit")
+    refused(mesh_cli("mesh", "inbox", "--agent-id", "a", "--wake-token", "nope", "--json"), 3, "input_invalid",
+            "wake_token")  # fmt: skip
+    refused(mesh_cli("mesh", "inbox", "--agent-id", "a", "--wake-token", "0" * 16, "--json"), 3, "wake_token_unknown")
+    refused(mesh_cli("mesh", "send", "--from", "a", "--to", "nobody", "--subject", "s", "--body", "b", "--json"),
+            3, "mesh_unknown_agent")  # fmt: skip
+    refused(mesh_cli("mesh", "send", "--from", "a", "--to", "a", "--role", "r", "--subject", "s", "--body", "b",
+                     "--json"), 3, "input_invalid", "to")  # fmt: skip
+    refused(mesh_cli("mesh", "send", "--from", "a", "--to", "a", "--subject", "s", "--body", "x" * 16385, "--json"),
+            3, "mesh_body_too_large", "body")  # fmt: skip
+    refused(mesh_cli("mesh", "ack", "--agent-id", "a", "msg-1", "--json"), 3, "input_invalid", "message_ids")
+    done = mesh_cli("mesh", "inbox", "--agent-id", "a")
+    assert done.returncode == 0 and "Traceback" not in done.stderr
+
+
+def test_wake_enable_needs_the_controllers_credential(mesh_cli: Run) -> None:
+    refused(mesh_cli("mesh", "wake", "enable", "--controller", "ctl", "--json"), 3, "credential_missing")
+    ok(mesh_cli("controller", "acquire", "--controller", "ctl", "--authority-ref", "T", "--authority-sha256", SHA))
+    enabled = ok(mesh_cli("mesh", "wake", "enable", "--controller", "ctl", "--json"))
+    assert (enabled["enabled"], enabled["generation"], enabled["controller_id"]) == (True, 1, "ctl")
+    assert "token" not in json.dumps(enabled)
+    disabled = ok(mesh_cli("mesh", "wake", "disable", "--controller", "ctl", "--json"))
+    assert disabled["enabled"] is False
+    assert [e["trigger"] for e in events(mesh_cli) if e["instance"] == "mesh/controller/ctl"] == [
+        "wake_enable",
+        "wake_disable",
+    ]
+    assert os.environ.get("CORRAL_TEST_FAULTS") != "1"
