@@ -147,6 +147,7 @@ COMMAND_MODULES: dict[str, str] = {
     "paths": "runner.cli.paths",
     "mcp": "runner.cli.mcp",
     "serve": "runner.cli.serve",
+    "store": "runner.cli.stores",  # issue 16
 }
 
 
