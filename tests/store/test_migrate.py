@@ -204,3 +204,32 @@ def test_corral_store_migrate_and_info(request: pytest.FixtureRequest, tmp_path:
     error = json.loads(missing.stdout)["error"]
     assert (error["code"], error["details"]["field"]) == ("store_url_invalid", "from")
     assert not (tmp_path / "none.db").exists(), "a missing source is not created"
+
+
+def test_a_credential_works_on_the_moved_store_and_never_holds_its_password(
+    request: pytest.FixtureRequest, tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    """Acquire on SQLite, move the store to PostgreSQL (its id kept), renew there with the same file: the
+    credential is bound to the store's id, not to the URL it was issued under."""
+    pg = kind_for("postgresql", request)
+    db = tmp_path / "old.db"
+    old = f"sqlite://{db}"
+    sha = "d" * 64
+    got = _corral(cli_env, "--store", old, "controller", "acquire", "--controller", "ctl",
+                  "--authority-ref", "T-1", "--authority-sha256", sha, "--json")  # fmt: skip
+    assert got.returncode == 0, got.stdout + got.stderr
+    target = pg.url(tmp_path).replace("postgresql://postgres@", "postgresql://postgres:hunter2@", 1)
+    assert _corral(cli_env, "store", "migrate", "--from", old, "--to", target).returncode == 0
+    spelled = target.replace("postgresql://", "postgres://", 1)  # libpq's other spelling: the same store
+    renewed = _corral(cli_env, "--store", spelled, "controller", "renew", "--controller", "ctl", "--json")
+    assert renewed.returncode == 0, renewed.stdout + renewed.stderr
+    file = Path(cli_env["CORRAL_HOME"]) / "credentials" / "ctl.json"
+    resumed = _corral(cli_env, "--store", target, "controller", "resume", "--controller", "ctl", "--json")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    doc = json.loads(file.read_text())
+    assert "hunter2" not in file.read_text() and doc["store"].startswith("postgresql://postgres@")
+    with open_store(target) as moved:
+        assert doc["store_id"] == moved.info()["store_id"]
+    fresh = tmp_path / "fresh.db"  # another store at all: refused, naming both
+    other = _corral(cli_env, "--store", f"sqlite://{fresh}", "controller", "renew", "--controller", "ctl", "--json")
+    assert other.returncode == 3 and json.loads(other.stdout)["error"]["code"] == "credential_store_mismatch"
