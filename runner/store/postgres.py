@@ -473,8 +473,12 @@ class PostgresStore(Store):
             self._conn = None
         try:
             conn = psycopg.connect(self.target.conninfo, autocommit=True, application_name="corral")
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from None
+        try:
             conn.execute("SELECT set_config('search_path', %s, false)", (f'"{self.target.schema}"',))
         except psycopg.OperationalError as exc:
+            conn.close()  # never left for the garbage collector: the server went away just after connecting
             raise self._unavailable(exc) from None
         self._conn = conn
         return conn
