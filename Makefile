@@ -29,9 +29,11 @@ $(BENCH_EXTRA): $(STAMP)
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" ./scripts/demo.sh
 
-## test: lint, type-check and run the whole test suite, in parallel (what CI runs)
+## test: lint, type-check and run the whole test suite, in parallel (what CI runs), then the service
+## suite again on the PostgreSQL store (CORRAL_TEST_STORE; tests/support/stores.py)
 test: $(PLUGIN) lint
 	$(BIN)/pytest -n auto
+	CORRAL_TEST_STORE=postgresql $(BIN)/pytest -n auto tests/service
 
 ## test-fast: the tests not marked slow, in parallel, without lint (under a minute: for the edit-test loop)
 test-fast: $(PLUGIN)

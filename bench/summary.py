@@ -1,12 +1,13 @@
-"""One table of issue 13's, 14's and 15's target figures: every bench script run with ``--quick --json``, collected.
+"""One table of issue 13's to 16's target figures: every bench script run with ``--quick --json``, collected.
 
 Each bench script that owns a row of the issue's target table prints, with ``--json``, a top-level
 ``figures`` list of ``{"figure", "value", "unit", "target", "met", "detail"}``. This script runs every
 one of them (``--quick``, or the full runs with ``--full``), one after the other so none disturbs
-another, and prints one table: each row (issue 13's ten, issue 14's three, issue 15's four) with its figures, their
-targets, and whether they are met. A script that is missing, fails, times out, prints no JSON or has no figure for a row
-shows that row as *not measured*, with the reason: the table is always printed, and this script
-exits 0 unless ``--strict`` is given and a row is not met or not measured.
+another, and prints one table: each row (issue 13's ten, issue 14's three, issue 15's four, issue 16's
+four) with its figures, their targets, and whether they are met. A script that is missing, fails,
+times out, prints no JSON or has no figure for a row shows that row as *not measured*, with the
+reason: the table is always printed, and this script exits 0 unless ``--strict`` is given and a row
+is not met or not measured.
 """
 
 from __future__ import annotations
@@ -94,6 +95,11 @@ ROWS = (
         "< 50 ms, and every second's 100 check-ins done within it",
         ("mesh.py",),
     ),
+    # Issue 16: PostgreSQL beside SQLite, in one run.
+    Row("renew median, PostgreSQL / SQLite", "value only", ("postgres.py",)),
+    Row("200-step plan, PostgreSQL / SQLite", "value only", ("postgres.py",)),
+    Row("writer throughput with 8 processes, PostgreSQL / SQLite", ">= 1.5x", ("postgres.py",)),
+    Row("notified wait wake-up (PostgreSQL), median", "< 10 ms median", ("postgres.py",)),
 )
 
 

@@ -16,6 +16,14 @@ is), ``credential_corrupt`` (its content), ``credential_store_mismatch``. A cred
 ``--bind-process`` is honoured only inside the bound lineage (:mod:`runner.lineage`,
 ``caller_not_controller``, exit 4).
 
+A credential names its store by the store's identity (issue 16): ``store_id`` (the random id the
+store made when it was created, kept when it is moved: ``corral store migrate``) and ``store``, the
+store's URL without a password and in one spelling (``postgres://`` is ``postgresql://``, an SQLite
+path absolute: :func:`canonical_url`), so a password in ``--store`` never lands in the file and two
+spellings of one store are one store. A file is checked against the store by ``store_id`` when both
+sides know one, else by the canonical URL, so files written before (URL only, perhaps with a
+password) stay readable, and are rewritten in the new form on the next grant.
+
 Writing is atomic: a temporary file created ``O_EXCL | O_NOFOLLOW`` with mode 0600 in the same
 directory, fsynced, renamed over the file (a rename replaces a symlink, it never follows one), and
 the directory fsynced. Every write and removal holds ``fcntl.flock`` on a sibling lock file
@@ -45,6 +53,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from runner import faults, jsonvalues
 from runner.errors import CredentialError
@@ -62,7 +71,46 @@ CONTROLLER_ID = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 BOOT_ID = re.compile(r"^[0-9a-f-]{1,64}$")
 PANE_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 _REQUIRED = {"format", "controller_id", "lease_id", "generation", "token", "store"}
-_OPTIONAL = {"binding", "pending", "previous"}
+_OPTIONAL = {"binding", "pending", "previous", "store_id"}
+STORE_ID = re.compile(r"^[0-9A-Za-z_-]{1,128}$")
+_SECRET_PARAMS = {"password", "passfile", "sslpassword"}
+
+
+def canonical_url(url: str) -> str:
+    """A store URL in one spelling and without secrets: an SQLite URL or bare path as
+    ``sqlite:///absolute/path``; ``postgres://`` as ``postgresql://``; no password in the user part
+    or the query. What a credential file records of its store (never a password)."""
+    if url.startswith("sqlite:") or "://" not in url:
+        rest = url[len("sqlite:") :] if url.startswith("sqlite:") else url
+        if rest.startswith("//"):
+            rest = "/" + rest.lstrip("/")
+        return "sqlite://" + os.path.abspath(rest)
+    parts = urlsplit(url)
+    scheme = "postgresql" if parts.scheme == "postgres" else parts.scheme
+    netloc = parts.netloc.rpartition("@")[2]
+    if parts.username:
+        netloc = f"{parts.username}@{netloc}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in _SECRET_PARAMS])
+    return urlunsplit(parts._replace(scheme=scheme, netloc=netloc, query=query))
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """The store a credential belongs to: its canonical URL and (when the store has one) its id."""
+
+    url: str
+    store_id: str | None = None
+
+    @classmethod
+    def of(cls, store: str | StoreRef) -> StoreRef:
+        """``store`` as a reference: a bare URL (an older caller) has no id."""
+        return store if isinstance(store, StoreRef) else cls(canonical_url(store))
+
+    def same(self, url: str, store_id: str | None) -> bool:
+        """Whether a file recording ``url`` and ``store_id`` is about this store."""
+        if store_id is not None and self.store_id is not None:
+            return store_id == self.store_id
+        return canonical_url(url) == self.url
 
 
 @dataclass(frozen=True)
@@ -74,7 +122,7 @@ class Stored:
     """
 
     credential: Credential
-    store: str
+    store: str | StoreRef
     binding: Binding | None = None
     pending: bool = False
     previous: Credential | None = field(default=None, repr=False)
@@ -199,7 +247,7 @@ def _binding(path: Path, doc: Any) -> Binding:
     return Binding(boot, pid, started, pane)
 
 
-def parse(path: Path, raw: bytes, controller_id: str, store_url: str) -> Stored:
+def parse(path: Path, raw: bytes, controller_id: str, store_url: str | StoreRef) -> Stored:
     """Validate a credential file's bytes strictly (exact keys, exact types)."""
     try:
         doc: Any = jsonvalues.loads(raw.decode("utf-8"))  # strict: no NaN, no duplicate keys, bounded depth
@@ -221,6 +269,9 @@ def parse(path: Path, raw: bytes, controller_id: str, store_url: str) -> Stored:
         raise _corrupt(path, f"it is for controller {owner!r}, not {controller_id!r}")
     if not isinstance(store, str) or not store:
         raise _corrupt(path, "store is not a store URL")
+    store_id = doc.get("store_id")
+    if store_id is not None and (not isinstance(store_id, str) or not STORE_ID.match(store_id)):
+        raise _corrupt(path, "store_id is not a store id")
     credential = _credential(path, doc, controller_id, "the credential")
     pending = doc.get("pending", False)
     if not isinstance(pending, bool):
@@ -229,24 +280,29 @@ def parse(path: Path, raw: bytes, controller_id: str, store_url: str) -> Stored:
         raise _corrupt(path, "previous is recorded without a pending grant")
     previous = doc.get("previous")
     binding = _binding(path, doc["binding"]) if doc.get("binding") is not None else None
-    if store != store_url:
+    ref = StoreRef.of(store_url)
+    if not ref.same(store, store_id):
+        theirs = canonical_url(store) + (f" (store id {store_id})" if store_id else "")
+        ours = ref.url + (f" (store id {ref.store_id})" if ref.store_id else "")
         raise CredentialError(
-            f"the credential {path} was issued by the store {store}, not {store_url}",
+            f"the credential {path} was issued by the store {theirs}, not {ours}",
             code="credential_store_mismatch",
             path=str(path),
-            credential_store=store,
-            store=store_url,
+            credential_store=canonical_url(store),
+            credential_store_id=store_id,
+            store=ref.url,
+            store_id=ref.store_id,
         )
     return Stored(
         credential,
-        store,
+        StoreRef(canonical_url(store), store_id),
         binding,
         pending,
         _credential(path, previous, controller_id, "previous") if previous is not None else None,
     )
 
 
-def read(path: Path, controller_id: str, store_url: str) -> Stored | None:
+def read(path: Path, controller_id: str, store_url: str | StoreRef) -> Stored | None:
     """The file's content validated, or None if there is no file. Never checks the binding."""
     raw = _read_bytes(path)
     return None if raw is None else parse(path, raw, controller_id, store_url)
@@ -270,7 +326,7 @@ def settle(stored: Stored, lease: Instance | None) -> Credential:
 def load(
     path: Path,
     controller_id: str,
-    store_url: str,
+    store_url: str | StoreRef,
     lease: Callable[[], Instance | None] | None = None,
 ) -> Credential:
     """Read the credential for ``controller_id`` from ``path`` for acting with it.
@@ -310,8 +366,11 @@ def _encode(stored: Stored) -> bytes:
         "lease_id": c.lease_id,
         "generation": c.generation,
         "token": c.token,
-        "store": stored.store,
     }
+    ref = StoreRef.of(stored.store)
+    doc["store"] = ref.url  # canonical: never a password
+    if ref.store_id is not None:
+        doc["store_id"] = ref.store_id
     if stored.binding is not None:
         doc["binding"] = stored.binding.to_dict()
     if stored.pending:
@@ -387,7 +446,7 @@ def locked(path: Path) -> Iterator[None]:
 def save(
     path: Path,
     credential: Credential,
-    store_url: str,
+    store_url: str | StoreRef,
     *,
     binding: Binding | None = None,
     keep_binding: bool = False,
@@ -406,7 +465,7 @@ def save(
         _write(path, Stored(credential, store_url, binding))
 
 
-def discard(path: Path, controller_id: str, store_url: str, credential: Credential) -> bool:
+def discard(path: Path, controller_id: str, store_url: str | StoreRef, credential: Credential) -> bool:
     """Remove the file only if it still holds ``credential``'s grant (after that grant was released).
 
     Returns False, touching nothing, when the file is gone, unreadable, or about another grant (a
@@ -442,7 +501,7 @@ G = TypeVar("G", bound=HasCredential)
 def grant(
     path: Path,
     controller_id: str,
-    store_url: str,
+    store_url: str | StoreRef,
     lease: Instance | None,
     fire: Callable[[Proposal], G],
     *,

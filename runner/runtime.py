@@ -30,6 +30,7 @@ from runner.home import Home
 if TYPE_CHECKING:
     from runner.agents.abc import AgentHost
     from runner.agents.kinds import Kinds
+    from runner.credentials import StoreRef
     from runner.definitions.library import Library
     from runner.fence import Credential, Proposal
     from runner.lineage import Binding
@@ -231,6 +232,7 @@ class CredentialFiles:
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
+        self._ref: StoreRef | None = None
 
     def path(self, controller_id: str, explicit: Path | None = None) -> Path:
         """``explicit`` (``--credential``), else ``<home>/credentials/<controller>.json``."""
@@ -239,6 +241,16 @@ class CredentialFiles:
         if explicit is not None:
             return explicit
         return credentials.path_for(self._runtime.home.ensure("credentials"), controller_id)
+
+    def store_ref(self) -> StoreRef:
+        """What a credential file records of the store: its id and its URL without a password (the
+        store is opened to read its id; a store without one is known by its URL alone)."""
+        if self._ref is None:  # a store's id never changes: read once per runtime
+            from runner.credentials import StoreRef, canonical_url
+
+            store_id = self._runtime.store.info().get("store_id")
+            self._ref = StoreRef(canonical_url(self._runtime.store_url), str(store_id) if store_id else None)
+        return self._ref
 
     def _lease(self, controller_id: str) -> Any:
         from runner.fence import instance_id
@@ -255,9 +267,11 @@ class CredentialFiles:
         """
         from runner import credentials
 
-        store_url = self._runtime.store_url
         return credentials.load(
-            self.path(controller_id, explicit), controller_id, store_url, lease=lambda: self._lease(controller_id)
+            self.path(controller_id, explicit),
+            controller_id,
+            self.store_ref(),
+            lease=lambda: self._lease(controller_id),
         )
 
     def grant(
@@ -274,18 +288,18 @@ class CredentialFiles:
 
         lease = self._lease(controller_id)
         return credentials.grant(  # type: ignore[type-var]
-            path, controller_id, self._runtime.store_url, lease, fire, binding=binding, keep_binding=keep_binding
+            path, controller_id, self.store_ref(), lease, fire, binding=binding, keep_binding=keep_binding
         )
 
     def discard(self, path: Path, controller_id: str, credential: Credential) -> bool:
         """Remove the file only if it still holds ``credential``'s grant (after a release)."""
         from runner import credentials
 
-        return credentials.discard(path, controller_id, self._runtime.store_url, credential)
+        return credentials.discard(path, controller_id, self.store_ref(), credential)
 
     def keeper(self) -> FileKeeper:
         """The keeper plans use between steps: the same files as ``corral controller`` (the directory
         is created, private, when a credential is first saved)."""
         from runner.plans.keeper import FileKeeper
 
-        return FileKeeper(self._runtime.home.credentials, self._runtime.store_url)
+        return FileKeeper(self._runtime.home.credentials, self.store_ref())

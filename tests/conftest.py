@@ -28,9 +28,13 @@ import pytest
 
 from runner.definitions.library import Library
 from runner.service import AcquireInput, Grant, Service
-from runner.store.sqlite import SQLiteStore
+from runner.store import Store
 from tests.support.gitrepo import GIT_ENV, GIT_REDIRECTS
-from tests.support.stores import postgres_server  # noqa: F401 - the session's PostgreSQL server, for every suite
+from tests.support.stores import (  # noqa: F401 - fixtures: the session's PostgreSQL server, the suite's store kind
+    _test_store_ready,
+    open_test_store,
+    postgres_server,
+)
 
 _spec = importlib.util.spec_from_file_location("fake_herdr", Path(__file__).parent / "agents" / "fake_herdr.py")
 assert _spec is not None and _spec.loader is not None
@@ -79,13 +83,14 @@ def library(tmp_path: Path) -> Library:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: FakeClock) -> Iterator[SQLiteStore]:
-    with SQLiteStore(tmp_path / "corral.db", clock=clock) as opened:
+def store(tmp_path: Path, clock: FakeClock) -> Iterator[Store]:
+    """The test's store on the suite's store kind (``CORRAL_TEST_STORE``: SQLite unless told)."""
+    with open_test_store(tmp_path, clock=clock) as opened:
         yield opened
 
 
 @pytest.fixture
-def service(store: SQLiteStore, library: Library) -> Service:
+def service(store: Store, library: Library) -> Service:
     return Service(store, library, actor="test")
 
 

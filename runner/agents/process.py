@@ -48,7 +48,7 @@ from runner.agents.abc import (
 from runner.agents.kinds import Kinds
 from runner.agents.slots import AgentSlot, SlotStore, slot_store
 from runner.context import Gate
-from runner.errors import ConflictError, CorralError
+from runner.errors import ConflictError, CorralError, RefusedError
 from runner.store.abc import Store, Transaction
 
 logger = logging.getLogger(__name__)
@@ -57,6 +57,21 @@ POLL = 0.002  # seconds between a wait's ticks (a change check, and a slot read 
 QUIET_AFTER = 2.0  # a wait whose store has not changed for this long ticks every POLL_QUIET instead
 POLL_QUIET = 0.008
 STUCK_AFTER = 30.0  # a working slot with no supervisor pid for this long is reported unknown
+
+
+def this_machine() -> str:
+    """The machine a process host runs on, as its slots record it (``options.host``; issue 16)."""
+    import socket  # here: only a host that starts or judges an agent needs it
+
+    return socket.gethostname()
+
+
+class AgentRemoteError(RefusedError, AgentError):
+    """The agent lives on another machine (a store shared by coordinators on several machines): this
+    process host observes it through the store but cannot prompt, close or read it; run the command on
+    ``details.host``. Nothing was done."""
+
+    default_code = "agent_remote"
 
 
 def _alive(pid: int) -> bool:
@@ -90,7 +105,9 @@ class ProcessHost(AgentHost):
 
     name = "process"
 
-    def __init__(self, store: Store, root: Path, kinds: Kinds, slots: SlotStore | None = None) -> None:
+    def __init__(
+        self, store: Store, root: Path, kinds: Kinds, slots: SlotStore | None = None, machine: str | None = None
+    ) -> None:
         self.slots = slots if slots is not None else slot_store(store)
         if self.slots.store is not store:
             # A composition bug: the gate and the slot's compare-and-set would commit separately.
@@ -98,6 +115,7 @@ class ProcessHost(AgentHost):
         self.store = store
         self.root = root
         self.kinds = kinds
+        self.machine = machine or this_machine()  # recorded with every slot it starts
         self.store_url = store.url
 
     # --- observing ---------------------------------------------------------------------------------
@@ -109,10 +127,33 @@ class ProcessHost(AgentHost):
             raise AgentGoneError(f"no live agent in pane {pane_id!r}", pane_id=pane_id)
         return slot
 
+    def host_of(self, slot: AgentSlot) -> str | None:
+        """The machine ``slot`` lives on (None: recorded before slots named theirs: this one)."""
+        host = slot.options.get("host")
+        return host if isinstance(host, str) else None
+
+    def remote(self, slot: AgentSlot) -> bool:
+        """Whether ``slot`` lives on another machine: observable here, never prompted, closed or read."""
+        host = self.host_of(slot)
+        return host is not None and host != self.machine
+
+    def _local(self, slot: AgentSlot, doing: str) -> None:
+        if self.remote(slot):
+            raise AgentRemoteError(
+                f"agent {slot.pane_id!r} lives on {self.host_of(slot)}, not on this machine ({self.machine}): "
+                f"it is observed through the store, but {doing} it runs there",
+                pane_id=slot.pane_id,
+                host=self.host_of(slot),
+                machine=self.machine,
+                delivered=False,
+            )
+
     def _observe(self, slot: AgentSlot) -> Observation:
         status = slot.status
         if status == "working":
-            if slot.pid is not None and not _alive(slot.pid):
+            if slot.pid is not None and self.remote(slot):
+                pass  # its supervisor runs on another machine: no pid of ours says anything about it
+            elif slot.pid is not None and not _alive(slot.pid):
                 status = "unknown"  # the supervisor died without recording an outcome
             elif slot.pid is None and slot.updated_at is not None:
                 from runner.context import parse_time
@@ -143,6 +184,7 @@ class ProcessHost(AgentHost):
 
     def read(self, pane_id: str, lines: int) -> str:
         slot = self._slot(pane_id)
+        self._local(slot, "reading")
         if slot.run is None:
             return ""
         log = self._dir(slot) / f"run-{slot.run}.log"
@@ -293,6 +335,7 @@ class ProcessHost(AgentHost):
                 for k, v in (("model", options.model), ("effort", options.effort), ("nonce", nonce))
                 if v is not None
             }
+            opts["host"] = self.machine  # issue 16: the machine the agent lives on
             slot = tx.put_slot(
                 AgentSlot(pane_id, name, kind, cwd, "idle", 0, options=opts, dir=str(self.root.absolute() / pane_id)),
                 expected_seq=None,
@@ -308,6 +351,7 @@ class ProcessHost(AgentHost):
 
     def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Gate | None = None) -> Observation:
         slot = self._slot(pane_id)
+        self._local(slot, "prompting")
         # The compare-and-set to ``working`` below is on this read's seq: the check holds atomically.
         check_promptable(self._observe(slot), expect)
         kind = self.kinds.get(slot.kind)
@@ -392,6 +436,7 @@ class ProcessHost(AgentHost):
             current = tx.slot(pane_id)
             if current is None or current.closed:
                 return
+            self._local(current, "closing")
             tx.put_slot(replace(current, closed=True, pid=None), current.seq)
         if current.pid is not None and current.status == "working":
             self._stop(current.pid)

@@ -148,6 +148,7 @@ COMMAND_MODULES: dict[str, str] = {
     "mcp": "runner.cli.mcp",
     "serve": "runner.cli.serve",
     "mesh": "runner.cli.mesh",
+    "store": "runner.cli.stores",  # issue 16
 }
 
 

@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 from runner import lockstatus
-from runner.context import Context, Rejection
+from runner.context import Context, Rejection, parse_time
 from runner.guards import GUARDS
 
 
 @GUARDS.register("plan_runner_free")
 def plan_runner_free(ctx: Context) -> Rejection | None:
-    """No other live runner holds the plan (a recorded runner that is gone may be replaced)."""
+    """No other live runner holds the plan: the recorded runner's lease expired (by the store's clock,
+    whatever machine it ran on), or it is gone (on this machine: its process is not running)."""
     recorded = ctx.instance.data.get("runner")
     if not recorded or lockstatus.same(recorded, ctx.params.get("runner")):
         return None
     seen = ctx.observations.get("runner_status")
     if seen == "stale":
         return None
+    expires = recorded.get("expires_at")
+    if isinstance(expires, str) and parse_time(expires) <= ctx.now:
+        return None
+    until = f"; its lease expires at {expires}" if isinstance(expires, str) else ""
     return Rejection(
         "plan_busy",
         f"plan {ctx.instance.data.get('plan_id')!r} is being run by pid {recorded.get('pid')} on "
-        f"{recorded.get('host')} ({seen})",
-        {"runner": dict(recorded), "runner_status": seen},
+        f"{recorded.get('host')} ({seen}{until})",
+        {"runner": dict(recorded), "runner_status": seen, **({"expires_at": expires} if until else {})},
     )
 
 

@@ -12,7 +12,7 @@ from runner.fence import Credential
 class FileKeeper:
     """The CLI's keeper: the state home's 0600 credential files (shared with ``corral controller``)."""
 
-    def __init__(self, directory: Path, store_url: str) -> None:
+    def __init__(self, directory: Path, store_url: str | credentials.StoreRef) -> None:
         self.directory = directory
         self.store_url = store_url
 

@@ -8,7 +8,9 @@ per step (see :mod:`runner.updates.plans`): a step writes its own record only. A
 ``running`` (its predecessor died) asks the step's operation to resolve it from the instances the
 step creates under its deterministic key (see :mod:`runner.service.steps`): done, not started, or
 a decision for a person (the plan pauses). One runner at a time: the plan records its runner (pid,
-host, boot id, start time) and another may take over only when that one is gone.
+host, boot id, start time) with a lease (``expires_at`` by the store's clock, renewed every third of
+:data:`PLAN_RUNNER_TTL` while steps run); another runner, on any machine, may take over once that lease
+expired, or at once when the recorded one is gone from this machine (its process is not running).
 
 Step semantics: ``when`` (skip unless the comparison holds), ``retry`` (safe operations only; full
 jitter: a random wait below ``interval * backoff_rate ** (attempt - 1)``), ``catch`` (error codes,
@@ -25,6 +27,7 @@ import hashlib
 import json
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -70,6 +73,10 @@ RETRYABLE_CATEGORIES = ("conflict", "internal")
 CLEANUP_OPERATIONS = frozenset({"reviewer.close", "writer.release"})
 
 Progress = Callable[[dict[str, Any]], None]
+
+PLAN_RUNNER_TTL = 60.0
+"""Seconds a plan runner's lease lasts unless renewed (issue 16); it renews every third of it. A runner
+on another machine takes a plan whose runner stopped renewing once this much has passed."""
 
 logger = logging.getLogger(__name__)
 
@@ -255,12 +262,14 @@ class Plans:
         credentials: CredentialKeeper,
         operations: OperationLookup,
         scratch: Path | None = None,
+        runner_ttl: float = PLAN_RUNNER_TTL,
     ) -> None:
         self.service = service
         self.recipes = recipes
         self.credentials = credentials
         self.operations = operations
         self.scratch = scratch
+        self.runner_ttl = runner_ttl  # issue 16: the runner's lease on a plan, renewed every third of it
 
     @cached_property
     def me(self) -> dict[str, Any]:
@@ -412,7 +421,7 @@ class Plans:
             Request(
                 plan_instance_id(plan_id),
                 trigger,
-                params={"runner": self.me, **(params or {})},
+                params={"runner": self.me, "runner_ttl": self.runner_ttl, **(params or {})},
                 secrets=secrets or {},
                 observations=observations or {},
                 actor=actor or self.service.actor,
@@ -633,6 +642,10 @@ class _Run:
         self.private = {k: dict(v) for k, v in (started.data.get("private") or {}).items() if isinstance(v, dict)}
         for step_id, record in (started.data.get("steps") or {}).items():
             self._remember(step_id, dict(record), None)
+        stop = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(plan_id, stop), name=f"corral-plan-lease-{plan_id}")
+        beat.daemon = True
+        beat.start()
         try:
             await self._steps(plan_id, plan, recipe)
         except TransitionNotAllowedError:
@@ -641,7 +654,25 @@ class _Run:
                 self._emit(plan_id, "plan_cancelled")
                 return plans.plan(plan_id)
             raise
+        finally:
+            stop.set()
+            beat.join()
         return plans.plan(plan_id)
+
+    def _heartbeat(self, plan_id: str, stop: threading.Event) -> None:
+        """Renew this runner's lease on the plan every third of its TTL while the steps run (issue 16).
+
+        Ends quietly when the plan is no longer running under this runner (it paused or ended, or
+        another runner took it after the lease expired: the step loop's next write then stops)."""
+        period = max(self.plans.runner_ttl / 3, 0.05)
+        while not stop.wait(period):
+            try:
+                self._fire(plan_id, "renew_runner")
+            except (RefusedError, TransitionNotAllowedError) as exc:
+                logger.info("plan %s: the runner's lease was not renewed (%s); stopping the renewals", plan_id, exc)
+                return
+            except CorralError as exc:  # the store busy or unreachable: try again at the next beat
+                logger.info("plan %s: renewing the runner's lease failed (%s)", plan_id, exc)
 
     async def _steps(self, plan_id: str, plan: Instance, recipe: Recipe) -> Instance:
         inputs = dict(plan.data.get("inputs") or {})

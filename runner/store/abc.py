@@ -61,6 +61,29 @@ IDEMPOTENCY_PRUNE_BATCH = 100
 IDEMPOTENCY_KEY_MAX = 255
 """The longest idempotency key a store accepts (characters)."""
 
+# issue 16: moving a store. What :meth:`Store.export_rows` yields and :meth:`Store.import_rows`
+# takes: every table corral keeps, in this order (parents before the rows that name them), each
+# row as a tuple of portable values (str, int, bool, None) in this column order, so that two stores
+# of different adapters holding the same things yield the same rows.
+COPY_TABLES: dict[str, tuple[str, ...]] = {
+    "store_meta": ("store_id", "retention_floor", "last_seq"),  # one row; last_seq: the highest seq ever taken
+    "instances": ("id", "machine", "state", "version", "data", "created_at", "updated_at"),
+    "instance_parts": ("instance_id", "key", "value"),  # per instance in first-write order
+    "events": (
+        "seq", "instance_id", "machine", "trigger", "from_state", "to_state", "version", "actor", "payload", "at",
+    ),
+    "claims": ("space", "scope", "kind", "instance_id"),
+    "counters": ("name", "value"),
+    "agent_slots": (
+        "pane_id", "number", "name", "kind", "cwd", "status", "seq", "run", "pid", "exit_status", "closed",
+        "options", "dir", "created_at", "updated_at",
+    ),
+    "idempotency": ("key", "request_sha256", "state", "status", "response", "created_at", "expires_at"),
+}  # fmt: skip
+
+ExportRow = tuple[str, tuple[Any, ...]]
+"""One row of :meth:`Store.export_rows`: its table (a key of :data:`COPY_TABLES`) and its values."""
+
 
 @dataclass(frozen=True)
 class Pruned:
@@ -490,6 +513,37 @@ class Store(ABC):
             for event in self.wait_events(since, poll, batch):
                 since = event.seq
                 yield event
+
+    # issue 16: moving a store (``corral store migrate``) and its sizes (``corral store info``).
+
+    def export_rows(self) -> Iterator[ExportRow]:
+        """Everything the store holds, from one snapshot, streamed: the ``store_meta`` row first, then
+        every row of each table of :data:`COPY_TABLES` in that order, each table in key order
+        (``instance_parts`` per instance in first-write order). Close the iterator (or exhaust it)
+        to end the snapshot."""
+        raise self._no_copy()
+
+    def import_rows(self, rows: Iterable[ExportRow], verify: Callable[[Iterator[ExportRow]], None]) -> None:
+        """Load ``rows`` (what :meth:`export_rows` of a store yields) into this store, in one
+        transaction: the events keep their seq, the store takes the source's ``store_id`` (it is the
+        same store, moved), retention floor and last seq. Before the commit, ``verify`` is handed this
+        store's own export of what it now holds (inside the transaction); if it raises, nothing is
+        written.
+
+        Raises:
+            RefusedError: ``store_not_empty`` when this store holds anything (it is left as it was).
+        """
+        raise self._no_copy()
+
+    def sizes(self) -> dict[str, int]:
+        """Rows per table of :data:`COPY_TABLES` (without ``store_meta``), and ``bytes``: the space the
+        store takes (the file and its WAL; the schema's relations)."""
+        raise self._no_copy()
+
+    def _no_copy(self) -> InputError:
+        return InputError(
+            "store", f"the store {self.url} cannot be copied or measured", code="copy_unsupported", url=self.url
+        )
 
     def __enter__(self) -> Store:
         return self

@@ -73,6 +73,7 @@ from runner.errors import (
     CorralError,
     EventsPrunedError,
     InputError,
+    RefusedError,
     StoreBusyError,
     StoreCorruptError,
     StoreForeignError,
@@ -82,10 +83,12 @@ from runner.errors import (
 from runner.log import get_logger
 from runner.scopes import ancestors
 from runner.store.abc import (
+    COPY_TABLES,
     IDEMPOTENCY_PRUNE_BATCH,
     IDEMPOTENCY_STALE_SECONDS,
     PRUNE_BATCH,
     Clock,
+    ExportRow,
     IdempotencyRecord,
     Pruned,
     Reader,
@@ -110,8 +113,6 @@ LISTEN_TICK = 0.1  # how often the listening thread looks up from its socket (it
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE, without importing psycopg at module load
 _NOTIFY_MAX = 16  # notifications per transaction; more changes send one "*"
 _NOTIFY_ID = 200  # characters of an id in a payload
-_FIRST_SLICE = 0.05  # the first wait for the write lock; each later one doubles, up to _SLICE_CAP
-_SLICE_CAP = 2.0
 
 encode_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
@@ -474,8 +475,12 @@ class PostgresStore(Store):
             self._conn = None
         try:
             conn = psycopg.connect(self.target.conninfo, autocommit=True, application_name="corral")
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from None
+        try:
             conn.execute("SELECT set_config('search_path', %s, false)", (f'"{self.target.schema}"',))
         except psycopg.OperationalError as exc:
+            conn.close()  # never left for the garbage collector: the server went away just after connecting
             raise self._unavailable(exc) from None
         self._conn = conn
         return conn
@@ -585,21 +590,24 @@ class PostgresStore(Store):
     # --- transactions ---------------------------------------------------------------------------
 
     def _begin_write(self, conn: psycopg.Connection[Any]) -> None:
-        """BEGIN and the write lock, in slices of a growing lock_timeout until the busy budget is spent."""
+        """BEGIN and the write lock, waited for with the whole remaining busy budget as lock_timeout.
+
+        One wait, not slices of a growing timeout: PostgreSQL grants a contended advisory lock in
+        arrival order, and a writer that gave up a slice would rejoin the queue at its end (with 8
+        writers a transaction's wait often exceeds a short first slice, and the churn cut throughput
+        to a quarter and sent p99 to 300 ms in bench/postgres.py)."""
         import psycopg
 
         started = time.monotonic()
         deadline = started + self._deadline
         attempts = 0
-        slice_ = _FIRST_SLICE
         while True:
             attempts += 1
             remaining = deadline - time.monotonic()
-            wait_ms = max(1, int(min(slice_, remaining) * 1000))
+            wait_ms = max(1, int(remaining * 1000))
             try:
-                # One round trip: a simple query of three statements (no parameters: all literals).
                 # One round trip: a simple query of four statements (no parameters: all literals);
-                # the lock's timeout is this slice's, every later statement waits as long as it must.
+                # the lock's timeout is the budget's, every later statement waits as long as it must.
                 conn.execute(
                     f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {wait_ms};"
                     f" SELECT pg_advisory_xact_lock({CLASS_WRITE}, {self._key}); SET LOCAL lock_timeout = 0".encode()
@@ -617,7 +625,6 @@ class PostgresStore(Store):
                     waited_seconds=round(waited, 3),
                     **self.target.details(),
                 )
-            slice_ = min(_SLICE_CAP, slice_ * 2)
 
     @contextmanager
     def write(self) -> Iterator[Transaction]:
@@ -885,6 +892,97 @@ class PostgresStore(Store):
             "retention_floor": int(meta[1]),
         }
 
+    # --- issue 16: moving a store --------------------------------------------------------------
+
+    def export_rows(self) -> Iterator[ExportRow]:
+        with self.read() as reader:
+            conn, _ = connection_of(reader)
+            meta = conn.execute("SELECT store_id, retention_floor, last_seq FROM store_meta").fetchone()
+            if meta is None:
+                raise StoreCorruptError(
+                    f"the store {self.target.described} is damaged: store_meta has no row; restore it from a backup",
+                    table="store_meta",
+                    **self.target.details(),
+                )
+            yield "store_meta", (str(meta[0]), int(meta[1]), int(meta[2]))
+            for table, columns in COPY_TABLES.items():
+                if table == "store_meta":
+                    continue
+                with conn.cursor(name=f"corral_export_{table}") as cursor:
+                    cursor.itersize = 1000
+                    cursor.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {_COPY_ORDER[table]}")
+                    for row in cursor:
+                        yield table, tuple(row)
+
+    def import_rows(self, rows: Iterable[ExportRow], verify: Callable[[Iterator[ExportRow]], None]) -> None:
+        import itertools
+
+        from psycopg import sql
+
+        with self.write() as tx:
+            conn, _ = connection_of(tx)
+            held = {
+                t: int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])  # type: ignore[index]
+                for t in COPY_TABLES
+                if t != "store_meta"
+            }
+            last = self._last_seq(conn)
+            if any(held.values()) or last:
+                raise RefusedError(
+                    f"the store {self.target.described} is not empty: a store is moved only into an empty one",
+                    code="store_not_empty",
+                    rows={t: n for t, n in held.items() if n},
+                    last_seq=last,
+                    **self.target.details(),
+                )
+            meta: tuple[Any, ...] | None = None
+            for table, group in itertools.groupby(rows, key=lambda row: row[0]):
+                if table == "store_meta":
+                    meta = next(group)[1]
+                    continue
+                if table not in COPY_TABLES:
+                    raise InputError(
+                        "from", f"the source yielded rows of an unknown table {table!r}", code="store_copy_invalid"
+                    )
+                columns = sql.SQL(", ").join(sql.Identifier(c) for c in COPY_TABLES[table])
+                statement = sql.SQL("COPY {} ({}) FROM STDIN").format(sql.Identifier(table), columns)
+                with conn.cursor().copy(statement) as copy:
+                    for _, row in group:
+                        copy.write_row(row)
+            if meta is None:
+                raise InputError("from", "the source yielded no store_meta row", code="store_copy_invalid")
+            # The store id never changes once a store has a history; this one is empty and takes the
+            # source's id in the transaction that gives it the source's history.
+            conn.execute("ALTER TABLE store_meta DISABLE TRIGGER store_meta_fixed")
+            conn.execute(
+                "UPDATE store_meta SET store_id = %s, retention_floor = %s, last_seq = %s",
+                (str(meta[0]), int(meta[1]), int(meta[2])),
+            )
+            conn.execute("ALTER TABLE store_meta ENABLE TRIGGER store_meta_fixed")
+            notify(tx, "*")  # waiters re-read: everything changed
+            verify(self.export_rows())
+
+    @staticmethod
+    def _last_seq(conn: psycopg.Connection[Any]) -> int:
+        row = conn.execute("SELECT last_seq FROM store_meta").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def sizes(self) -> dict[str, int]:
+        with self.read() as reader:
+            conn, _ = connection_of(reader)
+            found: dict[str, int] = {}
+            for table in COPY_TABLES:
+                if table != "store_meta":
+                    row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+                    found[table] = int(row[0]) if row is not None else 0
+            row = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c"
+                " JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+                (self.target.schema,),
+            ).fetchone()
+            found["bytes"] = int(row[0]) if row is not None else 0
+        return found
+
     def close(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
@@ -893,6 +991,19 @@ class PostgresStore(Store):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+# issue 16: the key order of each table's export (PostgresStore.export_rows); ids are COLLATE "C",
+# code point order, as SQLite's binary order.
+_COPY_ORDER = {
+    "instances": "id",
+    "instance_parts": "instance_id, ord",  # an instance's parts in first-write order
+    "events": "seq",
+    "claims": "space, scope, kind, instance_id",
+    "counters": "name",
+    "agent_slots": "pane_id",
+    "idempotency": "key",
+}
 
 
 def _prune_target(

@@ -36,6 +36,7 @@ from runner.errors import (
     CorralError,
     EventsPrunedError,
     InputError,
+    RefusedError,
     StoreBusyError,
     StoreCorruptError,
     StoreUnavailableError,
@@ -44,10 +45,12 @@ from runner.errors import (
 from runner.log import get_logger
 from runner.scopes import ancestors
 from runner.store.abc import (
+    COPY_TABLES,
     IDEMPOTENCY_PRUNE_BATCH,
     IDEMPOTENCY_STALE_SECONDS,
     PRUNE_BATCH,
     Clock,
+    ExportRow,
     IdempotencyRecord,
     Pruned,
     Reader,
@@ -1066,6 +1069,88 @@ class SQLiteStore(Store):
             "retention_floor": floor,
         }
 
+    # --- issue 16: moving a store --------------------------------------------------------------
+
+    def export_rows(self) -> Iterator[ExportRow]:
+        with self._snapshot() as conn:
+            floor = int(self._meta(conn, "retention_floor"))
+            yield "store_meta", (str(self._meta(conn, "store_id")), floor, _last_seq(conn))
+            for table, columns in COPY_TABLES.items():
+                if table == "store_meta":
+                    continue
+                sql = f"SELECT {', '.join(columns)} FROM {table} ORDER BY {_COPY_ORDER[table]}"
+                closed = columns.index("closed") if table == "agent_slots" else -1
+                for found in conn.execute(sql):
+                    row = tuple(found)
+                    if closed >= 0:
+                        row = (*row[:closed], bool(row[closed]), *row[closed + 1 :])
+                    yield table, row
+
+    def import_rows(self, rows: Iterable[ExportRow], verify: Callable[[Iterator[ExportRow]], None]) -> None:
+        with self.write():
+            conn = self._conn
+            held = {
+                t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in COPY_TABLES if t != "store_meta"
+            }
+            last = _last_seq(conn)
+            if any(held.values()) or last:
+                raise RefusedError(
+                    f"the store {self.path} is not empty: a store is moved only into an empty one",
+                    code="store_not_empty",
+                    url=self.url,
+                    rows={t: n for t, n in held.items() if n},
+                    last_seq=last,
+                )
+            meta: tuple[Any, ...] | None = None
+            batch: list[tuple[Any, ...]] = []
+            current = ""
+            for table, row in rows:
+                if table != current:
+                    self._insert(current, batch)
+                    batch, current = [], table
+                if table == "store_meta":
+                    meta = row
+                else:
+                    batch.append(row)
+                    if len(batch) >= _COPY_BATCH:
+                        self._insert(current, batch)
+                        batch = []
+            self._insert(current, batch)
+            if meta is None:
+                raise InputError("from", "the source yielded no store_meta row", code="store_copy_invalid")
+            store_id, floor, last_seq = meta
+            # The store id never changes once a store has a history; this one is empty and takes the
+            # source's id in the transaction that gives it the source's history.
+            conn.execute("DROP TRIGGER store_meta_fixed")
+            conn.execute("UPDATE store_meta SET value = ? WHERE key = 'store_id'", (store_id,))
+            conn.execute("UPDATE store_meta SET value = ? WHERE key = 'retention_floor'", (int(floor),))
+            conn.execute(_META_TRIGGER)
+            if conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'events'", (int(last_seq),)).rowcount == 0:
+                conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('events', ?)", (int(last_seq),))
+            self._known.clear()
+            verify(self.export_rows())
+
+    def _insert(self, table: str, batch: list[tuple[Any, ...]]) -> None:
+        if not batch:
+            return
+        if table not in COPY_TABLES or table == "store_meta":
+            raise InputError(
+                "from", f"the source yielded rows of an unknown table {table!r}", code="store_copy_invalid"
+            )
+        columns = COPY_TABLES[table]
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        self._conn.executemany(sql, batch)
+
+    def sizes(self) -> dict[str, int]:
+        with self._snapshot() as conn:
+            found = {
+                t: int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+                for t in COPY_TABLES
+                if t != "store_meta"
+            }
+        found["bytes"] = sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*") if p.is_file())
+        return found
+
     def integrity(self) -> str:
         """SQLite's own ``integrity_check`` verdict (``ok`` when the file is sound)."""
         with self._lock:
@@ -1110,3 +1195,27 @@ def _statements(script: str) -> list[str]:
     if buffer.strip():
         statements.append(buffer.strip())
     return statements
+
+
+# issue 16: moving a store (SQLiteStore.export_rows / import_rows).
+_COPY_ORDER = {
+    "instances": "id",
+    "instance_parts": "instance_id, rowid",  # an instance's parts in first-write order
+    "events": "seq",
+    "claims": "space, scope, kind, instance_id",
+    "counters": "name",
+    "agent_slots": "pane_id",
+    "idempotency": "key",
+}
+_COPY_BATCH = 500
+# The store_meta guard of migration 3, re-made after an import gave an empty store the source's id.
+_META_TRIGGER = """CREATE TRIGGER store_meta_fixed BEFORE UPDATE ON store_meta
+        WHEN NEW.key IS NOT OLD.key OR OLD.key = 'store_id'
+            OR (OLD.key = 'retention_floor' AND (typeof(NEW.value) <> 'integer' OR NEW.value < OLD.value))
+        BEGIN SELECT RAISE(ABORT, 'the store id never changes and the retention floor only rises'); END"""
+
+
+def _last_seq(conn: sqlite3.Connection) -> int:
+    """The highest event seq ever taken (AUTOINCREMENT's record; 0 before the first event)."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+    return int(row[0]) if row is not None else 0

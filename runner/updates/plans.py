@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from runner.context import Context, Update, format_time
@@ -66,8 +67,33 @@ def record_runner(ctx: Context) -> Update:
     """Record the runner now executing the plan (and move an old-layout plan's steps to parts)."""
     data, parts = legacy_parts(ctx)
     return Update(
-        data={**data, "runner": dict(ctx.params["runner"]), "paused_reason": None, "waiting_on": None}, parts=parts
+        data={**data, "runner": _leased(ctx, ctx.params["runner"]), "paused_reason": None, "waiting_on": None},
+        parts=parts,
     )
+
+
+def _leased(ctx: Context, runner: Mapping[str, Any]) -> dict[str, Any]:
+    """The runner with its lease (issue 16): ``expires_at`` its TTL from now, by the store's clock."""
+    ttl = ctx.params.get("runner_ttl", runner.get("ttl"))
+    held = dict(runner)
+    if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl > 0:
+        held["ttl"] = ttl
+        held["expires_at"] = format_time(ctx.now + timedelta(seconds=ttl))
+    return held
+
+
+def _released(ctx: Context) -> dict[str, Any]:
+    """The recorded runner with its lease ended now (it paused, or the plan ended): anyone may take it."""
+    runner = ctx.instance.data.get("runner")
+    if not isinstance(runner, Mapping):
+        return {}
+    return {"runner": {**runner, "expires_at": format_time(ctx.now)}}
+
+
+@UPDATES.register("renew_runner")
+def renew_runner(ctx: Context) -> Update:
+    """Move the runner's lease expiry forward by its TTL (the runner is the recorded one: its guard)."""
+    return Update(data={"runner": _leased(ctx, ctx.instance.data.get("runner") or ctx.params["runner"])})
 
 
 @UPDATES.register("record_step")
@@ -102,7 +128,9 @@ def record_step(ctx: Context) -> Update:
 @UPDATES.register("record_pause")
 def record_pause(ctx: Context) -> Update:
     """Record why the plan waits for a person, and what it waits on (a blocked agent), if anything."""
-    return Update(data={"paused_reason": ctx.params["reason"], "waiting_on": ctx.params.get("waiting_on")})
+    return Update(
+        data={"paused_reason": ctx.params["reason"], "waiting_on": ctx.params.get("waiting_on"), **_released(ctx)}
+    )
 
 
 @UPDATES.register("record_decision")
@@ -124,7 +152,7 @@ def record_decision(ctx: Context) -> Update:
 @UPDATES.register("record_finish")
 def record_finish(ctx: Context) -> Update:
     """Record the end: when, and the failure (if any)."""
-    return Update(data={"finished_at": format_time(ctx.now), "failure": ctx.params.get("failure")})
+    return Update(data={"finished_at": format_time(ctx.now), "failure": ctx.params.get("failure"), **_released(ctx)})
 
 
 @UPDATES.register("record_retry")

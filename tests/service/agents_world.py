@@ -24,7 +24,8 @@ from runner.service import (
     ReviewerStartInput,
     Service,
 )
-from runner.store.sqlite import SQLiteStore
+from runner.store import Store
+from tests.support.stores import open_test_store
 
 SHA = "d" * 64
 
@@ -32,9 +33,9 @@ SHA = "d" * 64
 class World:
     """A real store (wall clock), a real process host and a service, plus a controller lease."""
 
-    def __init__(self, root: Path, host_factory: Callable[[SQLiteStore, Path], AgentHost] | None = None) -> None:
+    def __init__(self, root: Path, host_factory: Callable[[Store, Path], AgentHost] | None = None) -> None:
         self.root = root
-        self.store = SQLiteStore(root / "corral.db")
+        self.store = open_test_store(root)
         self.kinds = Kinds.load([])
         factory = host_factory or (lambda store, agents: ProcessHost(store, agents, self.kinds))
         self.host = factory(self.store, root / "agents")

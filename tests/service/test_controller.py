@@ -22,7 +22,7 @@ from runner.service import (
     Service,
     TakeoverInput,
 )
-from runner.store.sqlite import SQLiteStore
+from runner.store import Store
 
 SHA = "a" * 64
 Acquire = Callable[..., Grant]
@@ -36,7 +36,7 @@ def refused(code: str, call: Callable[[], Any]) -> RefusedError:
 
 
 def test_acquire_issues_generation_one_and_a_token_stored_only_hashed(
-    acquire: Acquire, service: Service, store: SQLiteStore
+    acquire: Acquire, service: Service, store: Store
 ) -> None:
     grant = acquire()
     assert grant.lease.state == "active" and not grant.lease.expired

@@ -25,10 +25,10 @@ from runner.plans.ops import OPERATIONS
 from runner.service import AbandonInput, DecideInput, DecisionNotPlanError, Service
 from runner.service.decisions import RESERVED_STALE_SECONDS, ambiguity, parse_decision_id
 from runner.service.plans import PlanResumeInput, PlanRunInput, Plans, PlanSubmitInput
-from runner.store.sqlite import SQLiteStore
 from tests.conftest import FakeClock
 from tests.plans.test_approval import recipes_in
 from tests.service.agents_world import LostReplyHost, World, refused
+from tests.support.stores import open_test_store
 
 
 def with_plans(world: World, recipes: RecipeLibrary) -> Service:
@@ -120,7 +120,7 @@ def test_a_rejection_through_decide_fails_the_step_when_the_plan_resumes(world: 
 def test_an_expired_approval_is_listed_to_resume_not_to_decide(tmp_path: Path) -> None:
     clock = FakeClock()
     recipes = RecipeLibrary([recipes_in(tmp_path / "recipes")])
-    with SQLiteStore(tmp_path / "corral.db", clock=clock) as store:
+    with open_test_store(tmp_path, clock=clock) as store:
         service = Service(
             store,
             Library(cache_dir=tmp_path / "cache"),

@@ -11,7 +11,7 @@ real scripted agents.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from runner.service import (
     ReviewerStartInput,
     Service,
 )
-from runner.store.sqlite import SQLiteStore
+from tests.support.stores import open_test_store
 
 SHA = "e" * 64
 
@@ -69,7 +69,7 @@ class Side:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.store = SQLiteStore(root / "corral.db")
+        self.store = open_test_store(root)
         self.kinds = Kinds.load([])
         self.host = HeldHost(self.store, root / "agents", self.kinds)
         self.service = Service(
@@ -82,9 +82,11 @@ class Side:
 
 
 @pytest.fixture
-def side(tmp_path: Path) -> Side:
+def side(tmp_path: Path) -> Iterator[Side]:
     (tmp_path / "wt").mkdir()
-    return Side(tmp_path)
+    opened = Side(tmp_path)
+    yield opened
+    opened.store.close()
 
 
 def acquire(side: Side) -> Credential:

@@ -50,9 +50,9 @@ from runner.service import (
     WriterReleaseInput,
     WriterStartInput,
 )
-from runner.store.sqlite import SQLiteStore
 from tests.service.conftest import HostRig
 from tests.support.gitrepo import commit, git, head_of, status_digest
+from tests.support.stores import open_test_store
 
 SHA = hashlib.sha256(b"hosts authority").hexdigest()
 CHECKPOINT_SHA = hashlib.sha256(b"hosts checkpoint").hexdigest()
@@ -123,7 +123,7 @@ class World:
     def __init__(self, rig: HostRig) -> None:
         self.rig = rig
         self.root = rig.root
-        self.store = SQLiteStore(self.root / "corral.db")
+        self.store = open_test_store(self.root)
         self.kinds = Kinds.load([])
         self.host = HookedHost(rig.build(self.store, self.kinds))
         self.service = Service(

@@ -23,12 +23,12 @@ from runner.service import (
     Service,
 )
 from runner.service.plans import PlanListInput
-from runner.store.sqlite import SQLiteStore
+from runner.store import Store
 
 SHA = "a" * 64
 
 
-def _fill(store: SQLiteStore, machine: str, states: tuple[str, ...], count: int, seed: int) -> list[Instance]:
+def _fill(store: Store, machine: str, states: tuple[str, ...], count: int, seed: int) -> list[Instance]:
     rng = random.Random(seed)
     with store.write() as tx:
         return [
@@ -54,7 +54,7 @@ def _walk(listing: Callable[[str | None], Page[Any]], key: Callable[[Any], str])
         after = page.next_after
 
 
-def test_a_filtered_page_reads_past_what_the_filter_rejects(service: Service, store: SQLiteStore) -> None:
+def test_a_filtered_page_reads_past_what_the_filter_rejects(service: Service, store: Store) -> None:
     """600 reviewer leases, a tenth of them the controller's: pages of 7 still visit exactly its own."""
     written = _fill(store, "reviewer", ("active", "closed"), 600, seed=1)
     mine = sorted(i.id for i in written if i.data["controller_id"] == "ctl" and i.state == "active")
@@ -67,7 +67,7 @@ def test_a_filtered_page_reads_past_what_the_filter_rejects(service: Service, st
 
 
 def test_every_listing_pages_and_is_live_by_default(
-    service: Service, store: SQLiteStore, acquire: Any, tmp_path: Path
+    service: Service, store: Store, acquire: Any, tmp_path: Path
 ) -> None:
     for name in ("c1", "c2", "c3"):
         acquire(name)

@@ -136,7 +136,7 @@ def test_status_lists_what_needs_a_person_with_the_next_command(world: World) ->
     from datetime import UTC, datetime, timedelta
 
     from runner.service import AcquireInput, ReviewerStartInput, Service
-    from runner.store.sqlite import SQLiteStore
+    from tests.support.stores import open_test_store
 
     world.start()
     world.relay("block")
@@ -147,7 +147,7 @@ def test_status_lists_what_needs_a_person_with_the_next_command(world: World) ->
     world.service.reviewer_start(ReviewerStartInput("brief", short, "other", "script", str(world.worktree)))
     # Six seconds later, as the store's clock tells it (a second connection whose clock runs ahead):
     # the 5 s lease has expired there without the test sleeping it out.
-    ahead = SQLiteStore(world.root / "corral.db", clock=lambda: datetime.now(UTC) + timedelta(seconds=6))
+    ahead = open_test_store(world.root, clock=lambda: datetime.now(UTC) + timedelta(seconds=6))
     later = Service(ahead, world.service.library, actor="test", hosts=lambda name: world.host, kinds=world.kinds)
     kinds = {item["kind"]: item for item in later.status()["needs_attention"]}
     ahead.close()

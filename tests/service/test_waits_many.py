@@ -2,7 +2,8 @@
 wait itself one slot query per tick, and the same answers and refusals as before.
 
 A real store, the real process host and the scripted agent (``tests.service.agents_world``); the
-statements the store's connection runs are counted with ``sqlite3``'s trace callback.
+statements the store's connection runs are counted with ``sqlite3``'s trace callback (on PostgreSQL: the
+connection's ``execute`` wrapped, the one entry point the adapter sends statements through).
 """
 
 from __future__ import annotations
@@ -17,26 +18,47 @@ from typing import Any
 import anyio
 import pytest
 
-from runner.agents.sqlite_slots import SQLiteSlots
+from runner.agents.slots import slot_store
 from runner.service import ReviewerListInput, WaitAnyInput
 from runner.service.checks import WAIT_TARGETS_MAX
 from runner.service.views import WaitAnyResult
-from runner.store.sqlite import SQLiteStore, connection_of
+from runner.store import Store
 from tests.service.agents_world import World, refused
+from tests.support.stores import open_test_store
 
 MANY = 64
 
 
 @contextmanager
-def statements(store: SQLiteStore) -> Iterator[list[str]]:
+def statements(store: Store) -> Iterator[list[str]]:
     seen: list[str] = []
+    if store.url.startswith("sqlite:"):
+        from runner.store.sqlite import connection_of
+
+        with store.read() as reader:
+            conn, _ = connection_of(reader)
+        conn.set_trace_callback(seen.append)
+        try:
+            yield seen
+        finally:
+            conn.set_trace_callback(None)
+        return
+    from runner.store.postgres import connection_of as pg_connection_of
+
     with store.read() as reader:
-        conn, _ = connection_of(reader)
-    conn.set_trace_callback(seen.append)
+        pg, _ = pg_connection_of(reader)
+    execute = pg.execute
+
+    def traced(query: Any, *args: Any, **kwargs: Any) -> Any:
+        text = query.decode() if isinstance(query, bytes) else query if isinstance(query, str) else query.as_string(pg)
+        seen.append(text)
+        return execute(query, *args, **kwargs)
+
+    pg.execute = traced  # type: ignore[method-assign]
     try:
         yield seen
     finally:
-        conn.set_trace_callback(None)
+        del pg.execute
 
 
 @pytest.fixture
@@ -52,8 +74,8 @@ def _panes(world: World) -> dict[str, str]:
 
 def _settle_elsewhere(world: World, pane_id: str) -> None:
     """The agent's slot moved to done by another connection (as its supervisor would)."""
-    with SQLiteStore(world.store.path) as other:
-        slots = SQLiteSlots(other)
+    with open_test_store(world.root) as other:
+        slots = slot_store(other)
         with slots.read() as reader:
             slot = reader.slot(pane_id)
         assert slot is not None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
 import stat
 import subprocess
 import time
@@ -41,8 +40,9 @@ from runner.service import (
     WriterReleaseInput,
     WriterStartInput,
 )
-from runner.store.sqlite import SQLiteStore
+from runner.store import Store
 from tests.support.gitrepo import commit, git, head_of, status_digest
+from tests.support.stores import open_test_store, raw_rows, store_fingerprint
 
 AUTHORITY_SHA = hashlib.sha256(b"authority").hexdigest()
 CHECKPOINT_SHA = hashlib.sha256(b"checkpoint").hexdigest()
@@ -105,9 +105,9 @@ def fingerprint(wt: Path) -> dict[str, Any]:
 class Lab:
     """A real store (wall clock), a real process host, a service and a controller lease, and a repo."""
 
-    def __init__(self, root: Path, host_factory: Callable[[SQLiteStore, Path], AgentHost] | None = None) -> None:
+    def __init__(self, root: Path, host_factory: Callable[[Store, Path], AgentHost] | None = None) -> None:
         self.root = root
-        self.store = SQLiteStore(root / "corral.db")
+        self.store = open_test_store(root)
         self.kinds = Kinds.load([])
         factory = host_factory or (lambda store, agents: ProcessHost(store, agents, self.kinds))
         self.host = factory(self.store, root / "agents")
@@ -181,10 +181,7 @@ class Lab:
 
     def claims(self) -> list[tuple[str, ...]]:
         """Every row of the claim index (instance, space, kind, scope), read from the file itself."""
-        with sqlite3.connect(self.store.path) as conn:
-            rows = conn.execute("SELECT instance_id, space, kind, scope FROM claims ORDER BY 1, 2, 3, 4").fetchall()
-        conn.close()
-        return [tuple(row) for row in rows]
+        return raw_rows(self.store.url, "SELECT instance_id, space, kind, scope FROM claims ORDER BY 1, 2, 3, 4")
 
 
 @pytest.fixture
@@ -729,7 +726,7 @@ def test_scopes_check_reports_conflicts_and_writes_nothing(lab: Lab) -> None:
     other_wt = lab.worktree("wt-other", "-b", "feat", repo=other)
     lab.start("gamma", other_wt, base_commit=git(other, "rev-parse", "HEAD~1"), owned_scopes=("lib",))
     before = (lab.footprint(), [(i.id, i.version) for i in lab.store.find("writer")])
-    db = (lab.root / "corral.db").read_bytes()
+    db = store_fingerprint(lab.store.url)
 
     report = lab.service.scopes_check(
         ScopesCheckInput(owned_scopes=("./src/x.py", "docs/", "lib/a"), locked_scopes=("src",), worktree=str(other_wt))
@@ -757,7 +754,7 @@ def test_scopes_check_reports_conflicts_and_writes_nothing(lab: Lab) -> None:
         "ok": True,
     }
     assert (lab.footprint(), [(i.id, i.version) for i in lab.store.find("writer")]) == before
-    assert (lab.root / "corral.db").read_bytes() == db, "read-only: the database file is unchanged"
+    assert store_fingerprint(lab.store.url) == db, "read-only: the database is unchanged"
 
 
 def test_release_bound_to_the_content_refuses_a_dirty_file_edited_again(lab: Lab) -> None:

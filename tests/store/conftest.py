@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tests.support.stores import any_store, store_kind
+from tests.support.stores import any_store, race_url, store_kind
 
-__all__ = ["any_store", "store_kind"]
+__all__ = ["any_store", "race_url", "store_kind"]

@@ -340,7 +340,8 @@ def test_a_writer_gives_up_at_the_deadline_with_store_busy(any_store: Store, sto
             tx.put(new(), "a", {})
         waited = time.monotonic() - started
         thread.join()
-    assert caught.value.code == "store_busy" and caught.value.details["attempts"] > 1
+    # attempts: SQLite retries in slices; PostgreSQL waits once, in the lock's arrival-order queue.
+    assert caught.value.code == "store_busy" and caught.value.details["attempts"] >= 1
     assert caught.value.details["budget_seconds"] == 0.3 and caught.value.details["waited_seconds"] >= 0.25
     assert 0.25 < waited < 1.4
     assert any_store.get("thing/1") is None, "nothing was written"

@@ -1,4 +1,5 @@
-"""Eight real processes start writer lanes at the same moment, in one repository and one SQLite store.
+"""Eight real processes start writer lanes at the same moment, in one repository and one store (an SQLite
+file; a PostgreSQL schema), from two coordinator homes (the workers alternate; the credential is in both).
 
 One repository with eight linked worktrees, each on its own branch; one worktree per process. The
 scopes are chosen so the set of winners does not depend on who gets the write lock first:
@@ -42,7 +43,9 @@ import pytest
 from runner import credentials, fence
 from runner.definitions.library import Library
 from runner.service import AcquireInput, Service
+from runner.store import open_store
 from runner.store.sqlite import SQLiteStore
+from tests.support.stores import check_integrity, fresh_url, store_holds
 
 WORKERS = 8
 ROUNDS = 20
@@ -79,18 +82,19 @@ from runner.agents.process import ProcessHost
 from runner.errors import CorralError
 from runner.service import Service, WriterStartInput
 from runner.definitions.library import Library
-from runner.store.sqlite import SQLiteStore
+from runner.store import open_store
 
 root, index, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 kinds = Kinds.load([])
 for round_no in range(rounds):
     rundir = root / f"round-{round_no}"
     job = json.loads((rundir / "jobs.json").read_text())[index]
-    store = SQLiteStore(rundir / "corral.db")
+    store = open_store((rundir / "store-url").read_text())
     host = ProcessHost(store, rundir / "agents", kinds)
     library = Library(cache_dir=rundir / "spec-cache")
     service = Service(store, library, actor=f"worker-{index}", hosts=lambda name: host, kinds=kinds)
-    credential = credentials.load(rundir / "credentials" / f"{job['controller']}.json", job["controller"], store.url)
+    home = rundir / ("home-a", "home-b")[int(index) % 2]
+    credential = credentials.load(home / "credentials" / f"{job['controller']}.json", job["controller"], store.url)
     facts = service.preflight(job["worktree"])
     request = WriterStartInput(
         controller_id=job["controller"],
@@ -206,11 +210,11 @@ def test_roles_force_a_unique_winner_set() -> None:
         assert directions == {"owned/locked", "locked/owned"}, winner
 
 
-def test_a_lone_worker_starts_its_lane_and_reports_it(tmp_path: Path, repo: Repo) -> None:
+def test_a_lone_worker_starts_its_lane_and_reports_it(tmp_path: Path, repo: Repo, race_url: str) -> None:
     """The worker (a string run by ``python -c``) alone for one round: it starts its lane through the real
     service and prints the one reply the race reads, without the token; a broken worker fails here, fast."""
     rundir = tmp_path / "round-0"
-    token = _prepare_round(rundir, repo, list(ROLES))
+    token = _prepare_round(rundir, repo, list(ROLES), race_url)
     (rundir / "go").touch()  # the barrier is open before the worker gets there
     argv = [sys.executable, "-c", WORKER, str(tmp_path), "0", "1"]
     done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
@@ -224,23 +228,27 @@ def test_a_lone_worker_starts_its_lane_and_reports_it(tmp_path: Path, repo: Repo
         "state": "active",
     }
     assert reply["began"] <= reply["ended"]
-    with SQLiteStore(rundir / "corral.db") as store:
+    with open_store((rundir / "store-url").read_text()) as store:
         (lane,) = store.find("writer")
     assert (lane.id, lane.state, lane.data["name"]) == (reply["lane"], "active", "w0")
     assert (lane.data["owned_scopes"], lane.data["locked_scopes"]) == (list(ROLES[0].owned), list(ROLES[0].locked))
 
 
-def _prepare_round(rundir: Path, repo: Repo, roles: list[Role]) -> str:
-    """The round's store, spec cache, lease and jobs, before anyone races: the race is about the lanes."""
+def _prepare_round(rundir: Path, repo: Repo, roles: list[Role], url: str) -> str:
+    """The round's store (a fresh one of ``url``'s kind, its URL in ``store-url``), spec cache, lease (its
+    credential in both coordinator homes) and jobs, before anyone races: the race is about the lanes."""
     rundir.mkdir()
+    url = fresh_url(url, rundir)
+    (rundir / "store-url").write_text(url)
     cache = rundir / "spec-cache"
-    with SQLiteStore(rundir / "corral.db") as store:
+    with open_store(url) as store:
         Library(cache_dir=cache).builtin("writer")
         service = Service(store, Library(cache_dir=cache), actor="parent")
         credential = service.acquire(AcquireInput(CONTROLLER, "RACE-1", SHA, 900, "parent@race")).credential
-        credential_file = rundir / "credentials" / f"{CONTROLLER}.json"
-        credentials.save(credential_file, credential, store.url)
-    assert stat.S_IMODE(credential_file.stat().st_mode) == 0o600
+        for home in ("home-a", "home-b"):
+            credential_file = rundir / home / "credentials" / f"{CONTROLLER}.json"
+            credentials.save(credential_file, credential, store.url)
+            assert stat.S_IMODE(credential_file.stat().st_mode) == 0o600
     jobs = {
         str(i): {
             "controller": CONTROLLER,
@@ -355,9 +363,9 @@ def _check_round(rundir: Path, repo: Repo, roles: list[Role], replies: list[dict
     assert directions == {"owned": {"owned/owned"}, "cycle": {"owned/locked", "locked/owned"}}
 
     # The store agrees with the replies: exactly the winners are live lanes, nothing of the losers.
-    db = rundir / "corral.db"
-    with SQLiteStore(db) as store:
-        assert store.integrity() == "ok"
+    url = (rundir / "store-url").read_text()
+    with open_store(url) as store:
+        check_integrity(store)
         lanes = store.find("writer")
         events = store.events()
         controller = store.get(fence.instance_id(CONTROLLER))
@@ -378,15 +386,14 @@ def _check_round(rundir: Path, repo: Repo, roles: list[Role], replies: list[dict
         (lane_id, trigger) for lane_id in lane_of.values() for trigger in ("start", "start:success")
     )
     assert controller is not None and controller.version == 1, "the lease was not touched"
-    for path in rundir.glob("corral.db*"):
-        assert token.encode() not in path.read_bytes(), f"the token is in {path.name}: it is stored only hashed"
+    assert not store_holds(url, token), "the token is in the store: it is stored only hashed"
 
 
 @pytest.mark.slow
-def test_racing_lane_starts_have_exactly_the_forced_winners(repo: Repo, tmp_path: Path) -> None:
+def test_racing_lane_starts_have_exactly_the_forced_winners(repo: Repo, tmp_path: Path, race_url: str) -> None:
     # Rotate the roles over the worktrees, so every worktree plays every role over the rounds.
     plans = [[ROLES[(i + round_no) % WORKERS] for i in range(WORKERS)] for round_no in range(ROUNDS)]
-    tokens = [_prepare_round(tmp_path / f"round-{n}", repo, roles) for n, roles in enumerate(plans)]
+    tokens = [_prepare_round(tmp_path / f"round-{n}", repo, roles, race_url) for n, roles in enumerate(plans)]
     workers = Workers(tmp_path)
     try:
         for round_no, roles in enumerate(plans):

@@ -1,4 +1,6 @@
-"""Eight real processes race for one controller lease in one SQLite file, on the wall clock.
+"""Eight real processes race for one controller lease in one store, on the wall clock: an SQLite file, and
+one PostgreSQL schema shared by two coordinator homes (the workers alternate between them; each process
+has its own connection, as coordinators on two machines would).
 
 Each worker polls the listing. It acquires a released lease, or takes over an expired one naming the
 lease id it saw (after first naming an older lease id it saw, which must be refused); now and then it
@@ -29,7 +31,8 @@ from runner import fence
 from runner.context import parse_time
 from runner.definitions.library import Library
 from runner.service import EventsInput, Service
-from runner.store.sqlite import SQLiteStore
+from runner.store import open_store
+from tests.support.stores import check_integrity
 
 WORKERS = 8
 RUN_SECONDS = 11.0  # the minimum TTL is 5 s: enough for a silent holder to expire and be taken over
@@ -56,14 +59,15 @@ from runner.service import (
     AcquireInput, EventsInput, ListLeasesInput, ReleaseInput, RenewInput, ResumeInput, Service, TakeoverInput,
 )
 from runner.definitions.library import Library
-from runner.store.sqlite import SQLiteStore
+from runner.store import open_store
 
-db, cache, name, seed = sys.argv[1:5]
-workdir = Path(db).parent
+workdir, cache, name, seed = sys.argv[1:5]
+workdir = Path(workdir)
+url = (workdir / "store-url").read_text()  # a file, not argv: a store URL may carry what ps must not show
 CTL, TTL = "race", 5
 SHA = hashlib.sha256(b"race").hexdigest()
 rng = random.Random(seed)
-service = Service(SQLiteStore(db), Library(cache_dir=Path(cache)), actor=name)
+service = Service(open_store(url), Library(cache_dir=Path(cache)), actor=name)
 
 
 def log(**record):
@@ -187,13 +191,22 @@ service.store.close()
 """
 
 
-def _run_workers(tmp_path: Path) -> list[list[dict[str, Any]]]:
-    db = tmp_path / "corral.db"
+def _homes(tmp_path: Path, url: str) -> list[Path]:
+    """The two coordinator homes the workers alternate between, each told the one store's URL."""
+    homes = [tmp_path / "home-a", tmp_path / "home-b"]
+    for home in homes:
+        home.mkdir(exist_ok=True)
+        (home / "store-url").write_text(url)
+    return homes
+
+
+def _run_workers(tmp_path: Path, url: str) -> list[list[dict[str, Any]]]:
     cache = tmp_path / "spec-cache"
     # Create the schema and warm the spec cache up front, so the race is about the lease only.
-    with SQLiteStore(db) as store:
+    with open_store(url) as store:
         Library(cache_dir=cache).builtin("controller")
-        assert store.integrity() == "ok"
+        check_integrity(store)
+    homes = _homes(tmp_path, url)
     logs = [tmp_path / f"worker-{i}.log" for i in range(WORKERS)]
     errs = [tmp_path / f"worker-{i}.err" for i in range(WORKERS)]
     procs = []
@@ -201,20 +214,22 @@ def _run_workers(tmp_path: Path) -> list[list[dict[str, Any]]]:
         with logs[i].open("w") as out, errs[i].open("w") as err:
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-c", WORKER, str(db), str(cache), f"worker-{i}", str(i)],
+                    [sys.executable, "-c", WORKER, str(homes[i % 2]), str(cache), f"worker-{i}", str(i)],
                     stdout=out,
                     stderr=err,
-                    cwd=tmp_path,
+                    cwd=homes[i % 2],
                 )
             )
     try:
         deadline = time.monotonic() + 30
-        while len(list(tmp_path.glob("ready-*"))) < WORKERS:
+        while sum(len(list(home.glob("ready-*"))) for home in homes) < WORKERS:
             assert all(p.poll() is None for p in procs), [e.read_text() for e in errs]
             assert time.monotonic() < deadline, "the workers did not start within 30 s"
             time.sleep(0.02)
-        (tmp_path / "go.tmp").write_text(str(time.time() + RUN_SECONDS))
-        (tmp_path / "go.tmp").rename(tmp_path / "go")
+        stop = str(time.time() + RUN_SECONDS)
+        for home in homes:
+            (home / "go.tmp").write_text(stop)
+            (home / "go.tmp").rename(home / "go")
         for proc in procs:
             proc.wait(timeout=RUN_SECONDS + 30)
     finally:
@@ -232,10 +247,10 @@ def _run_workers(tmp_path: Path) -> list[list[dict[str, Any]]]:
 
 
 @pytest.mark.slow
-def test_processes_racing_for_one_lease_never_overlap(tmp_path: Path) -> None:
-    records = _run_workers(tmp_path)
-    with SQLiteStore(tmp_path / "corral.db") as store:
-        assert store.integrity() == "ok"
+def test_processes_racing_for_one_lease_never_overlap(tmp_path: Path, race_url: str) -> None:
+    records = _run_workers(tmp_path, race_url)
+    with open_store(race_url) as store:
+        check_integrity(store)
         events = Service(store, Library(cache_dir=tmp_path / "spec-cache")).events(
             EventsInput(instance_id=fence.instance_id(CONTROLLER))
         )
@@ -313,25 +328,26 @@ def test_processes_racing_for_one_lease_never_overlap(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # seconds of waiting on processes or deadlines: left out of make test-fast
-def test_a_lone_worker_acquires_the_free_lease_and_logs_exactly_what_it_did(tmp_path: Path) -> None:
+def test_a_lone_worker_acquires_the_free_lease_and_logs_exactly_what_it_did(tmp_path: Path, race_url: str) -> None:
     """The worker (a string run by ``python -c``) on its own, in a race of one second: it finds no lease,
     acquires it, renews it while it holds it, and logs exactly the events the store recorded; a broken
     worker fails here, fast."""
-    db, cache = tmp_path / "corral.db", tmp_path / "spec-cache"
-    SQLiteStore(db).close()
+    cache = tmp_path / "spec-cache"
+    open_store(race_url).close()
+    (home,) = _homes(tmp_path, race_url)[:1]
     proc = subprocess.Popen(
-        [sys.executable, "-c", WORKER, str(db), str(cache), "worker-solo", "0"],
-        cwd=tmp_path,
+        [sys.executable, "-c", WORKER, str(home), str(cache), "worker-solo", "0"],
+        cwd=home,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
         deadline = time.monotonic() + 60
-        while not (tmp_path / "ready-worker-solo").exists():
+        while not (home / "ready-worker-solo").exists():
             assert proc.poll() is None and time.monotonic() < deadline, "the worker never got ready"
             time.sleep(0.01)
-        (tmp_path / "go").write_text(str(time.time() + 1.0))
+        (home / "go").write_text(str(time.time() + 1.0))
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -339,7 +355,7 @@ def test_a_lone_worker_acquires_the_free_lease_and_logs_exactly_what_it_did(tmp_
             proc.wait()
     assert (proc.returncode, err) == (0, ""), err
     records = [json.loads(line) for line in out.splitlines()]
-    with SQLiteStore(db) as store:
+    with open_store(race_url) as store:
         lease = store.get(fence.instance_id(CONTROLLER))
         assert lease is not None
         events = store.events()

@@ -58,8 +58,12 @@ def url(directory: Path) -> str:
     return f"postgresql://{SUPERUSER}@/postgres?host={quote(str(directory / 'socket'), safe='')}"
 
 
-def start(directory: Path) -> str:
-    """Create and start a cluster in ``directory`` (made if missing); its URL."""
+def start(directory: Path, *, durable: bool = False) -> str:
+    """Create and start a cluster in ``directory`` (made if missing); its URL.
+
+    ``durable``: a commit is acknowledged only once its WAL is written (``synchronous_commit`` on), so
+    an acknowledged transaction survives the server's processes being killed (``restart``); ``fsync``
+    stays off, which is safe for that: the kernel keeps what was written, only the processes die."""
     initdb, pg_ctl = binary("initdb"), binary("pg_ctl")
     assert initdb is not None and pg_ctl is not None, unavailable()
     data, socket = directory / "data", directory / "socket"
@@ -86,7 +90,7 @@ def start(directory: Path) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"initdb failed: {done.stderr.strip()}")
     options = f"-c listen_addresses='' -c unix_socket_directories='{socket}' -c fsync=off -c max_connections=200"
-    options += " -c synchronous_commit=off -c full_page_writes=off"
+    options += " -c full_page_writes=off" if durable else " -c synchronous_commit=off -c full_page_writes=off"
     done = subprocess.run(
         _as_owner([pg_ctl, "-D", str(data), "-l", str(directory / "server.log"), "-o", options, "-w", "start"]),
         check=False,
@@ -109,6 +113,37 @@ def stop(directory: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         check=False,
+    )
+
+
+def restart(directory: Path, mode: str = "immediate") -> None:
+    """``pg_ctl restart -m <mode>`` (``immediate``: every server process killed, crash recovery on
+    start), with the options it was started with (``postmaster.opts``; a stopped server is just
+    started); returns once the server accepts connections."""
+    pg_ctl = binary("pg_ctl")
+    assert pg_ctl is not None, unavailable()
+    done = subprocess.run(
+        _as_owner(
+            [pg_ctl, "-D", str(directory / "data"), "-l", str(directory / "server.log"), "-m", mode, "-w", "restart"]
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"pg_ctl restart failed: {done.stderr.strip()}")
+
+
+def stop_now(directory: Path) -> None:
+    """Kill the server at once (``-m immediate``), leaving it stopped."""
+    pg_ctl = binary("pg_ctl")
+    assert pg_ctl is not None, unavailable()
+    subprocess.run(
+        _as_owner([pg_ctl, "-D", str(directory / "data"), "-m", "immediate", "-w", "stop"]),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=True,
     )
 
 

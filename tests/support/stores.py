@@ -33,7 +33,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 
-from runner.store import STORES, Clock, Store, open_store, sqlite_path
+from runner.store import STORES, Clock, Store, open_store, scheme_of, sqlite_path
 
 
 class StoreKind(ABC):
@@ -287,3 +287,123 @@ def any_store(store_kind: StoreKind, tmp_path: Path, clock: Clock) -> Iterator[S
 def open_alias(url: str, clock: Clock | None = None) -> Store:
     """A plugin-style opener (``alias://<path>`` is an SQLite file): the registry's entry point example."""
     return open_store("sqlite://" + url.split("://", 1)[1], clock=clock)
+
+
+# --- the store the other suites run on --------------------------------------------------------------
+
+TEST_STORE = os.environ.get("CORRAL_TEST_STORE", "sqlite")
+"""The store kind under the suites that are not about one store (``CORRAL_TEST_STORE``; default
+``sqlite``): ``make test`` runs the service suite a second time with ``postgresql``, so a test there
+is the same test on both stores, not a thinner twin. A test that reads the SQLite file itself (its
+bytes, its statements) asks :func:`sqlite_only`."""
+
+_URLS: dict[str, str] = {}  # a directory's store URL: reopening the same directory reopens the same store
+_OPENED: list[Store] = []  # the test's server stores, closed at its end (a world a test forgot to close)
+
+
+def suite_store_url(directory: Path) -> str:
+    """The URL of the test's store "in" ``directory``: ``directory/corral.db``, or (under
+    ``CORRAL_TEST_STORE=postgresql``) a fresh schema of the session's server, the same one each time
+    the same directory is named (a second process or connection opens the same store)."""
+    if TEST_STORE == "sqlite":
+        return f"sqlite://{directory / 'corral.db'}"
+    key = str(directory.resolve())
+    if key not in _URLS:
+        _URLS[key] = kind_for(TEST_STORE).url(directory)
+    return _URLS[key]
+
+
+def open_test_store(directory: Path, clock: Clock | None = None) -> Store:
+    """Open the test's store in ``directory`` (see :func:`suite_store_url`)."""
+    if TEST_STORE == "sqlite":
+        from runner.store.sqlite import SQLiteStore
+
+        return SQLiteStore(directory / "corral.db", clock=clock)
+    opened = kind_for(TEST_STORE).open(suite_store_url(directory), clock=clock)
+    _OPENED.append(opened)
+    return opened
+
+
+def sqlite_only(why: str) -> None:
+    """Skip a test that is about the SQLite file itself when the suite runs on another store."""
+    if TEST_STORE != "sqlite":
+        pytest.skip(f"about the SQLite file ({why}); the suite runs on {TEST_STORE}")
+
+
+@pytest.fixture(autouse=True)
+def _test_store_ready(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Under ``CORRAL_TEST_STORE``, the kind's server is there for every test (or the test skips), and
+    the stores the test opened are closed at its end (a second close does nothing)."""
+    if TEST_STORE != "sqlite":
+        kind_for(TEST_STORE, request)
+    yield
+    while _OPENED:
+        _OPENED.pop().close()
+
+
+def raw_rows(url: str, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` read from the store's database itself (not through corral), on either kind."""
+    path = sqlite_path(url)
+    if path is not None:
+        conn = sqlite3.connect(path)
+        try:
+            return [tuple(row) for row in conn.execute(sql)]
+        finally:
+            conn.close()
+    with PostgresKind().raw(url) as conn:
+        return [tuple(row) for row in conn.execute(sql)]
+
+
+def store_fingerprint(url: str) -> str:
+    """A digest of everything the store holds: the file's bytes for SQLite, every row of every table
+    of the schema for PostgreSQL (equal fingerprints: nothing was written)."""
+    import hashlib
+
+    path = sqlite_path(url)
+    if path is not None:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    for chunk in _schema_rows(url):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _schema_rows(url: str) -> Iterator[bytes]:
+    """Every table name and row of a PostgreSQL store's schema, in a fixed order."""
+    with PostgresKind().raw(url) as conn:
+        tables = [row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+        for table in sorted(tables):
+            yield table.encode()
+            for row in conn.execute(f'SELECT * FROM "{table}" ORDER BY 1'):
+                yield repr(tuple(row)).encode()
+
+
+def store_holds(url: str, needle: str) -> bool:
+    """Whether ``needle`` appears anywhere in the store: its files (SQLite, with the WAL) or its rows."""
+    path = sqlite_path(url)
+    if path is not None:
+        return any(needle.encode() in p.read_bytes() for p in path.parent.glob(path.name + "*"))
+    return any(needle.encode() in chunk for chunk in _schema_rows(url))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def race_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store for a race of real processes, on SQLite and on PostgreSQL (the same checks on
+    both): the file ``tmp_path/corral.db``, or a fresh schema of the session's server."""
+    if request.param == "sqlite":
+        return f"sqlite://{tmp_path / 'corral.db'}"
+    return kind_for("postgresql", request).url(tmp_path)
+
+
+def fresh_url(template: str, directory: Path) -> str:
+    """Another fresh store of the kind ``template`` names: ``directory/corral.db`` or a new schema."""
+    if sqlite_path(template) is not None:
+        return f"sqlite://{directory / 'corral.db'}"
+    return kind_for(scheme_of(template)).url(directory)
+
+
+def check_integrity(store: Store) -> None:
+    """SQLite's own integrity check where the store has one (PostgreSQL keeps its pages itself)."""
+    integrity = getattr(store, "integrity", None)
+    if integrity is not None:
+        assert integrity() == "ok"

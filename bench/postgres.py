@@ -1,0 +1,316 @@
+"""PostgreSQL vs SQLite in one run (issue 16): renew latency, a 200-step plan, writer throughput with 1, 2,
+4 and 8 processes, and the wake-up of a notified wait.
+
+The server is ``CORRAL_TEST_POSTGRES`` if set, else a throwaway cluster this script starts
+(``tests.support.pgserver``: a unix socket, durable commits, ``fsync=off``) and stops at the end; every
+measurement gets a fresh schema (PostgreSQL) or file (SQLite, WAL, ``synchronous=FULL``). Note the
+asymmetry: the test cluster does not fsync, SQLite does; the detail of each figure says so.
+
+- *renew*: one process, ``Service.renew`` of one lease back to back: median and p99 per store.
+- *plan*: a recipe of 200 ``flow.pass`` steps run by the real plans component: seconds per store.
+- *throughput*: N real processes (1, 2, 4, 8), each with its own connection and lease, renewing back
+  to back for a window: renews per second and the p99 renew latency, per store and N. Target:
+  PostgreSQL at 8 processes at least 1.5x SQLite's throughput.
+- *wake-up*: a ``wait_events`` on one connection woken by a commit on another (PostgreSQL: the
+  commit's NOTIFY; SQLite: its poll), median over the samples.
+
+``--quick`` shortens every window (``make bench``); ``--json`` prints the figures for bench/summary.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(HERE)]
+
+from common import percentile  # noqa: E402 - bench/ and the checkout are put on sys.path just above
+
+SHA = "d" * 64
+
+WORKER = r"""
+import json, sys, time
+from pathlib import Path
+from runner.definitions.library import Library
+from runner.service import AcquireInput, RenewInput, Service
+from runner.store import open_store
+
+url, name, cache, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+service = Service(open_store(url), Library(cache_dir=Path(cache)), actor=name)
+credential = service.acquire(AcquireInput(name, "B-1", "d" * 64, 900, name)).credential
+print("ready", flush=True)
+sys.stdin.readline()  # the go signal
+stop = time.perf_counter() + seconds
+latencies = []
+while time.perf_counter() < stop:
+    started = time.perf_counter()
+    service.renew(RenewInput(name, credential, 900))
+    latencies.append(time.perf_counter() - started)
+service.store.close()
+print(json.dumps(latencies), flush=True)
+"""
+
+
+class Stores:
+    """Fresh stores of both kinds: SQLite files in a directory, schemas of one PostgreSQL database."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.cluster: Path | None = None
+        configured = os.environ.get("CORRAL_TEST_POSTGRES")
+        if configured:
+            base = configured
+        else:
+            from tests.support import pgserver
+
+            reason = pgserver.unavailable()
+            if reason is not None:
+                raise SystemExit(f"no PostgreSQL: set CORRAL_TEST_POSTGRES or install the server ({reason})")
+            self.cluster = Path(tempfile.mkdtemp(prefix="corral-bpg-")) / "c"
+            base = pgserver.start(self.cluster, durable=True)
+        import psycopg
+
+        from tests.support.stores import _as_url, with_database
+
+        base = _as_url(base)
+        self.database = f"corral_bench_{os.getpid()}"
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.database}"')
+        self.base = base
+        self._with = with_database
+        self.count = 0
+
+    def url(self, kind: str) -> str:
+        self.count += 1
+        if kind == "sqlite":
+            return f"sqlite://{self.directory / f'bench-{self.count}.db'}"
+        return self._with(self.base, self.database, schema=f"b_{self.count}")
+
+    def close(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+        if self.cluster is not None:
+            from tests.support import pgserver
+
+            pgserver.stop(self.cluster)
+            shutil.rmtree(self.cluster.parent, ignore_errors=True)
+
+
+def _service(url: str, cache: Path) -> Any:
+    from runner.definitions.library import Library
+    from runner.service import Service
+    from runner.store import open_store
+
+    return Service(open_store(url), Library(cache_dir=cache), actor="bench")
+
+
+def renew(url: str, cache: Path, count: int) -> dict[str, float]:
+    from runner.service import AcquireInput, RenewInput
+
+    service = _service(url, cache)
+    try:
+        credential = service.acquire(AcquireInput("ctl", "B-1", SHA, 900, "bench")).credential
+        samples = []
+        for _ in range(count):
+            started = time.perf_counter()
+            service.renew(RenewInput("ctl", credential, 900))
+            samples.append((time.perf_counter() - started) * 1000)
+    finally:
+        service.store.close()
+    return {"median_ms": statistics.median(samples), "p99_ms": percentile(samples, 99)}
+
+
+def plan(url: str, cache: Path, steps: int) -> float:
+    import anyio
+
+    from runner.definitions.recipes import RecipeLibrary
+    from runner.plans.keeper import MemoryKeeper
+    from runner.plans.ops import OPERATIONS
+    from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
+
+    recipes = cache / f"recipes-{steps}"
+    recipes.mkdir(parents=True, exist_ok=True)
+    lines = ["recipe: long", "version: 1", "description: Many passing steps.", "inputs: {type: object}", "steps:"]
+    lines += [f"  - {{id: s{n}, do: flow.pass, with: {{values: {{n: {n}}}}}}}" for n in range(steps)]
+    (recipes / "long.yaml").write_text("\n".join(lines) + "\n")
+    service = _service(url, cache)
+    try:
+        plans = Plans(service, RecipeLibrary([recipes]), MemoryKeeper(), OPERATIONS)
+        plans.submit(PlanSubmitInput({"plan": "long-1", "recipe": "long", "controller": "ctl", "inputs": {}}))
+        started = time.perf_counter()
+        done = anyio.run(plans.run, PlanRunInput("long-1"))
+        seconds = time.perf_counter() - started
+        assert done.state == "succeeded", done.state
+    finally:
+        service.store.close()
+    return seconds
+
+
+def throughput(url: str, cache: Path, processes: int, seconds: float) -> dict[str, float]:
+    open_ = _service(url, cache)  # the schema made (and the spec cached) before the race
+    from runner.definitions.library import Library
+
+    Library(cache_dir=cache).builtin("controller")
+    open_.store.close()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, url, f"w{i}", str(cache), str(seconds)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(processes)
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        latencies: list[float] = []
+        for proc in procs:
+            out, _ = proc.communicate(timeout=seconds + 120)
+            latencies += json.loads(out.strip().splitlines()[-1])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return {"per_second": len(latencies) / seconds, "p99_ms": percentile([x * 1000 for x in latencies], 99)}
+
+
+def wakeup(url: str, cache: Path, samples: int) -> float:
+    from runner.context import Instance
+    from runner.store import open_store
+
+    waiter, writer = open_store(url), open_store(url)
+    woke: list[float] = []
+    try:
+        with writer.write() as tx:
+            tx.append(tx.put(Instance("w/1", "w", "start", 0, {}), "a", {}), "go", "start", "bench", {})
+        since = writer.events()[-1].seq
+        waiter.wait_events(since, 0.01)  # the listener (PostgreSQL) is up before the first sample
+        for _ in range(samples):
+            box: list[float] = []
+            ready = threading.Event()
+
+            def wait(after: int = since, out: list[float] = box, ready: threading.Event = ready) -> None:
+                ready.set()
+                found = waiter.wait_events(after, 10.0)
+                assert found
+                out.append(time.perf_counter())
+
+            thread = threading.Thread(target=wait)
+            thread.start()
+            ready.wait()
+            time.sleep(0.05)  # the waiter is waiting
+            committed = time.perf_counter()
+            with writer.write() as tx:
+                current = tx.get("w/1")
+                assert current is not None
+                event = tx.append(tx.put(current, "a", {}), "go", "a", "bench", {})
+            thread.join()
+            since = event.seq
+            woke.append((box[0] - committed) * 1000)
+    finally:
+        waiter.close()
+        writer.close()
+    return statistics.median(woke)
+
+
+def figure(name: str, value: float, unit: str, target: str, met: bool | None, detail: str) -> dict[str, Any]:
+    return {"figure": name, "value": round(value, 3), "unit": unit, "target": target, "met": met, "detail": detail}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="short windows (make bench)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    renews, steps, window, wakes = (100, 200, 1.5, 10) if args.quick else (1000, 200, 5.0, 50)
+    directory = Path(tempfile.mkdtemp(prefix="corral-bench-pg-"))
+    stores = Stores(directory)
+    results: dict[str, Any] = {}
+    try:
+        for kind in ("sqlite", "postgresql"):
+            cache = directory / f"cache-{kind}"
+            results[kind] = {
+                "renew": renew(stores.url(kind), cache, renews),
+                "plan_seconds": plan(stores.url(kind), cache, steps),
+                "throughput": {n: throughput(stores.url(kind), cache, n, window) for n in (1, 2, 4, 8)},
+                "wakeup_ms": wakeup(stores.url(kind), cache, wakes),
+            }
+    finally:
+        stores.close()
+        shutil.rmtree(directory, ignore_errors=True)
+    sq, pg = results["sqlite"], results["postgresql"]
+    note = "PostgreSQL: a local test cluster over a unix socket, fsync off; SQLite: WAL, synchronous=FULL"
+    ratio = pg["throughput"][8]["per_second"] / sq["throughput"][8]["per_second"]
+    per_n = "; ".join(
+        f"N={n}: sqlite {sq['throughput'][n]['per_second']:.0f}/s p99 {sq['throughput'][n]['p99_ms']:.1f} ms, "
+        f"postgresql {pg['throughput'][n]['per_second']:.0f}/s p99 {pg['throughput'][n]['p99_ms']:.1f} ms"
+        for n in (1, 2, 4, 8)
+    )
+    figures = [
+        figure(
+            "renew median, PostgreSQL / SQLite",
+            pg["renew"]["median_ms"],
+            "ms",
+            "value only",
+            None,
+            f"PostgreSQL median {pg['renew']['median_ms']:.2f} ms p99 {pg['renew']['p99_ms']:.2f} ms; SQLite median "
+            f"{sq['renew']['median_ms']:.2f} ms p99 {sq['renew']['p99_ms']:.2f} ms ({renews} renews; {note})",
+        ),
+        figure(
+            f"{steps}-step plan, PostgreSQL / SQLite",
+            pg["plan_seconds"],
+            "s",
+            "value only",
+            None,
+            f"PostgreSQL {pg['plan_seconds']:.2f} s, SQLite {sq['plan_seconds']:.2f} s ({note})",
+        ),
+        figure(
+            "writer throughput with 8 processes, PostgreSQL / SQLite",
+            ratio,
+            "x",
+            ">= 1.5x",
+            ratio >= 1.5,
+            f"{per_n} ({window:g} s windows of back-to-back renews, one lease per process; {note})",
+        ),
+        figure(
+            "notified wait wake-up (PostgreSQL), median",
+            pg["wakeup_ms"],
+            "ms",
+            "< 10 ms median",
+            pg["wakeup_ms"] < 10,
+            f"PostgreSQL (NOTIFY) {pg['wakeup_ms']:.2f} ms, SQLite (poll) {sq['wakeup_ms']:.2f} ms, {wakes} samples",
+        ),
+    ]
+    if args.json:
+        print(json.dumps({"figures": figures, "results": results}, indent=2, default=str))
+    else:
+        for f in figures:
+            verdict = "" if f["met"] is None else (" MET" if f["met"] else " NOT MET")
+            print(f"{f['figure']}: {f['value']} {f['unit']} (target {f['target']}{verdict})\n  {f['detail']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
