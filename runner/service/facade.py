@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from runner.service.inputs.waits import AgentInput, AgentWaitInput, WaitAnyInput
     from runner.service.inputs.writers import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
     from runner.service.inventory import Inventory
+    from runner.service.memory import Memory
     from runner.service.plans import Plans
     from runner.service.receipts import Receipts
     from runner.service.reviewers import Reviewers
@@ -142,6 +143,13 @@ class Service:
         from runner.service.decisions import Decisions
 
         return Decisions(self.core, lambda: self.plans)
+
+    @cached_property
+    def memory(self) -> Memory:
+        """Handoff memory (issue 18): checkpoints, sessions, pins, retention, search."""
+        from runner.service.memory import Memory
+
+        return Memory(self.core)
 
     @property
     def plans(self) -> Plans:
