@@ -186,8 +186,9 @@ class Memory:
         """
         files = list(inp.files)
         warnings: list[str] = []
+        place = self._place(inp.project, inp.session_id, inp.repository, inp.subdir)
         if inp.auto_files:
-            for path in self._changed_files(inp):
+            for path in self._changed_files(place):
                 if path not in files:
                     files.append(path)
             if len(files) > ITEMS_MAX:
@@ -209,7 +210,7 @@ class Memory:
                     )
             else:
                 assert inp.project is not None
-                project_created = self._ensure_project(m, inp.project, inp.repository, inp.subdir, stamp)
+                project_created = self._ensure_project(m, inp.project, place, stamp)
                 # Invariant: the check and the create of the project's open session in one serialized
                 # transaction: of two racing callers the second sees the first's session.
                 open_sessions = m.sessions(inp.project, OPEN_STATUSES)
@@ -294,9 +295,10 @@ class Memory:
 
         Creates the project (with ``repository``/``subdir``) if it does not exist yet: the one write.
         """
+        place = self._place(inp.project, None, inp.repository, inp.subdir)
         with self.core.store.write() as tx:
             m = self.port.write(tx)
-            created = self._ensure_project(m, inp.project, inp.repository, inp.subdir, format_time(tx.now))
+            created = self._ensure_project(m, inp.project, place, format_time(tx.now))
             answer = self._readiness(m, inp.project)
         return {**answer, "project_created": created}
 
@@ -498,14 +500,7 @@ class Memory:
                 expected_project=project,
             )
         if common_dir is not None:
-            from runner.git import preflight
-
-            theirs = None
-            if owner is not None and owner.repository is not None:
-                try:
-                    theirs = preflight.common_dir(owner.repository)
-                except InputError:
-                    theirs = None
+            theirs = owner.common_dir if owner is not None else None
             if theirs is None or os.path.realpath(common_dir) != theirs:
                 raise RefusedError(
                     f"checkpoint {found.id} belongs to project {found.project!r}, whose repository "
@@ -528,46 +523,66 @@ class Memory:
 
     # --- helpers ----------------------------------------------------------------------------------------
 
-    def _changed_files(self, inp: CheckpointInput) -> list[str]:
-        """``auto_files``: what git shows changed under the project's directory (read before the write)."""
-        from runner.git import preflight
+    def _place(
+        self, project: str | None, session_id: str | None, repository: str | None, subdir: str | None
+    ) -> _Place:
+        """Where a call works, read before its write (git is slow; the write lock is not held for it).
 
+        A ``repository`` given for an existing project must be a worktree of the project's repository
+        (the same git common directory): a linked worktree of it is the same project.
+
+        Raises:
+            MemoryRuleError: ``memory_project_conflict``.
+        """
         with self.core.store.read() as reader:
             m = self.port.read(reader)
-            name = inp.project
-            if inp.session_id is not None:
-                name = self._session(m, inp.session_id).project
+            name = project
+            if session_id is not None:
+                name = self._session(m, session_id).project
             assert name is not None
-            project = m.project(name)
-        repository = project.repository if project is not None else inp.repository
-        subdir = project.subdir if project is not None else inp.subdir
-        if repository is None:
-            raise InputError(
-                "auto_files",
-                f"project {name!r} names no repository: auto_files has no directory to read",
-                code="memory_no_repository",
-            )
-        directory = os.path.join(repository, subdir) if subdir else repository
-        return preflight.changed_files(directory)
-
-    def _ensure_project(
-        self, m: MemoryTransaction, name: str, repository: str | None, subdir: str | None, stamp: str
-    ) -> bool:
-        found = m.project(name)
-        if found is None:
-            m.add_project(ProjectRecord(name, repository, subdir, stamp))
-            return True
-        if (repository is not None and repository != found.repository) or (
-            subdir is not None and subdir != found.subdir
-        ):
+            found = m.project(name)
+        given_dir = _common_dir(repository) if repository is not None else None
+        if found is not None and repository is not None and repository != found.repository:
+            if given_dir is None or given_dir != found.common_dir:
+                raise MemoryRuleError(
+                    "repository",
+                    f"project {name!r} covers the repository {found.repository!r}; {repository!r} is not one of "
+                    "its worktrees",
+                    code="memory_project_conflict",
+                    project=name,
+                )
+        if found is not None and subdir is not None and subdir != found.subdir:
             raise MemoryRuleError(
-                "repository",
-                f"project {name!r} covers {found.repository!r} (subdir {found.subdir!r}), not {repository!r} "
-                f"(subdir {subdir!r})",
+                "subdir",
+                f"project {name!r} covers the sub-directory {found.subdir!r}, not {subdir!r}",
                 code="memory_project_conflict",
                 project=name,
             )
-        return False
+        return _Place(
+            name,
+            repository if repository is not None else (found.repository if found else None),
+            found.subdir if found is not None else subdir,
+            given_dir if found is None else found.common_dir,
+        )
+
+    def _changed_files(self, place: _Place) -> list[str]:
+        """``auto_files``: what git shows changed under the project's directory (read before the write)."""
+        from runner.git import preflight
+
+        if place.repository is None:
+            raise InputError(
+                "auto_files",
+                f"project {place.project!r} names no repository: auto_files has no directory to read",
+                code="memory_no_repository",
+            )
+        directory = os.path.join(place.repository, place.subdir) if place.subdir else place.repository
+        return preflight.changed_files(directory)
+
+    def _ensure_project(self, m: MemoryTransaction, name: str, place: _Place, stamp: str) -> bool:
+        if m.project(name) is not None:
+            return False
+        m.add_project(ProjectRecord(name, place.repository, place.subdir, place.common_dir, stamp))
+        return True
 
     def _readiness(self, m: MemoryReader, name: str) -> dict[str, Any]:
         project = m.project(name)
@@ -641,6 +656,27 @@ class Memory:
                 checkpoint_id=checkpoint_id,
             )
         return found
+
+
+@dataclass(frozen=True)
+class _Place:
+    """A call's project and the directory it works in (``repository``/``subdir``), with the git common
+    directory a project made by the call records."""
+
+    project: str
+    repository: str | None
+    subdir: str | None
+    common_dir: str | None
+
+
+def _common_dir(repository: str) -> str | None:
+    """The git common directory of ``repository`` (None: it is not in a git repository, or is gone)."""
+    from runner.git import preflight
+
+    try:
+        return preflight.common_dir(repository)
+    except InputError:
+        return None
 
 
 def _counts(pruned: PruneCounts) -> dict[str, int]:

@@ -83,11 +83,16 @@ def text_of(checkpoint: CheckpointRecord) -> str:
 
 @dataclass(frozen=True)
 class ProjectRecord:
-    """A project: a name, and optionally the repository (absolute) and a sub-directory of it."""
+    """A project: a name, and optionally the repository (absolute) and a sub-directory of it.
+
+    ``common_dir`` is the repository's git common directory (shared by all its linked worktrees),
+    read when the project was made: what ties a writer lane's release to the project.
+    """
 
     name: str
     repository: str | None
     subdir: str | None
+    common_dir: str | None
     created_at: str
 
 

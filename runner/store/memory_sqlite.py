@@ -62,12 +62,12 @@ class _Reader(MemoryReader):
 
     def project(self, name: str) -> ProjectRecord | None:
         row = self._conn.execute(
-            "SELECT name, repository, subdir, created_at FROM memory_projects WHERE name = ?", (name,)
+            "SELECT name, repository, subdir, common_dir, created_at FROM memory_projects WHERE name = ?", (name,)
         ).fetchone()
         return ProjectRecord(*row) if row else None
 
     def projects(self) -> list[ProjectRecord]:
-        rows = self._conn.execute("SELECT name, repository, subdir, created_at FROM memory_projects ORDER BY name")
+        rows = self._conn.execute("SELECT name, repository, subdir, common_dir, created_at FROM memory_projects ORDER BY name")
         return [ProjectRecord(*row) for row in rows]
 
     def session(self, session_id: str) -> SessionRecord | None:
@@ -156,8 +156,8 @@ class _Transaction(_Reader, MemoryTransaction):
 
     def add_project(self, project: ProjectRecord) -> None:
         self._conn.execute(
-            "INSERT INTO memory_projects (name, repository, subdir, created_at) VALUES (?, ?, ?, ?)",
-            (project.name, project.repository, project.subdir, project.created_at),
+            "INSERT INTO memory_projects (name, repository, subdir, common_dir, created_at) VALUES (?, ?, ?, ?, ?)",
+            (project.name, project.repository, project.subdir, project.common_dir, project.created_at),
         )
 
     def add_session(self, session: SessionRecord) -> None:

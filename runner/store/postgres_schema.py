@@ -160,6 +160,7 @@ MIGRATIONS: tuple[str, ...] = (
         name        text {_TEXT} PRIMARY KEY,
         repository  text,
         subdir      text,
+        common_dir  text,
         created_at  text NOT NULL
     );
 

@@ -218,6 +218,7 @@ MIGRATIONS: tuple[str, ...] = (
         name        TEXT PRIMARY KEY,
         repository  TEXT,
         subdir      TEXT,
+        common_dir  TEXT,
         created_at  TEXT NOT NULL
     );
     CREATE TABLE memory_sessions (
