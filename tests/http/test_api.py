@@ -69,6 +69,14 @@ REFUSALS: list[tuple[str, str, dict[str, Any] | None, int, str]] = [
     ("GET", "/api/recipes/nope", None, 404, "recipe_unknown"),
     ("GET", "/api/machines", {"bogus": "1"}, 422, "input_invalid"),
     ("GET", "/api/machines/nope/drawing", None, 404, "machine_unknown"),
+    ("POST", "/api/memory/checkpoints", {"agent": "a", "summary": "s"}, 422, "input_invalid"),
+    ("GET", "/api/memory/checkpoints", {"limit": "many"}, 422, "input_invalid"),
+    ("GET", "/api/memory/search", {"query": " "}, 422, "input_invalid"),
+    ("GET", "/api/memory/items/cp_0000000000000000", None, 404, "memory_checkpoint_unknown"),
+    ("POST", "/api/memory/checkpoints/cp_0000000000000000/pin", {}, 404, "memory_checkpoint_unknown"),
+    ("POST", "/api/memory/projects/demo/bootstrap", {"repository": "relative"}, 422, "input_invalid"),
+    ("GET", "/api/memory/projects/-bad/readiness", None, 422, "input_invalid"),
+    ("POST", "/api/memory/sessions/close", {"project": "demo", "status": "completed"}, 422, "memory_session_none"),
 ]
 
 
