@@ -44,7 +44,9 @@ def _print_checkpoint(view: dict[str, Any]) -> None:
 
 
 @memory.command()
-@click.option("--session", "session_id", metavar="ID", help="The session to write to (exactly one of --session/--project).")
+@click.option(
+    "--session", "session_id", metavar="ID", help="The session to write to (exactly one of --session/--project)."
+)
 @click.option("--project", metavar="P", help="The project: its open session, or a new one started with --goal.")
 @click.option("--goal", metavar="TEXT", help="With --project: the goal of the session this starts if none is open.")
 @click.option("--new-session", is_flag=True, help="With --project --goal: start a session even if one is open.")
@@ -59,8 +61,12 @@ def _print_checkpoint(view: dict[str, Any]) -> None:
 @click.option("--verify", metavar="TEXT", help="How to check the state.")
 @click.option("--status", type=STATUS_CHOICES, default="active", show_default=True)
 @click.option("--pinned", is_flag=True, help="Pin it: it survives pruning however old.")
-@click.option("--auto-files", is_flag=True, help="Add the paths git status shows changed under the project's directory.")
-@click.option("--repository", metavar="DIR", help="The project's repository (for a project this creates; or a worktree of it).")
+@click.option(
+    "--auto-files", is_flag=True, help="Add the paths git status shows changed under the project's directory."
+)
+@click.option(
+    "--repository", metavar="DIR", help="The project's repository (for a project this creates; or a worktree of it)."
+)
 @click.option("--subdir", metavar="D", help="With --repository: the sub-directory the project covers.")
 @json_option
 @click.pass_obj
@@ -255,7 +261,7 @@ def list_memory(
     """Checkpoints, newest first (or sessions with --sessions)."""
     from runner.service.inputs.memory import MemoryListInput
 
-    result = app.service.memory.list(MemoryListInput(project, session_id, pinned, sessions, limit, after))
+    result = app.service.memory.listing(MemoryListInput(project, session_id, pinned, sessions, limit, after))
     if as_json:
         render.emit_json(result)
         return

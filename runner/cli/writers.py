@@ -12,10 +12,10 @@ from runner.cli.agents import agent_options, lines_option, reconcile_options, sh
 from runner.cli.app import (
     App,
     absolute_path,
-    checkpoint_choice,
-    checkpoint_options,
     blocked_options,
     blocked_reason,
+    checkpoint_choice,
+    checkpoint_options,
     cli,
     controller_option,
     credential_option,

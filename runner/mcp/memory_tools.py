@@ -10,10 +10,11 @@ data: every description and every reply carrying it says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from runner.mcp.schema import ANY_OBJ, BOOL, INT, NULLABLE_STR, STR, Arg, array, obj
-from runner.mcp.tools import READ, Hints, Tool, _in, register
+from runner.mcp.tools import READ, Handler, Hints, Tool, _in, register
 
 if TYPE_CHECKING:
     from runner.mcp.server import Call
@@ -63,8 +64,10 @@ PROJECT_ARG = Arg("project", "The project's name; exactly one of session and pro
 LIMIT_ARG = Arg("limit", "At most this many (1-1000).")
 
 
-def _tool(name: str, title: str, description: str, hints: Hints, input_type: type, args: dict[str, Arg], output: Any):
-    def add(handler: Any) -> Any:
+def _tool(
+    name: str, title: str, description: str, hints: Hints, input_type: type, args: dict[str, Arg], output: Any
+) -> Callable[[Handler], Handler]:
+    def add(handler: Handler) -> Handler:
         register(Tool(name, title, description, hints, input_type, args, output, handler))
         return handler
 
@@ -260,7 +263,7 @@ def _show(call: Call, a: dict[str, Any]) -> dict[str, Any]:
 )
 def _list(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     inp = MemoryListInput(a.get("project"), a.get("session"), a["pinned"], a["sessions"], a["limit"], a.get("after"))
-    result: dict[str, Any] = call.service.memory.list(inp)
+    result: dict[str, Any] = call.service.memory.listing(inp)
     return result
 
 

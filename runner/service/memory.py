@@ -90,7 +90,10 @@ class MemoryLimits:
         """
         env = os.environ if env is None else env
         values: dict[str, int] = {}
-        for name, variable in (("per_session", "CORRAL_MEMORY_KEEP_PER_SESSION"), ("total", "CORRAL_MEMORY_KEEP_TOTAL")):
+        for name, variable in (
+            ("per_session", "CORRAL_MEMORY_KEEP_PER_SESSION"),
+            ("total", "CORRAL_MEMORY_KEEP_TOTAL"),
+        ):
             text = env.get(variable)
             if text:
                 if not text.strip().isdigit():
@@ -230,8 +233,13 @@ class Memory:
                     )
                     m.add_session(session)
                     started = True
-                    tx.append(_event_instance(session), "memory_session_start", "absent", self.core.actor,
-                              {"session_id": session.id, "project": session.project})
+                    tx.append(
+                        _event_instance(session),
+                        "memory_session_start",
+                        "absent",
+                        self.core.actor,
+                        {"session_id": session.id, "project": session.project},
+                    )
             body: dict[str, Any] = {
                 "work_done": list(inp.work_done),
                 "current_state": inp.current_state,
@@ -418,7 +426,7 @@ class Memory:
             "data_notice": DATA_NOTICE,
         }
 
-    def list(self, inp: MemoryListInput) -> dict[str, Any]:
+    def listing(self, inp: MemoryListInput) -> dict[str, Any]:
         """Checkpoints newest first (one page), or sessions with ``inp.sessions``."""
         with self.core.store.read() as reader:
             m = self.port.read(reader)
@@ -523,9 +531,7 @@ class Memory:
 
     # --- helpers ----------------------------------------------------------------------------------------
 
-    def _place(
-        self, project: str | None, session_id: str | None, repository: str | None, subdir: str | None
-    ) -> _Place:
+    def _place(self, project: str | None, session_id: str | None, repository: str | None, subdir: str | None) -> _Place:
         """Where a call works, read before its write (git is slow; the write lock is not held for it).
 
         A ``repository`` given for an existing project must be a worktree of the project's repository
@@ -542,15 +548,19 @@ class Memory:
             assert name is not None
             found = m.project(name)
         given_dir = _common_dir(repository) if repository is not None else None
-        if found is not None and repository is not None and repository != found.repository:
-            if given_dir is None or given_dir != found.common_dir:
-                raise MemoryRuleError(
-                    "repository",
-                    f"project {name!r} covers the repository {found.repository!r}; {repository!r} is not one of "
-                    "its worktrees",
-                    code="memory_project_conflict",
-                    project=name,
-                )
+        if (
+            found is not None
+            and repository is not None
+            and repository != found.repository
+            and (given_dir is None or given_dir != found.common_dir)
+        ):
+            raise MemoryRuleError(
+                "repository",
+                f"project {name!r} covers the repository {found.repository!r}; {repository!r} is not one of "
+                "its worktrees",
+                code="memory_project_conflict",
+                project=name,
+            )
         if found is not None and subdir is not None and subdir != found.subdir:
             raise MemoryRuleError(
                 "subdir",
@@ -593,22 +603,49 @@ class Memory:
             source = open_sessions[0] if open_sessions else next(iter(m.sessions(name, None, 1)), None)
             if source is not None:
                 latest = next(iter(m.checkpoints(session_id=source.id, limit=1)), None)
-        checks.append({"check": "project_known", "ok": project is not None,
-                       "detail": None if project else "unknown project: bootstrap creates it"})
-        checks.append({"check": "one_open_session", "ok": len(open_sessions) <= 1,
-                       "detail": None if len(open_sessions) <= 1 else
-                       f"{len(open_sessions)} open sessions: close all but one, or name one with session"})
+        checks.append(
+            {
+                "check": "project_known",
+                "ok": project is not None,
+                "detail": None if project else "unknown project: bootstrap creates it",
+            }
+        )
+        checks.append(
+            {
+                "check": "one_open_session",
+                "ok": len(open_sessions) <= 1,
+                "detail": None
+                if len(open_sessions) <= 1
+                else f"{len(open_sessions)} open sessions: close all but one, or name one with session",
+            }
+        )
         blocked = latest is not None and latest.status == "blocked"
-        checks.append({"check": "not_blocked", "ok": not blocked,
-                       "detail": "the latest handoff is blocked: see its blockers" if blocked else None})
+        checks.append(
+            {
+                "check": "not_blocked",
+                "ok": not blocked,
+                "detail": "the latest handoff is blocked: see its blockers" if blocked else None,
+            }
+        )
         pinned = m.count(project=name, pinned=True) if project else 0
-        checks.append({"check": "pinned_within_limit", "ok": pinned <= PINNED_WARNING,
-                       "detail": None if pinned <= PINNED_WARNING else
-                       f"{pinned} pinned checkpoints (over {PINNED_WARNING}): unpinned ones are pruned first"})
+        checks.append(
+            {
+                "check": "pinned_within_limit",
+                "ok": pinned <= PINNED_WARNING,
+                "detail": None
+                if pinned <= PINNED_WARNING
+                else f"{pinned} pinned checkpoints (over {PINNED_WARNING}): unpinned ones are pruned first",
+            }
+        )
         repository_ok = project is not None and project.repository is not None and os.path.isdir(project.repository)
-        checks.append({"check": "repository_readable", "ok": repository_ok,
-                       "detail": None if repository_ok else "no repository directory: auto_files is unavailable",
-                       "required": False})
+        checks.append(
+            {
+                "check": "repository_readable",
+                "ok": repository_ok,
+                "detail": None if repository_ok else "no repository directory: auto_files is unavailable",
+                "required": False,
+            }
+        )
         return {
             "project": project_view(project) if project else None,
             "latest": checkpoint_view(latest) if latest else None,

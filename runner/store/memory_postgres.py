@@ -60,7 +60,9 @@ class _Reader(MemoryReader):
         return ProjectRecord(*row) if row else None
 
     def projects(self) -> list[ProjectRecord]:
-        rows = self._conn.execute("SELECT name, repository, subdir, common_dir, created_at FROM memory_projects ORDER BY name")
+        rows = self._conn.execute(
+            "SELECT name, repository, subdir, common_dir, created_at FROM memory_projects ORDER BY name"
+        )
         return [ProjectRecord(*row) for row in rows]
 
     def session(self, session_id: str) -> SessionRecord | None:
@@ -70,7 +72,7 @@ class _Reader(MemoryReader):
     def sessions(
         self, project: str | None = None, statuses: Sequence[str] | None = None, limit: int | None = None
     ) -> list[SessionRecord]:
-        sql, args = _SESSION + " WHERE true", []
+        sql, args = _SESSION + " WHERE true", list[Any]()
         if project is not None:
             sql += " AND project = %s"
             args.append(project)
@@ -95,7 +97,7 @@ class _Reader(MemoryReader):
         limit: int | None = None,
         before_n: int | None = None,
     ) -> list[CheckpointRecord]:
-        sql, args = _CHECKPOINT + " WHERE true", []
+        sql, args = _CHECKPOINT + " WHERE true", list[Any]()
         for column, value in (("c.session_id", session_id), ("c.project", project), ("c.pinned", pinned)):
             if value is not None:
                 sql += f" AND {column} = %s"
@@ -122,7 +124,7 @@ class _Reader(MemoryReader):
         return [self._checkpoint(row) for row in self._conn.execute(sql, args)]
 
     def count(self, *, project: str | None = None, pinned: bool | None = None) -> int:
-        sql, args = "SELECT count(*) FROM memory_checkpoints WHERE true", []
+        sql, args = "SELECT count(*) FROM memory_checkpoints WHERE true", list[Any]()
         if project is not None:
             sql += " AND project = %s"
             args.append(project)

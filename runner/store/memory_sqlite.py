@@ -67,7 +67,9 @@ class _Reader(MemoryReader):
         return ProjectRecord(*row) if row else None
 
     def projects(self) -> list[ProjectRecord]:
-        rows = self._conn.execute("SELECT name, repository, subdir, common_dir, created_at FROM memory_projects ORDER BY name")
+        rows = self._conn.execute(
+            "SELECT name, repository, subdir, common_dir, created_at FROM memory_projects ORDER BY name"
+        )
         return [ProjectRecord(*row) for row in rows]
 
     def session(self, session_id: str) -> SessionRecord | None:
@@ -77,7 +79,7 @@ class _Reader(MemoryReader):
     def sessions(
         self, project: str | None = None, statuses: Sequence[str] | None = None, limit: int | None = None
     ) -> list[SessionRecord]:
-        sql, args = _SESSION + " WHERE 1", []
+        sql, args = _SESSION + " WHERE 1", list[Any]()
         if project is not None:
             sql += " AND project = ?"
             args.append(project)
@@ -103,7 +105,7 @@ class _Reader(MemoryReader):
         limit: int | None = None,
         before_n: int | None = None,
     ) -> list[CheckpointRecord]:
-        sql, args = _CHECKPOINT + " WHERE 1", []
+        sql, args = _CHECKPOINT + " WHERE 1", list[Any]()
         for column, value in (("c.session_id", session_id), ("c.project", project)):
             if value is not None:
                 sql += f" AND {column} = ?"
@@ -139,7 +141,7 @@ class _Reader(MemoryReader):
         return [_checkpoint(row, self._path) for row in self._conn.execute(sql, args)]
 
     def count(self, *, project: str | None = None, pinned: bool | None = None) -> int:
-        sql, args = "SELECT count(*) FROM memory_checkpoints WHERE 1", []
+        sql, args = "SELECT count(*) FROM memory_checkpoints WHERE 1", list[Any]()
         if project is not None:
             sql += " AND project = ?"
             args.append(project)

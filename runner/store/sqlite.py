@@ -211,8 +211,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # issue 18: handoff memory (runner.store.memory): projects, their sessions, and checkpoints with a
     # row number ``n`` that orders them by write (sessions: the rowid); ``memory_fts`` indexes their
-    # words (FTS5, external content: the checkpoints' search_text, keyed by ``n``). A build of SQLite without FTS5 skips that one statement (see _run_migration) and memory
-    # searches by a scan instead.
+    # words (FTS5, external content: the checkpoints' search_text, keyed by ``n``). A build of SQLite
+    # without FTS5 skips that one statement (see _run_migration) and memory searches by a scan instead.
     """
     CREATE TABLE memory_projects (
         name        TEXT PRIMARY KEY,
