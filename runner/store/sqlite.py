@@ -1100,7 +1100,7 @@ def _prune_target(
     return None if below is None else int(below)
 
 
-_OPTIONAL_MODULES = ("CREATE VIRTUAL TABLE memory_fts USING fts5",)
+_OPTIONAL_MODULES = ("CREATE VIRTUAL TABLE memory_fts USING ",)
 """Statements a build of SQLite may lack the module for: skipped there (issue 18: memory then searches
 by a scan, ``runner.store.memory_sqlite``)."""
 
