@@ -25,7 +25,8 @@ from runner.store.memory import (
     memory_store,
     search_words,
 )
-from runner.store.sqlite import SQLiteStore, _run_migration
+from runner.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore, _run_migration, _statements
+from runner.store.sqlite_file import APPLICATION_ID
 
 STAMP = "2026-01-01T00:00:00.000000Z"
 
@@ -273,3 +274,29 @@ def test_a_migration_statement_needing_a_missing_module_is_skipped_only_for_memo
     with pytest.raises(sqlite3.OperationalError, match="no such module"):
         _run_migration(conn, "CREATE VIRTUAL TABLE other USING fts5nope (x)")
     conn.close()
+
+
+def test_a_store_of_the_schema_before_memory_migrates_forward(tmp_path: Path) -> None:
+    """A store written before issue 18 opens, gains the memory tables (and the FTS5 index), keeps its rows."""
+    path = tmp_path / "old.db"
+    previous = next(i for i, script in enumerate(MIGRATIONS) if "CREATE TABLE memory_projects" in script)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("BEGIN")
+    for script in MIGRATIONS[:previous]:
+        for statement in _statements(script):
+            conn.execute(statement)
+    conn.execute("INSERT INTO instances VALUES ('a/1', 'a', 's', 1, '{}', 't', 't')")
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute(f"PRAGMA user_version = {previous}")
+    conn.execute("COMMIT")
+    conn.close()
+    with SQLiteStore(path) as store:
+        assert store.info()["schema_version"] == SCHEMA_VERSION and store.get("a/1") is not None
+        memory = memory_store(store)
+        assert memory.info()["fts"] == "fts5"
+        with memory.transaction() as m:
+            project(m)
+            add(m, session(m), "migrated")
+        with memory.snapshot() as r:
+            assert [c.summary for c in r.search("migrated")] == ["migrated"]
