@@ -285,9 +285,7 @@ def test_auto_files_are_what_git_shows_changed_under_the_project_directory(servi
     (repo / "docs" / "d.md").write_text("outside the project's directory\n")
     git(repo, "mv", "app/old.py", "app/renamed.py")
     m = memory(service)
-    result = m.checkpoint(
-        cp(project="app", repository=str(repo), subdir="app", auto_files=True, files=("notes.txt",))
-    )
+    result = m.checkpoint(cp(project="app", repository=str(repo), subdir="app", auto_files=True, files=("notes.txt",)))
     assert result["checkpoint"]["files"] == ["notes.txt", "app/a.py", "app/new file.py", "app/renamed.py"]
     # A linked worktree of the same repository is the same project; another repository is not.
     git(repo, "commit", "-qam", "wip")
