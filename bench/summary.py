@@ -86,6 +86,8 @@ ROWS = (
     Row("POST renew over HTTP, median (in process beside it)", "value only", ("http.py",)),
     Row("SSE fan-out, 1000 events/s to 50 subscribers: delivery p99", "< 50 ms", ("http.py",)),
     Row("corral serve RSS after the fan-out", "value only", ("http.py",)),
+    Row("memory checkpoint write latency, p50", "< 20 ms", ("memory.py",)),
+    Row("memory search over 100k checkpoints, p50", "< 50 ms", ("memory.py",)),
 )
 
 

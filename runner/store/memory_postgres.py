@@ -39,6 +39,7 @@ _CHECKPOINT = (
     "SELECT c.id, c.session_id, c.project, c.seq, c.agent, c.summary, c.status, c.pinned, c.created_at,"
     " c.content_sha256, c.body, c.n FROM memory_checkpoints AS c"
 )
+_DENSE = 1000  # matches from which a search walks the checkpoints newest first instead of sorting them
 _EXEMPT = "SELECT newest_n FROM memory_sessions WHERE status <> 'completed' AND newest_n IS NOT NULL"
 
 
@@ -115,12 +116,20 @@ class _Reader(MemoryReader):
         if not words:
             return []
         # The words as one AND query of lexemes; plainto_tsquery reads them as text, never as syntax.
-        sql = _CHECKPOINT + " WHERE c.search @@ plainto_tsquery('simple', %s)"
+        where = " WHERE c.search @@ plainto_tsquery('simple', %s)"
         args: list[Any] = [" ".join(words)]
         if project is not None:
-            sql += " AND c.project = %s"
+            where += " AND c.project = %s"
             args.append(project)
-        sql += f" ORDER BY c.n DESC LIMIT {int(limit)}"
+        # Why two plans: the newest matches of a common word are found fastest walking n downwards (they
+        # are dense), those of a rare one through the GIN index and a sort of the few it finds; the
+        # planner cannot tell a rare word from a common one (its estimate of an unknown lexeme is a
+        # constant), so a bounded probe through the index decides.
+        probe = self._conn.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM memory_checkpoints AS c{where} LIMIT {_DENSE}) AS m", args
+        ).fetchone()
+        order = "c.n" if probe is not None and int(probe[0]) >= _DENSE else "c.n + 0"  # + 0: not the index's order
+        sql = _CHECKPOINT + where + f" ORDER BY {order} DESC LIMIT {int(limit)}"
         return [self._checkpoint(row) for row in self._conn.execute(sql, args)]
 
     def count(self, *, project: str | None = None, pinned: bool | None = None) -> int:

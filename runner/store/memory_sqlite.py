@@ -128,6 +128,8 @@ class _Reader(MemoryReader):
         args: list[Any] = []
         if self._fts:
             # Each word quoted: FTS5 reads it as a string, never as query syntax; juxtaposed means AND.
+            # FTS5 as the outer loop, walked by rowid (= n) downwards: the newest matches come first and
+            # LIMIT stops the walk, so a word every checkpoint holds costs a page, not a sort of them all.
             sql = _CHECKPOINT + " JOIN memory_fts AS f ON f.rowid = c.n WHERE memory_fts MATCH ?"
             args.append(" ".join(f'"{word}"' for word in words))
         else:
@@ -137,7 +139,7 @@ class _Reader(MemoryReader):
         if project is not None:
             sql += " AND c.project = ?"
             args.append(project)
-        sql += f" ORDER BY c.n DESC LIMIT {int(limit)}"
+        sql += f" ORDER BY {'f.rowid' if self._fts else 'c.n'} DESC LIMIT {int(limit)}"
         return [_checkpoint(row, self._path) for row in self._conn.execute(sql, args)]
 
     def count(self, *, project: str | None = None, pinned: bool | None = None) -> int:
