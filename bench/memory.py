@@ -40,9 +40,33 @@ from runner.store.memory import CheckpointRecord, ProjectRecord, SessionRecord, 
 WRITE_TARGET_MS = 20.0
 SEARCH_TARGET_MS = 50.0
 WORDS = (
-    "parser lexer schema migration retention window session checkpoint release writer lane scope "
-    "fence receipt relay collect store sqlite postgres index search vector token budget cursor agent"
-).split()
+    "parser",
+    "lexer",
+    "schema",
+    "migration",
+    "retention",
+    "window",
+    "session",
+    "checkpoint",
+    "release",
+    "writer",
+    "lane",
+    "scope",
+    "fence",
+    "receipt",
+    "relay",
+    "collect",
+    "store",
+    "sqlite",
+    "postgres",
+    "index",
+    "search",
+    "vector",
+    "token",
+    "budget",
+    "cursor",
+    "agent",
+)
 
 
 def service_on(url: str, root: Path) -> Service:
@@ -192,7 +216,10 @@ def main() -> None:
             sep = "&" if "?" in args.postgres else "?"
             tag = secrets.token_hex(4)
             figures += measure(
-                "postgresql", lambda name: f"{args.postgres}{sep}schema=bench_{tag}_{name.replace('-', '_')}", root, args
+                "postgresql",
+                lambda name: f"{args.postgres}{sep}schema=bench_{tag}_{name.replace('-', '_')}",
+                root,
+                args,
             )
     doc = {"figures": figures}
     if args.json:

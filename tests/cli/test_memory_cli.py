@@ -63,6 +63,7 @@ def corral(home: Path, *args: str, store_url: str | None = None) -> subprocess.C
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
 
 
@@ -201,7 +202,7 @@ def test_the_cli_round_trip(home: Path, tmp_path: Path) -> None:
             ],
             3,
             "memory_blocker_required",
-        ),  # fmt: skip
+        ),
         (["session", "close", "--project", "nobody", "--status", "completed"], 3, "memory_session_none"),
         (["session", "close", "--status", "completed"], 3, "input_invalid"),
         (["pin", "cp_0123456789abcdef"], 3, "memory_checkpoint_unknown"),
