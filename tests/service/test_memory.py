@@ -358,3 +358,62 @@ def test_checkpoint_digest_is_of_its_canonical_content(service: Service) -> None
     view = result["checkpoint"]
     assert content_sha256({k: view[k] for k in canonical_keys()}) == result["content_sha256"] == view["content_sha256"]
     assert view["ref"] == "memory:" + result["checkpoint_id"]
+
+
+# --- ties: a writer lane's release on every store ------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("hermetic_git")
+def test_writer_release_with_a_memory_checkpoint_on_every_store(any_store: Store, tmp_path: Path) -> None:
+    """The lane's release points at a checkpoint of the project whose repository is the lane's; another
+    repository's checkpoint and a wrong digest are refused, and nothing is released meanwhile."""
+    from runner.agents.kinds import Kinds
+    from runner.agents.process import ProcessHost
+    from runner.service import WriterReleaseInput
+    from tests.service.test_writers import make_repo
+    from tests.support.gitrepo import head_of, status_digest
+
+    kinds = Kinds.load([])
+    host = ProcessHost(any_store, tmp_path / "agents", kinds)
+    service = Service(
+        any_store, Library(cache_dir=tmp_path / "cache"), actor="test", hosts=lambda name: host, kinds=kinds
+    )
+    credential = service.acquire(AcquireInput("ctl", "T-7", AUTHORITY, 900, "t@h")).credential
+    repo = make_repo(tmp_path / "repo")
+    lane = tmp_path / "lane"
+    git(repo, "worktree", "add", "-q", "-b", "lane", str(lane))
+    from runner.service import WriterStartInput
+
+    service.writer_start(
+        WriterStartInput(
+            "ctl", credential, name="alpha", kind="script", worktree=str(lane), branch="lane",
+            base_commit=git(repo, "rev-parse", "HEAD~1"), expected_head=head_of(lane),
+            expected_status_sha256=status_digest(lane), owned_scopes=("src",), purpose="p", ticket_ref="T-7",
+            authority_ref="plan.md", authority_sha256=AUTHORITY,
+        )
+    )  # fmt: skip
+    mine = service.memory.checkpoint(cp(project="app", repository=str(lane), auto_files=True))
+    other = make_repo(tmp_path / "other")
+    theirs = service.memory.checkpoint(cp(project="other", repository=str(other)))
+
+    def release(ref: str, digest: str | None) -> Any:
+        inp = WriterReleaseInput(
+            "ctl", credential, "alpha", 0, head_of(lane), status_digest(lane), ref, digest, 20
+        )  # fmt: skip
+        return service.writer_release(inp)
+
+    for ref, digest, code in (
+        (theirs["ref"], None, "memory_project_mismatch"),
+        (mine["ref"], "e" * 64, "memory_digest_mismatch"),
+    ):
+        with pytest.raises(RefusedError) as caught:
+            release(ref, digest)
+        assert caught.value.code == code
+    (found,) = service.writers()
+    assert found.state == "active"
+    done = release(mine["ref"], mine["content_sha256"])
+    assert done.lease.state == "released"
+    assert (done.lease.data["checkpoint_ref"], done.lease.data["checkpoint_sha256"]) == (
+        mine["ref"],
+        mine["content_sha256"],
+    )
