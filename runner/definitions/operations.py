@@ -153,7 +153,7 @@ OPERATIONS: dict[str, OperationSpec] = {
             "Write a handoff checkpoint (issue 18) to a project's open session, starting one with goal if none is "
             "open; the outputs ref and sha256 are what a release records (ref is memory:<id>).",
             (
-                _p("project", required=True),
+                _p("project", description="Empty: named after the repository's directory."),
                 _p("agent", required=True),
                 _p("summary", required=True),
                 _p("goal"),

@@ -425,7 +425,7 @@ def test_writer_lane_in_a_linked_worktree(
     assert lane.data["checkpoint_ref"] == handoff["ref"] == f"memory:{handoff['checkpoint_id']}"
     assert lane.data["checkpoint_sha256"] == handoff["sha256"]
     shown = rig.service.memory.show(ShowInput(handoff["checkpoint_id"]))["checkpoint"]
-    assert shown["files"] == ["src/feature.py"] and shown["project"] == "lanes" and shown["next_steps"]
+    assert shown["files"] == ["src/feature.py"] and shown["project"] == repo.name and shown["next_steps"]
     resumed = resumed_outputs(rig, f"lane-{passed}", "release", "writer.release", lane.data["name"])
     assert resumed == release, "a release found done after a crash gives what the release gave"
     assert lane.data["base_commit"] == base and lane.data["owned_scopes"] == ["src"]
