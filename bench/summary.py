@@ -100,6 +100,9 @@ ROWS = (
     Row("200-step plan, PostgreSQL / SQLite", "value only", ("postgres.py",)),
     Row("writer throughput with 8 processes, PostgreSQL / SQLite", ">= 1.5x", ("postgres.py",)),
     Row("notified wait wake-up (PostgreSQL), median", "< 10 ms median", ("postgres.py",)),
+    # Issue 18: handoff memory.
+    Row("memory checkpoint write latency, p50", "< 20 ms", ("memory.py",)),
+    Row("memory search over 100k checkpoints, p50", "< 50 ms", ("memory.py",)),
 )
 
 

@@ -145,6 +145,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("plans", "recipe", "run"), "runner.cli.plans"),
     **dict.fromkeys(("preflight", "scopes", "writer"), "runner.cli.writers"),
     "paths": "runner.cli.paths",
+    "memory": "runner.cli.memory",
     "mcp": "runner.cli.mcp",
     "serve": "runner.cli.serve",
     "mesh": "runner.cli.mesh",
@@ -556,31 +557,63 @@ def takeover(
     _show_lease(app, "took over", grant.lease, path, as_json)
 
 
+def checkpoint_options(fn: F) -> F:
+    """``--checkpoint memory:<id>`` or ``--checkpoint-ref R --checkpoint-sha256 H`` (issue 18)."""
+    fn = click.option(
+        "--checkpoint-sha256",
+        help="SHA-256 of the checkpoint (64 hex digits); with --checkpoint memory:<id>, the digest it must have.",
+    )(fn)
+    fn = click.option("--checkpoint-ref", help="Where the work stands (a commit, a document).")(fn)
+    return click.option(
+        "--checkpoint",
+        "memory_checkpoint",
+        metavar="memory:ID",
+        help="A handoff checkpoint (corral memory checkpoint): its ref and digest are filled from its content.",
+    )(fn)
+
+
+def checkpoint_choice(memory_checkpoint: str | None, ref: str | None, sha256: str | None) -> tuple[str, str | None]:
+    """The release's checkpoint ref and digest from exactly one of ``--checkpoint`` and ``--checkpoint-ref``."""
+    if (memory_checkpoint is None) == (ref is None):
+        raise UsageError("give exactly one of --checkpoint memory:ID and --checkpoint-ref", code="usage")
+    if memory_checkpoint is not None:
+        if not memory_checkpoint.startswith("memory:"):
+            raise UsageError("--checkpoint takes memory:<checkpoint id> (corral memory checkpoint)", code="usage")
+        return memory_checkpoint, sha256.lower() if sha256 else None
+    if sha256 is None and not str(ref).startswith("memory:"):
+        raise UsageError("--checkpoint-ref needs --checkpoint-sha256", code="usage")
+    return str(ref), sha256.lower() if sha256 else None
+
+
 @controller.command()
 @controller_option
-@click.option("--checkpoint-ref", required=True, help="Where the work stands (a commit, a document).")
-@click.option("--checkpoint-sha256", required=True, help="SHA-256 of the checkpoint (64 hex digits).")
+@checkpoint_options
 @credential_option
 @json_option
 @click.pass_obj
 def release(
     app: App,
     controller_id: str,
-    checkpoint_ref: str,
-    checkpoint_sha256: str,
+    memory_checkpoint: str | None,
+    checkpoint_ref: str | None,
+    checkpoint_sha256: str | None,
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Give the lease up with a checkpoint; deletes the now useless credential file."""
+    """Give the lease up with a checkpoint; deletes the now useless credential file.
+
+    A handoff checkpoint (--checkpoint memory:ID) must be of the project named as the controller id.
+    """
     from runner.service import ReleaseInput
 
+    ref, digest = checkpoint_choice(memory_checkpoint, checkpoint_ref, checkpoint_sha256)
     path = _credential_path(app, controller_id, credential_path)
     try:
         credential = load_credential(app, controller_id, path)
     except CredentialError as exc:
         _already_released(app, controller_id, exc)
         raise
-    lease = app.service.release(ReleaseInput(controller_id, credential, checkpoint_ref, checkpoint_sha256.lower()))
+    lease = app.service.release(ReleaseInput(controller_id, credential, ref, digest))
     from runner import faults
 
     faults.point("release_before_discard")

@@ -14,6 +14,8 @@ from runner.cli.app import (
     absolute_path,
     blocked_options,
     blocked_reason,
+    checkpoint_choice,
+    checkpoint_options,
     cli,
     controller_option,
     credential_option,
@@ -135,8 +137,7 @@ def writer_start(
 @click.option("--expect-seq", "expected_seq", type=int, required=True, help="The cursor the agent settled at.")
 @click.option("--expect-head", "expected_head", required=True, help="The HEAD you expect (corral preflight).")
 @click.option("--expect-status", "expected_status", required=True, help="The status digest you expect.")
-@click.option("--checkpoint-ref", required=True, help="Where the work stands (a commit, a document).")
-@click.option("--checkpoint-sha256", required=True, help="SHA-256 of the checkpoint.")
+@checkpoint_options
 @click.option(
     "--expect-content",
     "expected_content",
@@ -154,8 +155,9 @@ def writer_release(
     expected_seq: int,
     expected_head: str,
     expected_status: str,
-    checkpoint_ref: str,
-    checkpoint_sha256: str,
+    memory_checkpoint: str | None,
+    checkpoint_ref: str | None,
+    checkpoint_sha256: str | None,
     expected_content: str | None,
     lines: int,
     blocked: bool,
@@ -163,10 +165,14 @@ def writer_release(
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Checkpoint the lane and close its agent; never commits, stashes, resets, cleans or deletes."""
+    """Checkpoint the lane and close its agent; never commits, stashes, resets, cleans or deletes.
+
+    A handoff checkpoint (--checkpoint memory:ID) must be of a project whose repository is the lane's.
+    """
     from runner.service import WriterReleaseInput
 
     why = blocked_reason(blocked, reason)  # a usage error before any file is read
+    ref, digest = checkpoint_choice(memory_checkpoint, checkpoint_ref, checkpoint_sha256)
     credential = load_credential(app, controller_id, credential_path)
     result = app.service.writer_release(
         WriterReleaseInput(
@@ -176,8 +182,8 @@ def writer_release(
             expected_seq,
             expected_head.lower(),
             expected_status.lower(),
-            checkpoint_ref,
-            checkpoint_sha256.lower(),
+            ref,
+            digest,
             lines,
             blocked_reason=why,
             expected_content_sha256=expected_content.lower() if expected_content else None,

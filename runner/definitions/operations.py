@@ -68,7 +68,10 @@ OPERATIONS: dict[str, OperationSpec] = {
         OperationSpec(
             "controller.release",
             "Release the plan's controller lease with a checkpoint.",
-            (_p("checkpoint_ref", required=True), _p("checkpoint_sha256", required=True)),
+            (
+                _p("checkpoint_ref", required=True),
+                _p("checkpoint_sha256", description="Filled from the checkpoint with a memory:<id> ref."),
+            ),
             ("state",),
             machine="controller",
         ),
@@ -146,6 +149,29 @@ OPERATIONS: dict[str, OperationSpec] = {
             safe_to_retry=True,
         ),
         OperationSpec(
+            "memory.checkpoint",
+            "Write a handoff checkpoint (issue 18) to a project's open session, starting one with goal if none is "
+            "open; the outputs ref and sha256 are what a release records (ref is memory:<id>).",
+            (
+                _p("project", description="Empty: named after the repository's directory."),
+                _p("agent", required=True),
+                _p("summary", required=True),
+                _p("goal"),
+                _p("work_done", "array"),
+                _p("current_state"),
+                _p("next_steps", "array"),
+                _p("blockers", "array"),
+                _p("files", "array"),
+                _p("commands", "array"),
+                _p("verify"),
+                _p("status"),
+                _p("auto_files", "boolean"),
+                _p("repository"),
+                _p("subdir"),
+            ),
+            ("checkpoint_id", "session_id", "session_started", "ref", "sha256"),
+        ),
+        OperationSpec(
             "writer.start",
             "Start a writer lane after Git preflight and scope checks.",
             (
@@ -185,7 +211,7 @@ OPERATIONS: dict[str, OperationSpec] = {
                 _p("lease"),
                 _p("name"),
                 _p("checkpoint_ref", required=True),
-                _p("checkpoint_sha256", required=True),
+                _p("checkpoint_sha256", description="Filled from the checkpoint with a memory:<id> ref."),
                 _p("expected_seq", "integer"),
                 _p("expected_head"),
                 _p("expected_status_sha256"),

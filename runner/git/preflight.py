@@ -324,3 +324,71 @@ def listed_files(worktree: str) -> list[str]:
     )
     assert isinstance(out, bytes)
     return sorted({p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p})
+
+
+def changed_files(directory: str) -> list[str]:
+    """The paths ``git status`` shows as changed (modified, added, deleted, renamed, untracked) under
+    ``directory``, relative to the repository's top level, sorted (issue 18: a checkpoint's
+    ``auto_files``). Read with the porcelain format, as :func:`read` reads the status digest; a
+    rename counts by its new path.
+
+    Raises:
+        GitReadError: ``git_unreadable`` when git cannot read the directory.
+    """
+    import git
+
+    realpath = os.path.realpath(directory)
+    if not os.path.isdir(realpath):
+        raise GitReadError("directory", f"{directory} is not a directory", path=directory)
+    repo = _repo(realpath)
+    try:
+        out = repo.git.execute(
+            ["git", "-C", realpath, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", "."],
+            stdout_as_string=False,
+            strip_newline_in_stdout=False,
+        )
+    except git.GitCommandError as exc:
+        raise GitReadError(
+            "directory", f"git could not read {directory}: {exc.stderr.strip() or exc}", path=directory
+        ) from None
+    assert isinstance(out, bytes)
+    entries = out.split(b"\0")
+    paths: set[str] = set()
+    index = 0
+    while index < len(entries):
+        entry = entries[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        paths.add(entry[3:].decode("utf-8", "surrogateescape"))
+        if entry[:1] in (b"R", b"C"):
+            index += 1  # the entry after a rename or copy is its old path
+    return sorted(paths)
+
+
+def common_dir(path: str) -> str:
+    """The real path of the git common directory of the repository holding ``path`` (every linked
+    worktree of one repository shares it).
+
+    Raises:
+        GitReadError: ``git_unreadable`` when ``path`` is not in a git repository.
+    """
+    import git
+
+    realpath = os.path.realpath(path)
+    repo = _repo(realpath)
+    try:
+        found = repo.git.rev_parse("--path-format=absolute", "--git-common-dir")
+    except git.GitCommandError as exc:
+        raise GitReadError("repository", f"git could not read {path}: {exc.stderr.strip() or exc}", path=path) from None
+    return os.path.realpath(found if os.path.isabs(found) else os.path.join(repo.working_tree_dir or realpath, found))
+
+
+def toplevel(path: str) -> str:
+    """The real path of the top level of the worktree holding ``path``.
+
+    Raises:
+        GitReadError: ``git_unreadable`` when ``path`` is not in a git repository.
+    """
+    repo = _repo(os.path.realpath(path))
+    return os.path.realpath(repo.working_tree_dir or path)

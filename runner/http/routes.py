@@ -107,7 +107,16 @@ ROUTES: tuple[Route, ...] = (
     R("POST", "/api/mesh/agents/{agent_id}/inbox", "agent_inbox", path_args={"agent_id": "agent_id"}),
     R("POST", "/api/mesh/agents/{agent_id}/ack", "agent_ack", path_args={"agent_id": "agent_id"}),
     R("POST", "/api/mesh/messages", "agent_send"),
+    # handoff memory (issue 18): the memory_* tools
+    R("POST", "/api/memory/checkpoints", "memory_checkpoint"),
+    R("GET", "/api/memory/checkpoints", "memory_list"),
+    R("GET", "/api/memory/search", "memory_search"),
+    R("GET", "/api/memory/items/{id}", "memory_show", path_args={"id": "id"}),
+    R("POST", "/api/memory/checkpoints/{checkpoint}/pin", "memory_pin", path_args={"checkpoint": "checkpoint"}),
+    R("POST", "/api/memory/projects/{project}/bootstrap", "memory_bootstrap", path_args={"project": "project"}),
+    R("GET", "/api/memory/projects/{project}/readiness", "memory_readiness", path_args={"project": "project"}),
+    R("POST", "/api/memory/sessions/close", "memory_session_close"),
 )
 
-PATH_ARGS = ("cwd", "worktree", "expect_cwd")
+PATH_ARGS = ("cwd", "worktree", "expect_cwd", "repository")
 """The tool arguments that are paths on the server's machine: contained under ``--workdir-root``."""

@@ -338,15 +338,24 @@ def _takeover(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     ReleaseInput,
     args={
         "controller": CONTROLLER,
-        "checkpoint_ref": Arg("checkpoint_ref", "Where the handoff checkpoint is (a file, a URL, a ticket)."),
-        "checkpoint_sha256": Arg("checkpoint_sha256", f"SHA-256 of the checkpoint ({SHA})."),
+        "checkpoint_ref": Arg(
+            "checkpoint_ref",
+            "Where the handoff checkpoint is (a file, a URL, a ticket), or memory:<id> (memory_checkpoint's ref:"
+            " a checkpoint of the project named as the controller id).",
+        ),
+        "checkpoint_sha256": Arg(
+            "checkpoint_sha256",
+            f"SHA-256 of the checkpoint ({SHA}); with a memory:<id> ref optional (filled from its content, or"
+            " checked against it).",
+            required=False,
+        ),
     },
     output=LEASE_OUT,
 )
 def _release(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     c = a["controller"]
     credential = call.credential(c, releasing=True)
-    lease = call.service.release(ReleaseInput(c, credential, a["checkpoint_ref"], _lower(a["checkpoint_sha256"])))
+    lease = call.service.release(ReleaseInput(c, credential, a["checkpoint_ref"], _lower(a.get("checkpoint_sha256"))))
     call.discard(c, credential)
     return {"lease": lease.to_dict()}
 
@@ -926,8 +935,17 @@ def _writer_verify(call: Call, a: dict[str, Any]) -> dict[str, Any]:
         "expect_seq": EXPECT_SEQ,
         "expect_head": EXPECT_HEAD,
         "expect_status": EXPECT_STATUS,
-        "checkpoint_ref": Arg("checkpoint_ref", "Where the handoff checkpoint is."),
-        "checkpoint_sha256": Arg("checkpoint_sha256", f"SHA-256 of the checkpoint ({SHA})."),
+        "checkpoint_ref": Arg(
+            "checkpoint_ref",
+            "Where the handoff checkpoint is, or memory:<id> (memory_checkpoint's ref: a checkpoint of a project"
+            " whose repository is the lane's).",
+        ),
+        "checkpoint_sha256": Arg(
+            "checkpoint_sha256",
+            f"SHA-256 of the checkpoint ({SHA}); with a memory:<id> ref optional (filled from its content, or"
+            " checked against it).",
+            required=False,
+        ),
         "expect_content": Arg("expected_content_sha256", "The content digest you reviewed (optional)."),
         "lines": LINES,
         "blocked": BLOCKED,
@@ -941,7 +959,7 @@ def _writer_release(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     why = _blocked(a)
     inp = WriterReleaseInput(
         c, call.credential(c), a["name"], a["expect_seq"], _lower(a["expect_head"]), _lower(a["expect_status"]),
-        a["checkpoint_ref"], _lower(a["checkpoint_sha256"]), a["lines"], blocked_reason=why,
+        a["checkpoint_ref"], _lower(a.get("checkpoint_sha256")), a["lines"], blocked_reason=why,
         expected_content_sha256=_lower(a.get("expect_content")),
     )  # fmt: skip
     return dict(call.service.writer_release(inp).to_dict())
@@ -1322,4 +1340,5 @@ def _plan_cancel(call: Call, a: dict[str, Any]) -> dict[str, Any]:
 
 # --- later capabilities register their tools (the import registers them) ------------------------------
 
+from runner.mcp import memory_tools as _memory_tools  # noqa: E402, F401 - issue 18: the handoff memory's tools
 from runner.mcp import mesh as _mesh  # noqa: E402, F401 - issue 17: the agent mesh's tools

@@ -182,15 +182,26 @@ class Controller:
         return self._grant(result)
 
     def release(self, inp: ReleaseInput) -> LeaseView:
-        """Give the lease up with a checkpoint (allowed after expiry unless someone took it over)."""
+        """Give the lease up with a checkpoint (allowed after expiry unless someone took it over).
+
+        A ``memory:<id>`` checkpoint (issue 18) must be of the project named as the controller id; its
+        ref and digest are filled from its content (a given digest must match).
+        """
+        checkpoint_ref, checkpoint_sha256 = inp.checkpoint_ref, inp.checkpoint_sha256
+        if checkpoint_ref.startswith("memory:"):
+            from runner.service.memory import Memory
+
+            checkpoint_ref, checkpoint_sha256 = Memory(self.core).resolve_ref(
+                checkpoint_ref, checkpoint_sha256, project=inp.controller_id
+            )
         result = self._fire(
             inp.controller_id,
             "release",
             {
                 "lease_id": inp.credential.lease_id,
                 "generation": inp.credential.generation,
-                "checkpoint_ref": inp.checkpoint_ref,
-                "checkpoint_sha256": inp.checkpoint_sha256,
+                "checkpoint_ref": checkpoint_ref,
+                "checkpoint_sha256": checkpoint_sha256,
             },
             token=inp.credential.token,
         )

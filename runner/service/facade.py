@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from runner.service.inputs.waits import AgentInput, AgentWaitInput, WaitAnyInput
     from runner.service.inputs.writers import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
     from runner.service.inventory import Inventory
+    from runner.service.memory import Memory
     from runner.service.mesh import Mesh
     from runner.service.plans import Plans
     from runner.service.receipts import Receipts
@@ -152,6 +153,13 @@ class Service:
         from runner.service.mesh import Mesh
 
         return Mesh(self.core, self._mesh_retention)
+
+    @cached_property
+    def memory(self) -> Memory:
+        """Handoff memory (issue 18): checkpoints, sessions, pins, retention, search."""
+        from runner.service.memory import Memory
+
+        return Memory(self.core)
 
     @property
     def plans(self) -> Plans:

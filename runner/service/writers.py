@@ -127,12 +127,20 @@ class Writers:
             lease = self.core.lease_by_id(inp.controller_id, inp.name, inp.lease_id, states, "writer")
         else:
             lease = self.core.lease_by_name(inp.controller_id, inp.name, states, ("writer",))
+        checkpoint_ref, checkpoint_sha256 = inp.checkpoint_ref, inp.checkpoint_sha256
+        if checkpoint_ref.startswith("memory:"):
+            # issue 18: a handoff checkpoint of this lane's repository, its digest from its content.
+            from runner.service.memory import Memory
+
+            checkpoint_ref, checkpoint_sha256 = Memory(self.core).resolve_ref(
+                checkpoint_ref, checkpoint_sha256, common_dir=str(lease.data.get("common_dir") or "")
+            )
         params = {
             "expected_state_change_seq": inp.expected_state_change_seq,
             "expected_head": inp.expected_head,
             "expected_status_sha256": inp.expected_status_sha256,
-            "checkpoint_ref": inp.checkpoint_ref,
-            "checkpoint_sha256": inp.checkpoint_sha256,
+            "checkpoint_ref": checkpoint_ref,
+            "checkpoint_sha256": checkpoint_sha256,
             "blocked_reason": inp.blocked_reason,
             "expected_content_sha256": inp.expected_content_sha256,
         }

@@ -203,6 +203,61 @@ MIGRATIONS: tuple[str, ...] = (
 
     CREATE INDEX mesh_deliveries_by_seq ON mesh_deliveries (seq)
     """,
+    # issue 18: handoff memory (runner.store.memory), as the SQLite store keeps it; full-text search on
+    # a stored tsvector of the checkpoints' words ('simple': no stemming, as SQLite's unicode61) with a
+    # GIN index. fastupdate off: a pending list (scanned linearly until a vacuum merges it) made a search
+    # of a fresh store ~100x slower; a checkpoint's few dozen lexemes go straight into the index instead.
+    f"""
+    CREATE TABLE memory_projects (
+        name        text {_TEXT} PRIMARY KEY,
+        repository  text,
+        subdir      text,
+        common_dir  text,
+        created_at  text NOT NULL
+    );
+
+    CREATE TABLE memory_sessions (
+        n           bigserial UNIQUE,
+        id          text {_TEXT} PRIMARY KEY,
+        project     text {_TEXT} NOT NULL REFERENCES memory_projects (name),
+        goal        text NOT NULL,
+        agent       text NOT NULL,
+        status      text NOT NULL CHECK (status IN ('active', 'paused', 'completed', 'blocked')),
+        created_at  text NOT NULL,
+        updated_at  text NOT NULL,
+        closed_at   text,
+        last_seq    integer NOT NULL DEFAULT 0,
+        newest_n    bigint
+    );
+
+    CREATE INDEX memory_sessions_by_project ON memory_sessions (project, status);
+
+    CREATE TABLE memory_checkpoints (
+        n               bigserial PRIMARY KEY,
+        id              text {_TEXT} NOT NULL UNIQUE,
+        session_id      text {_TEXT} NOT NULL REFERENCES memory_sessions (id),
+        project         text {_TEXT} NOT NULL,
+        seq             integer NOT NULL CHECK (seq > 0),
+        agent           text NOT NULL,
+        summary         text NOT NULL,
+        status          text NOT NULL,
+        pinned          boolean NOT NULL DEFAULT false,
+        body            text NOT NULL,
+        search_text     text NOT NULL,
+        search          tsvector GENERATED ALWAYS AS (to_tsvector('simple', search_text)) STORED,
+        content_sha256  text NOT NULL,
+        created_at      text NOT NULL,
+        UNIQUE (session_id, seq)
+    );
+
+    CREATE INDEX memory_checkpoints_by_project ON memory_checkpoints (project, n);
+
+    CREATE INDEX memory_checkpoints_unpinned ON memory_checkpoints (session_id, n) WHERE NOT pinned;
+
+    CREATE INDEX memory_checkpoints_unpinned_n ON memory_checkpoints (n) WHERE NOT pinned;
+
+    CREATE INDEX memory_checkpoints_search ON memory_checkpoints USING gin (search) WITH (fastupdate = off)
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -259,6 +259,52 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX mesh_deliveries_unacked ON mesh_deliveries (agent_id, seq) WHERE acked_at IS NULL;
     CREATE INDEX mesh_deliveries_by_seq ON mesh_deliveries (seq);
     """,
+    # issue 18: handoff memory (runner.store.memory): projects, their sessions, and checkpoints with a
+    # row number ``n`` that orders them by write (sessions: the rowid); ``memory_fts`` indexes their
+    # words (FTS5, external content: the checkpoints' search_text, keyed by ``n``). A build of SQLite
+    # without FTS5 skips that one statement (see _run_migration) and memory searches by a scan instead.
+    """
+    CREATE TABLE memory_projects (
+        name        TEXT PRIMARY KEY,
+        repository  TEXT,
+        subdir      TEXT,
+        common_dir  TEXT,
+        created_at  TEXT NOT NULL
+    );
+    CREATE TABLE memory_sessions (
+        id          TEXT PRIMARY KEY,
+        project     TEXT NOT NULL REFERENCES memory_projects (name),
+        goal        TEXT NOT NULL,
+        agent       TEXT NOT NULL,
+        status      TEXT NOT NULL CHECK (status IN ('active', 'paused', 'completed', 'blocked')),
+        created_at  TEXT NOT NULL,
+        updated_at  TEXT NOT NULL,
+        closed_at   TEXT,
+        last_seq    INTEGER NOT NULL DEFAULT 0,
+        newest_n    INTEGER
+    );
+    CREATE INDEX memory_sessions_by_project ON memory_sessions (project, status);
+    CREATE TABLE memory_checkpoints (
+        n               INTEGER PRIMARY KEY AUTOINCREMENT,
+        id              TEXT NOT NULL UNIQUE,
+        session_id      TEXT NOT NULL REFERENCES memory_sessions (id),
+        project         TEXT NOT NULL,
+        seq             INTEGER NOT NULL CHECK (seq > 0),
+        agent           TEXT NOT NULL,
+        summary         TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        pinned          INTEGER NOT NULL DEFAULT 0,
+        body            TEXT NOT NULL,
+        search_text     TEXT NOT NULL,
+        content_sha256  TEXT NOT NULL,
+        created_at      TEXT NOT NULL,
+        UNIQUE (session_id, seq)
+    );
+    CREATE INDEX memory_checkpoints_by_project ON memory_checkpoints (project, n);
+    CREATE INDEX memory_checkpoints_unpinned ON memory_checkpoints (session_id, n) WHERE pinned = 0;
+    CREATE INDEX memory_checkpoints_unpinned_n ON memory_checkpoints (n) WHERE pinned = 0;
+    CREATE VIRTUAL TABLE memory_fts USING fts5 (search_text, content='memory_checkpoints', content_rowid='n');
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # The tables each schema version has: an existing file missing one of its version's is damaged.
@@ -275,6 +321,11 @@ TABLES_BY_VERSION: dict[int, frozenset[str]] = {
     8: frozenset(
         {"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims", "idempotency"}
         | {"mesh_agents", "mesh_messages", "mesh_deliveries"}
+    ),
+    9: frozenset(
+        {"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims", "idempotency"}
+        | {"mesh_agents", "mesh_messages", "mesh_deliveries"}
+        | {"memory_projects", "memory_sessions", "memory_checkpoints"}
     ),
 }
 
@@ -731,7 +782,7 @@ class SQLiteStore(Store):
         conn.execute("BEGIN IMMEDIATE")
         for script in MIGRATIONS:
             for statement in _statements(script):
-                conn.execute(statement)
+                _run_migration(conn, statement)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -763,7 +814,7 @@ class SQLiteStore(Store):
             for target in range(current + 1, SCHEMA_VERSION + 1):
                 logger.info("migrating %s to schema version %d", self.path, target)
                 for statement in _statements(MIGRATIONS[target - 1]):
-                    self._conn.execute(statement)
+                    _run_migration(self._conn, statement)
                 self._conn.execute(f"PRAGMA user_version = {target}")
             if self._conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
                 logger.info("stamping %s with corral's application id", self.path)
@@ -1182,6 +1233,21 @@ def _prune_target(
         before = int(first_kept[0])
     below = conn.execute("SELECT max(seq) FROM events WHERE seq < ?", (before,)).fetchone()[0]
     return None if below is None else int(below)
+
+
+_OPTIONAL_MODULES = ("CREATE VIRTUAL TABLE memory_fts USING ",)
+"""Statements a build of SQLite may lack the module for: skipped there (issue 18: memory then searches
+by a scan, ``runner.store.memory_sqlite``)."""
+
+
+def _run_migration(conn: sqlite3.Connection, statement: str) -> None:
+    """One statement of a migration; an optional virtual table whose module this build lacks is skipped."""
+    try:
+        conn.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if not (statement.startswith(_OPTIONAL_MODULES) and "no such module" in str(exc)):
+            raise
+        logger.info("this SQLite build lacks the module of %r: skipped (%s)", statement[:60], exc)
 
 
 def _statements(script: str) -> list[str]:

@@ -74,6 +74,14 @@ REFUSALS: list[tuple[str, str, dict[str, Any] | None, int, str]] = [
     ("POST", "/api/mesh/agents/nobody/inbox", {}, 409, "mesh_not_checked_in"),
     ("POST", "/api/mesh/agents/nobody/ack", {}, 422, "input_invalid"),
     ("POST", "/api/mesh/messages", {}, 422, "input_invalid"),
+    ("POST", "/api/memory/checkpoints", {"agent": "a", "summary": "s"}, 422, "input_invalid"),
+    ("GET", "/api/memory/checkpoints", {"limit": "many"}, 422, "input_invalid"),
+    ("GET", "/api/memory/search", {"query": " "}, 422, "input_invalid"),
+    ("GET", "/api/memory/items/cp_0000000000000000", None, 404, "memory_checkpoint_unknown"),
+    ("POST", "/api/memory/checkpoints/cp_0000000000000000/pin", {}, 404, "memory_checkpoint_unknown"),
+    ("POST", "/api/memory/projects/demo/bootstrap", {"repository": "relative"}, 422, "input_invalid"),
+    ("GET", "/api/memory/projects/-bad/readiness", None, 422, "input_invalid"),
+    ("POST", "/api/memory/sessions/close", {"project": "demo", "status": "completed"}, 422, "memory_session_none"),
 ]
 
 
@@ -162,6 +170,40 @@ def test_each_read_answers_its_documented_result(shared: Served, path: str, para
     assert response.headers["content-type"].startswith("application/json")
     jsonschema.validate(response.json(), TOOLS[route.tool].output)
     assert set(TOOLS[route.tool].output.get("required", [])) <= set(response.json())
+
+
+def test_the_handoff_memory_over_http(serve: Any) -> None:
+    """issue 18: a checkpoint by POST auto-starts its session; reads answer their tools' output schemas."""
+    import jsonschema
+
+    from runner.mcp.tools import TOOLS
+
+    served: Served = serve()
+    with served.client() as client:
+        body = {"project": "demo", "goal": "g", "agent": "a", "summary": "wrote the port", "next_steps": ["tests"]}
+        made = client.post("/api/memory/checkpoints", json=body)
+        assert made.status_code == 200, made.text
+        first = made.json()
+        assert first["session_started"] and first["ref"] == "memory:" + first["checkpoint_id"]
+        again = client.post("/api/memory/checkpoints", json={**body, "summary": "more"}).json()
+        assert again["session_id"] == first["session_id"] and not again["session_started"]
+        pinned = client.post(f"/api/memory/checkpoints/{first['checkpoint_id']}/pin", json={})
+        assert pinned.status_code == 200 and pinned.json()["checkpoint"]["pinned"] is True
+        for path, params, tool in (
+            ("/api/memory/search", {"query": "port"}, "memory_search"),
+            ("/api/memory/checkpoints", {"project": "demo"}, "memory_list"),
+            (f"/api/memory/items/{first['session_id']}", None, "memory_show"),
+            ("/api/memory/projects/demo/readiness", None, "memory_readiness"),
+        ):
+            answer = client.get(path, params=params)
+            assert answer.status_code == 200, answer.text
+            jsonschema.validate(answer.json(), TOOLS[tool].output)
+        found = client.get("/api/memory/search", params={"query": "port"}).json()["checkpoints"]
+        assert [c["id"] for c in found] == [first["checkpoint_id"]]
+        both = client.post("/api/memory/checkpoints", json={**body, "session": first["session_id"]})
+        assert both.status_code == 422 and _error(both)["details"]["field"] == "session"
+        closed = client.post("/api/memory/sessions/close", json={"project": "demo", "status": "completed"})
+        assert closed.status_code == 200 and closed.json()["session"]["status"] == "completed"
 
 
 def test_a_controller_lease_through_its_whole_life(serve: Any) -> None:

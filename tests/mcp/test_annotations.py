@@ -67,6 +67,10 @@ def world(mcp_home: Path, tmp_path: Path, project: Path, hermetic_git: None) -> 
                        "authority_sha256": SHA},
         }  # fmt: skip
         server.ok("corral_plan_submit", {"plan": plan, "run": False})
+        memory = server.ok(
+            "memory_checkpoint",
+            {"project": "demo", "goal": "g", "agent": "a", "summary": "handoff", "next_steps": ["n"]},
+        )
         yield {
             "server": server,
             "home": mcp_home,
@@ -74,6 +78,7 @@ def world(mcp_home: Path, tmp_path: Path, project: Path, hermetic_git: None) -> 
             "project": project,
             "receipt": done["results"][0]["receipt"],
             "plan": plan,
+            "memory": memory,
         }
 
 
@@ -103,6 +108,10 @@ def read_only_calls(w: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "corral_plan_show": {"plan_id": "p-1"},
         "corral_plan_list": {"all": True},
         "agents_list": {"all": True},
+        "memory_readiness": {"project": "demo"},
+        "memory_show": {"id": w["memory"]["checkpoint_id"]},
+        "memory_list": {"project": "demo"},
+        "memory_search": {"query": "handoff"},
     }
 
 
@@ -150,6 +159,15 @@ def test_idempotent_tools_twice_are_once(world: dict[str, Any]) -> None:
         rows = store_rows(home)
         server.ok(name, {"controller": "ctl", "apply": True})
         assert store_rows(home) == rows, name
+    for name, arguments in (
+        ("memory_pin", {"checkpoint": world["memory"]["checkpoint_id"]}),
+        ("memory_bootstrap", {"project": "demo"}),
+    ):
+        assert TOOLS[name].hints.idempotent, name
+        server.ok(name, arguments)
+        rows = store_rows(home)
+        server.ok(name, arguments)
+        assert store_rows(home) == rows, name
     rows = store_rows(home)
     submitted = server.ok("corral_plan_submit", {"plan": world["plan"], "run": False})
     assert submitted["created"] is False
@@ -172,6 +190,7 @@ def test_non_destructive_tools_end_nothing(world: dict[str, Any]) -> None:
         ("corral_relay", {"controller": "ctl", "target": "rev2", "text": "echo x"}),
         ("corral_ask", {"controller": "ctl", "target": "rev", "text": "echo y", "timeout": 60}),
         ("corral_controller_resume", {"controller": "ctl"}),
+        ("memory_checkpoint", {"project": "demo", "agent": "a", "summary": "more", "next_steps": ["n"]}),
     ]
     for name, arguments in calls:
         assert TOOLS[name].hints.destructive is False, name

@@ -94,10 +94,11 @@ def _combinators(schema: Any, where: str = "") -> Iterator[str]:
 def test_input_schemas_a_client_accepts(listed: list[dict[str, Any]]) -> None:
     """Objects with properties, no combinator anywhere (Claude-backed clients drop such servers), valid
     JSON Schema, defaults that validate, names corral_[a-z_]+ (or one of the agent mesh's own tools, named
-    as issue 17 names them), descriptions a model can read."""
+    as issue 17 names them, or memory_[a-z_]+: the handoff memory's tools, as issue 18 names them),
+    descriptions a model can read."""
     for tool in listed:
         name, schema = tool["name"], tool["inputSchema"]
-        assert re.fullmatch(r"corral_[a-z_]+", name) or name in MESH_TOOLS, name
+        assert re.fullmatch(r"(?:corral|memory)_[a-z_]+", name) or name in MESH_TOOLS, name
         assert tool.get("description") and len(tool["description"]) >= 40, name
         assert tool.get("title"), name
         assert schema["type"] == "object" and isinstance(schema.get("properties"), dict), name

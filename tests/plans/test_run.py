@@ -36,6 +36,7 @@ from runner.errors import CorralError, RefusedError
 from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS, OpContext
 from runner.service import AcquireInput, Service, WriterStartInput
+from runner.service.inputs.memory import ShowInput
 from runner.service.plans import PlanCancelInput, PlanConflictError, PlanRunInput, Plans, PlanSubmitInput
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import git, status_digest
@@ -395,7 +396,9 @@ def test_writer_lane_in_a_linked_worktree(
         assert (plan.data["failure"]["step"], plan.data["failure"]["code"]) == ("verify", "validation_failed")
         assert records["verify"]["error"]["code"] == "validation_failed"
     assert {s: r["state"] for s, r in records.items()} == {
-        **dict.fromkeys(["acquire", "preflight", "start", "relay", "collect", "checkpoint", "release"], "succeeded"),
+        **dict.fromkeys(
+            ["acquire", "preflight", "start", "relay", "collect", "checkpoint", "handoff", "release"], "succeeded"
+        ),
         "verify": "succeeded" if passed else "failed",
     }
     preflight = records["preflight"]["outputs"]
@@ -416,6 +419,13 @@ def test_writer_lane_in_a_linked_worktree(
 
     (lane,) = rig.store.find("writer")
     assert lane.state == "released" and lane.data["verification"]["passed"] is passed
+    # issue 18: the release points at the handoff checkpoint the plan wrote, its digest from its content,
+    # and that checkpoint lists the file git shows changed in the lane (auto_files).
+    handoff = records["handoff"]["outputs"]
+    assert lane.data["checkpoint_ref"] == handoff["ref"] == f"memory:{handoff['checkpoint_id']}"
+    assert lane.data["checkpoint_sha256"] == handoff["sha256"]
+    shown = rig.service.memory.show(ShowInput(handoff["checkpoint_id"]))["checkpoint"]
+    assert shown["files"] == ["src/feature.py"] and shown["project"] == repo.name and shown["next_steps"]
     resumed = resumed_outputs(rig, f"lane-{passed}", "release", "writer.release", lane.data["name"])
     assert resumed == release, "a release found done after a crash gives what the release gave"
     assert lane.data["base_commit"] == base and lane.data["owned_scopes"] == ["src"]

@@ -774,3 +774,35 @@ def test_release_bound_to_the_content_refuses_a_dirty_file_edited_again(lab: Lab
     assert lab.lane("alpha").state == "active" and len(lab.host.list()) == 1
     now = lab.service.preflight(str(wt))["content_sha256"]
     assert lab.release("alpha", 0, wt, expected_content_sha256=now).lease.state == "released"
+
+
+def test_release_with_a_memory_checkpoint_and_with_mismatching_ones(lab: Lab) -> None:
+    """issue 18: ``memory:<id>`` names a checkpoint of a project whose repository is the lane's (here the
+    main checkout: the lane is a linked worktree of it); the release fills the ref and the digest from
+    the checkpoint's content and refuses another repository's checkpoint or another digest."""
+    from runner.service.inputs.memory import CheckpointInput
+
+    wt = lab.worktree("wt-a")
+    lab.start("alpha", wt)
+    (wt / "src" / "feature.py").write_text("x = 1\n")
+    mine = lab.service.memory.checkpoint(
+        CheckpointInput(
+            "alpha", "the feature is written", project="app", goal="feature", repository=str(lab.repo),
+            current_state="src/feature.py exists", next_steps=("review it",), auto_files=True,
+        )
+    )  # fmt: skip
+    assert mine["checkpoint"]["files"] == [], "auto_files reads the project's directory (the main checkout)"
+    other_repo = make_repo(lab.root / "other")
+    theirs = lab.service.memory.checkpoint(
+        CheckpointInput("alpha", "elsewhere", project="other", goal="g", repository=str(other_repo), next_steps=("x",))
+    )
+    error = refused("memory_project_mismatch", lambda: lab.release("alpha", 0, wt, checkpoint_ref=theirs["ref"]))
+    assert error.details["project"] == "other"
+    refused("memory_digest_mismatch", lambda: lab.release("alpha", 0, wt, checkpoint_ref=mine["ref"]))  # CHECKPOINT_SHA
+    assert lab.lane("alpha").state == "active", "nothing was released"
+    released = lab.release("alpha", 0, wt, checkpoint_ref=mine["ref"], checkpoint_sha256=None).lease
+    assert released.state == "released"
+    assert (released.data["checkpoint_ref"], released.data["checkpoint_sha256"]) == (
+        mine["ref"],
+        mine["content_sha256"],
+    )

@@ -3,7 +3,8 @@
 One object per operation (its catalogue entry, ``run`` and ``resume``), registered by area:
 :mod:`.controller` (the lease), :mod:`.leases` (reviewers and writer lanes), :mod:`.receipts`
 (relay, collect, ask, abandon), :mod:`.waits`, :mod:`.git`, :mod:`.flow` (pass, fail),
-:mod:`.recipe` (a nested plan) and :mod:`.human` (an approval by a person). Adding a built-in is
+:mod:`.recipe` (a nested plan), :mod:`.human` (an approval by a person) and :mod:`.memory` (a handoff
+checkpoint). Adding a built-in is
 one function in its area (or one new module imported below) plus its entry in
 ``runner/definitions/operations.py``; a plugin distribution adds one through the entry point group
 ``corral.operations`` (an object with ``spec``, ``run``, ``resume``).
@@ -17,6 +18,7 @@ from runner.plans.ops import flow as _flow  # noqa: F401
 from runner.plans.ops import git as _git  # noqa: F401
 from runner.plans.ops import human as _human  # noqa: F401
 from runner.plans.ops import leases as _leases  # noqa: F401
+from runner.plans.ops import memory as _memory  # noqa: F401
 from runner.plans.ops import receipts as _receipts  # noqa: F401
 from runner.plans.ops import recipe as _recipe  # noqa: F401
 from runner.plans.ops import waits as _waits  # noqa: F401

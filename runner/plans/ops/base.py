@@ -20,3 +20,9 @@ def timeout(ctx: OpContext, args: Mapping[str, Any], default: float = 600.0) -> 
     """A waiting step's timeout: its ``timeout`` argument, else the step's, else ``default``."""
     value = args.get("timeout", ctx.timeout if ctx.timeout is not None else default)
     return float(value)
+
+
+def checkpoint_sha256(args: Mapping[str, Any]) -> str | None:
+    """A release's ``checkpoint_sha256`` argument, lowercased; None when absent (a ``memory:`` ref's is filled)."""
+    value = args.get("checkpoint_sha256")
+    return None if value in (None, "") else str(value).lower()

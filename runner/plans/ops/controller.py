@@ -7,7 +7,7 @@ from typing import Any
 
 from runner import fence
 from runner.errors import CorralError, CredentialError, NotFoundError, RefusedError
-from runner.plans.ops.base import operation
+from runner.plans.ops.base import checkpoint_sha256, operation
 from runner.service.steps import RUN, OpContext, Outputs, Resume
 
 
@@ -100,7 +100,7 @@ async def controller_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
 
     held = ctx.credential()
     lease = ctx.service.release(
-        ReleaseInput(ctx.controller_id, held, str(args["checkpoint_ref"]), str(args["checkpoint_sha256"]).lower())
+        ReleaseInput(ctx.controller_id, held, str(args["checkpoint_ref"]), checkpoint_sha256(args))
     )
     ctx.credentials.remove(ctx.controller_id, held)  # not a successor's, written meanwhile
     return Outputs({"state": lease.state})

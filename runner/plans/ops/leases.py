@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.definitions.operations import OPERATIONS as CATALOGUE
 from runner.errors import CorralError, InputError, RefusedError
-from runner.plans.ops.base import operation
+from runner.plans.ops.base import checkpoint_sha256, operation
 from runner.service.steps import NOT_CREATED, RUN, NotCreatedByPlan, OpContext, Outputs, Resume, ResumeFn
 
 if TYPE_CHECKING:
@@ -266,7 +266,7 @@ async def writer_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
             str(head),
             str(status),
             str(args["checkpoint_ref"]),
-            str(args["checkpoint_sha256"]).lower(),
+            checkpoint_sha256(args),
             int(args.get("lines") or 200),
             blocked_reason=_decided_reason(ctx),
             lease_id=lease.id,

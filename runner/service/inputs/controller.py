@@ -95,12 +95,14 @@ class ReleaseInput(FencedInput):
     """Give the lease up, recording where the work stands."""
 
     checkpoint_ref: str
-    checkpoint_sha256: str
+    checkpoint_sha256: str | None
+    """The checkpoint's SHA-256; None only with a ``memory:<id>`` ref, whose digest the service fills."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_ref("checkpoint_ref", self.checkpoint_ref)
-        check_sha256("checkpoint_sha256", self.checkpoint_sha256)
+        if self.checkpoint_sha256 is not None or not self.checkpoint_ref.startswith("memory:"):
+            check_sha256("checkpoint_sha256", self.checkpoint_sha256)  # type: ignore[arg-type]  # reason: None is refused here
 
 
 @dataclass(frozen=True)

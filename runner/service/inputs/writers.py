@@ -87,7 +87,8 @@ class WriterReleaseInput(FencedInput):
     expected_head: str
     expected_status_sha256: str
     checkpoint_ref: str
-    checkpoint_sha256: str
+    checkpoint_sha256: str | None
+    """The checkpoint's SHA-256; None only with a ``memory:<id>`` ref, whose digest the service fills."""
     lines: int = CAPTURE_LINES_DEFAULT
     blocked_reason: str | None = None
     """An operator's decision to release a lane whose agent is *blocked*, and why (recorded)."""
@@ -105,7 +106,8 @@ class WriterReleaseInput(FencedInput):
         if self.expected_content_sha256 is not None:
             check_sha256("expected_content_sha256", self.expected_content_sha256)
         check_ref("checkpoint_ref", self.checkpoint_ref)
-        check_sha256("checkpoint_sha256", self.checkpoint_sha256)
+        if self.checkpoint_sha256 is not None or not self.checkpoint_ref.startswith("memory:"):
+            check_sha256("checkpoint_sha256", self.checkpoint_sha256)  # type: ignore[arg-type]  # reason: None is refused here
         check_lines(self.lines)
         check_blocked_reason(self.blocked_reason)
         check_instance_id("lease_id", self.lease_id)
