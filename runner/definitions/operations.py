@@ -151,7 +151,9 @@ OPERATIONS: dict[str, OperationSpec] = {
         OperationSpec(
             "memory.checkpoint",
             "Write a handoff checkpoint (issue 18) to a project's open session, starting one with goal if none is "
-            "open; the outputs ref and sha256 are what a release records (ref is memory:<id>).",
+            "open; the outputs ref and sha256 are what a release records (ref is memory:<id>). Written once per step "
+            "(its idempotency key), so safe to run again; with fallback_ref/fallback_sha256 a refusal gives those "
+            "instead (written: false, error) rather than failing the step.",
             (
                 _p("project", description="Empty: named after the repository's directory."),
                 _p("agent", required=True),
@@ -168,8 +170,11 @@ OPERATIONS: dict[str, OperationSpec] = {
                 _p("auto_files", "boolean"),
                 _p("repository"),
                 _p("subdir"),
+                _p("fallback_ref", description="With fallback_sha256: the ref the step gives when it cannot write."),
+                _p("fallback_sha256", description="With fallback_ref: its digest."),
             ),
-            ("checkpoint_id", "session_id", "session_started", "ref", "sha256"),
+            ("written", "replayed", "checkpoint_id", "session_id", "session_started", "ref", "sha256", "error"),
+            safe_to_retry=True,
         ),
         OperationSpec(
             "writer.start",

@@ -174,10 +174,15 @@ class Memory:
 
     # --- writes -----------------------------------------------------------------------------------------
 
-    def checkpoint(self, inp: CheckpointInput, *, new_session: bool = False) -> dict[str, Any]:
+    def checkpoint(
+        self, inp: CheckpointInput, *, new_session: bool = False, origin: str | None = None
+    ) -> dict[str, Any]:
         """Write one checkpoint (auto-starting the project's session when none is open).
 
-        ``new_session``: with ``project``, start a session even if one is open.
+        ``new_session``: with ``project``, start a session even if one is open. ``origin``: the
+        caller's idempotency key (a plan step's): when a checkpoint with this origin exists, nothing
+        is written and its reply comes back again (``replayed``), so a step run again after a crash
+        writes its checkpoint once.
 
         Raises:
             MemoryRuleError: ``memory_session_completed`` (a completed session takes no checkpoint),
@@ -199,6 +204,10 @@ class Memory:
                 files = files[:ITEMS_MAX]
         with self.core.store.write() as tx:
             m = self.port.write(tx)
+            if origin is not None:
+                earlier = m.checkpoint_by_origin(origin)
+                if earlier is not None:
+                    return self._replayed(m, earlier)
             stamp = format_time(tx.now)
             project_created = False
             started = False
@@ -261,6 +270,7 @@ class Memory:
                 stamp,
                 "",
                 body,
+                origin=origin,
             )
             record = m.add_checkpoint(replace(draft, content_sha256=content_sha256(canonical(draft))))
             closed_at = stamp if inp.status == "completed" else None
@@ -295,6 +305,27 @@ class Memory:
             "session": session_view(after),
             "pruned": _counts(pruned),
             "warnings": warnings,
+            "replayed": False,
+            "data_notice": DATA_NOTICE,
+        }
+
+    @staticmethod
+    def _replayed(m: MemoryReader, record: CheckpointRecord) -> dict[str, Any]:
+        """The reply of a checkpoint written before under the same origin (nothing written now)."""
+        session = m.session(record.session_id)
+        assert session is not None  # a checkpoint's session is never deleted
+        return {
+            "checkpoint_id": record.id,
+            "session_id": session.id,
+            "session_started": False,
+            "project_created": False,
+            "ref": REF_PREFIX + record.id,
+            "content_sha256": record.content_sha256,
+            "checkpoint": checkpoint_view(record),
+            "session": session_view(session),
+            "pruned": {"session": 0, "total": 0},
+            "warnings": [],
+            "replayed": True,
             "data_notice": DATA_NOTICE,
         }
 

@@ -137,6 +137,7 @@ class CheckpointRecord:
     content_sha256: str
     body: Mapping[str, Any] = field(default_factory=dict)
     n: int = 0
+    origin: str | None = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,11 @@ class MemoryReader(ABC):
     @abstractmethod
     def checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         """The checkpoint with this id, or None (never written, or pruned)."""
+
+    @abstractmethod
+    def checkpoint_by_origin(self, origin: str) -> CheckpointRecord | None:
+        """The checkpoint written with this ``origin`` (a caller's idempotency key, e.g. a plan
+        step's), or None (never written, or pruned)."""
 
     @abstractmethod
     def checkpoints(

@@ -37,7 +37,7 @@ _SESSION = (
 )
 _CHECKPOINT = (
     "SELECT c.id, c.session_id, c.project, c.seq, c.agent, c.summary, c.status, c.pinned, c.created_at,"
-    " c.content_sha256, c.body, c.n FROM memory_checkpoints AS c"
+    " c.content_sha256, c.body, c.n, c.origin FROM memory_checkpoints AS c"
 )
 _DENSE = 1000  # matches from which a search walks the checkpoints newest first instead of sorting them
 _EXEMPT = "SELECT newest_n FROM memory_sessions WHERE status <> 'completed' AND newest_n IS NOT NULL"
@@ -51,8 +51,9 @@ class _Reader(MemoryReader):
     def _checkpoint(self, row: tuple[Any, ...]) -> CheckpointRecord:
         body = decode_object(row[10], self._store, "memory_checkpoints", row[0], "body")
         return CheckpointRecord(
-            row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8], row[9], body, int(row[11])
-        )
+            row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8], row[9], body,
+            int(row[11]), row[12],
+        )  # fmt: skip
 
     def project(self, name: str) -> ProjectRecord | None:
         row = self._conn.execute(
@@ -87,6 +88,10 @@ class _Reader(MemoryReader):
 
     def checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         row = self._conn.execute(_CHECKPOINT + " WHERE c.id = %s", (checkpoint_id,)).fetchone()
+        return self._checkpoint(row) if row else None
+
+    def checkpoint_by_origin(self, origin: str) -> CheckpointRecord | None:
+        row = self._conn.execute(_CHECKPOINT + " WHERE c.origin = %s", (origin,)).fetchone()
         return self._checkpoint(row) if row else None
 
     def checkpoints(
@@ -188,7 +193,8 @@ class _Transaction(_Reader, MemoryTransaction):
             raise ValueError(f"checkpoint seq {checkpoint.seq} is not the next of session {checkpoint.session_id}")
         found = self._conn.execute(
             "INSERT INTO memory_checkpoints (id, session_id, project, seq, agent, summary, status, pinned, body,"
-            " search_text, content_sha256, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " search_text, content_sha256, created_at, origin)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
             " RETURNING n",
             (
                 checkpoint.id,
@@ -203,6 +209,7 @@ class _Transaction(_Reader, MemoryTransaction):
                 " ".join(search_words(text_of(checkpoint))),
                 checkpoint.content_sha256,
                 checkpoint.created_at,
+                checkpoint.origin,
             ),
         ).fetchone()
         assert found is not None

@@ -37,7 +37,7 @@ _SESSION = (
 )
 _CHECKPOINT = (
     "SELECT c.id, c.session_id, c.project, c.seq, c.agent, c.summary, c.status, c.pinned, c.created_at,"
-    " c.content_sha256, c.body, c.n FROM memory_checkpoints AS c"
+    " c.content_sha256, c.body, c.n, c.origin FROM memory_checkpoints AS c"
 )
 # Countable by retention: unpinned and not the newest checkpoint of a session that is still open.
 _EXEMPT = "SELECT newest_n FROM memory_sessions WHERE status <> 'completed' AND newest_n IS NOT NULL"
@@ -50,7 +50,7 @@ def _session(row: tuple[Any, ...]) -> SessionRecord:
 def _checkpoint(row: tuple[Any, ...], path: Path) -> CheckpointRecord:
     body = decode_object(row[10], path, "memory_checkpoints", row[0], "body")
     return CheckpointRecord(
-        row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8], row[9], body, row[11]
+        row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8], row[9], body, row[11], row[12]
     )
 
 
@@ -94,6 +94,10 @@ class _Reader(MemoryReader):
 
     def checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         row = self._conn.execute(_CHECKPOINT + " WHERE c.id = ?", (checkpoint_id,)).fetchone()
+        return _checkpoint(row, self._path) if row else None
+
+    def checkpoint_by_origin(self, origin: str) -> CheckpointRecord | None:
+        row = self._conn.execute(_CHECKPOINT + " WHERE c.origin = ?", (origin,)).fetchone()
         return _checkpoint(row, self._path) if row else None
 
     def checkpoints(
@@ -197,7 +201,7 @@ class _Transaction(_Reader, MemoryTransaction):
         text = " ".join(search_words(text_of(checkpoint)))
         cursor = self._conn.execute(
             "INSERT INTO memory_checkpoints (id, session_id, project, seq, agent, summary, status, pinned, body,"
-            " search_text, content_sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " search_text, content_sha256, created_at, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 checkpoint.id,
                 checkpoint.session_id,
@@ -211,6 +215,7 @@ class _Transaction(_Reader, MemoryTransaction):
                 text,
                 checkpoint.content_sha256,
                 checkpoint.created_at,
+                checkpoint.origin,
             ),
         )
         n = cursor.lastrowid

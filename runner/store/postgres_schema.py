@@ -247,6 +247,7 @@ MIGRATIONS: tuple[str, ...] = (
         search          tsvector GENERATED ALWAYS AS (to_tsvector('simple', search_text)) STORED,
         content_sha256  text NOT NULL,
         created_at      text NOT NULL,
+        origin          text {_TEXT} UNIQUE,
         UNIQUE (session_id, seq)
     );
 

@@ -298,6 +298,7 @@ MIGRATIONS: tuple[str, ...] = (
         search_text     TEXT NOT NULL,
         content_sha256  TEXT NOT NULL,
         created_at      TEXT NOT NULL,
+        origin          TEXT UNIQUE,
         UNIQUE (session_id, seq)
     );
     CREATE INDEX memory_checkpoints_by_project ON memory_checkpoints (project, n);

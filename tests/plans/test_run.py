@@ -36,7 +36,7 @@ from runner.errors import CorralError, RefusedError
 from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS, OpContext
 from runner.service import AcquireInput, Service, WriterStartInput
-from runner.service.inputs.memory import ShowInput
+from runner.service.inputs.memory import CheckpointInput, ShowInput
 from runner.service.plans import PlanCancelInput, PlanConflictError, PlanRunInput, Plans, PlanSubmitInput
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import git, status_digest
@@ -193,6 +193,15 @@ def resumed_outputs(rig: Rig, plan_id: str, step: str, do: str, name: str) -> di
     found = operation.resume(ctx, {"name": name})
     assert found.kind == "done" and found.outputs is not None, found
     return found.outputs.public
+
+
+async def handoff_again(rig: Rig, plan_id: str, worktree: Path) -> dict[str, Any]:
+    """The writer lane's handoff step (memory.checkpoint) run once more for ``plan_id``."""
+    operation = OPERATIONS.get("memory.checkpoint")
+    assert operation is not None
+    args = {"agent": "writer", "summary": "run again", "repository": str(worktree), "goal": "g", "next_steps": ["n"]}
+    found = await operation.run(OpContext(rig.plans, plan_id, "handoff", 1, "ctl", None), args)
+    return found.public
 
 
 def corral_bin() -> str:
@@ -377,6 +386,34 @@ def writer_plan(rig: Rig, plan_id: str, worktree: Path, prompt: str) -> dict[str
     )
 
 
+def test_a_writer_lane_whose_handoff_memory_refuses_is_still_released(rig: Rig) -> None:
+    """The lane's project has two open sessions, so the handoff cannot choose one (memory_session_ambiguous):
+    the handoff step says so in its outputs and the release still runs, pointing at the checkpoint_ref
+    input and the status digest (a lane is never left held because its handoff failed)."""
+    repo, worktree, base = make_lane(rig.root)
+    memory = rig.service.memory
+    for new_session in (False, True):
+        memory.checkpoint(
+            CheckpointInput(
+                "someone", "an open session", project=repo.name, goal="g", next_steps=("n",), repository=str(repo)
+            ),
+            new_session=new_session,
+        )
+    plan = rig.run(writer_plan(rig, "lane-refused", worktree, GOOD_CHANGE))
+    assert plan.state == "succeeded", plan.data.get("failure")
+    records = plan.data["steps"]
+    handoff = records["handoff"]["outputs"]
+    assert handoff["written"] is False and handoff["error"]["code"] == "memory_session_ambiguous"
+    digest = status_digest(worktree)
+    assert (handoff["ref"], handoff["sha256"]) == ("uncommitted work in the lane's worktree", digest)
+    (lane,) = rig.store.find("writer")
+    assert lane.state == "released" and records["release"]["state"] == "succeeded"
+    assert (lane.data["checkpoint_ref"], lane.data["checkpoint_sha256"]) == (handoff["ref"], digest)
+    assert lane.data["release_head"] == base
+    with memory.port.snapshot() as reader:
+        assert reader.count(project=repo.name) == 2, "the refused handoff wrote nothing"
+
+
 @pytest.mark.parametrize(
     ("prompt", "passed"), [(GOOD_CHANGE, True), ("write src/feature.py def feature(:", False)], ids=["good", "broken"]
 )
@@ -426,6 +463,10 @@ def test_writer_lane_in_a_linked_worktree(
     assert lane.data["checkpoint_sha256"] == handoff["sha256"]
     shown = rig.service.memory.show(ShowInput(handoff["checkpoint_id"]))["checkpoint"]
     assert shown["files"] == ["src/feature.py"] and shown["project"] == repo.name and shown["next_steps"]
+    assert handoff["written"] is True and handoff["replayed"] is False
+    # The handoff step run again (a runner that died after its commit) finds the checkpoint it wrote.
+    again = anyio.run(handoff_again, rig, f"lane-{passed}", worktree)
+    assert (again["written"], again["replayed"], again["checkpoint_id"]) == (True, True, handoff["checkpoint_id"])
     resumed = resumed_outputs(rig, f"lane-{passed}", "release", "writer.release", lane.data["name"])
     assert resumed == release, "a release found done after a crash gives what the release gave"
     assert lane.data["base_commit"] == base and lane.data["owned_scopes"] == ["src"]

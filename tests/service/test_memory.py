@@ -417,3 +417,30 @@ def test_writer_release_with_a_memory_checkpoint_on_every_store(any_store: Store
         mine["ref"],
         mine["content_sha256"],
     )
+
+
+# --- a caller's idempotency key (a plan step's) ------------------------------------------------------------
+
+
+def test_a_checkpoint_written_again_under_its_origin_is_the_first_one_replayed(service: Service) -> None:
+    """A plan step run again after a crash (or an attempt whose commit's answer was lost) passes the same
+    origin: the second call writes nothing, no event, and answers with the first checkpoint."""
+    m = memory(service)
+    first = m.checkpoint(cp(summary="the handoff"), origin="corral-plan:p-1/handoff")
+    events = len(list(service.core.store.iter_events()))
+    again = m.checkpoint(cp(summary="a different text the second time"), origin="corral-plan:p-1/handoff")
+    assert first["replayed"] is False and again["replayed"] is True
+    assert (again["checkpoint_id"], again["session_id"], again["ref"], again["content_sha256"]) == (
+        first["checkpoint_id"],
+        first["session_id"],
+        first["ref"],
+        first["content_sha256"],
+    )
+    assert again["checkpoint"]["summary"] == "the handoff" and again["session_started"] is False
+    assert len(list(service.core.store.iter_events())) == events, "a replay writes no event"
+    with memory_store(service.core.store).snapshot() as reader:
+        assert reader.count(project="p") == 1
+    other = m.checkpoint(cp(summary="another step's"), origin="corral-plan:p-1/other")
+    assert other["replayed"] is False and other["checkpoint_id"] != first["checkpoint_id"]
+    plain = m.checkpoint(cp(summary="no origin"))
+    assert plain["replayed"] is False and plain["checkpoint_id"] not in (first["checkpoint_id"], other["checkpoint_id"])

@@ -4,8 +4,15 @@ An empty ``project`` names the project after the repository: the directory holdi
 directory of ``repository`` (``/src/app/.git`` → ``app``), so lanes of different repositories go to
 projects of their own by default.
 
-Not safe to retry: a second run writes a second checkpoint (a plan resumed after a crash in this
-step may leave two handoffs of one lane; both are honest records, the release points at the newer).
+Safe to run again: the checkpoint is written with the plan's id and the step's as its ``origin``, so a
+plan resumed after a crash in this step (or a retried attempt whose commit's answer was lost) gets the
+checkpoint the first run wrote, never a second one.
+
+``fallback_ref`` and ``fallback_sha256`` (both or neither): when the checkpoint cannot be written (a
+rule refuses it, the project is another repository's, ...), the step still succeeds with
+``written: false``, the refusal in ``error`` and these as its ``ref`` and ``sha256``, so the release
+that points at the handoff still runs (a lane is never left held because its handoff failed). Without
+them a refusal fails the step.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import os
 import re
 from typing import Any
 
+from runner.errors import InputError, InvalidError, RefusedError
 from runner.plans.ops.base import operation
 from runner.service.steps import OpContext, Outputs
 
@@ -46,9 +54,39 @@ def project_of(project: Any, repository: str | None) -> str:
 
 @operation("memory.checkpoint")
 async def memory_checkpoint(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+    fallback_ref, fallback_sha256 = _text(args.get("fallback_ref")), _text(args.get("fallback_sha256"))
+    if (fallback_ref is None) != (fallback_sha256 is None):
+        raise InputError("fallback_ref", "fallback_ref and fallback_sha256 go together: give both or neither")
+    try:
+        result = _write(ctx, args)
+    except (InvalidError, RefusedError) as exc:  # what a rule or a guard refuses; conflicts still fail it
+        if fallback_ref is None:
+            raise
+        return Outputs(
+            {
+                "written": False,
+                "error": {"code": exc.code, "message": exc.message},
+                "ref": fallback_ref,
+                "sha256": fallback_sha256,
+            }
+        )
+    return Outputs(
+        {
+            "written": True,
+            "replayed": result["replayed"],
+            "checkpoint_id": result["checkpoint_id"],
+            "session_id": result["session_id"],
+            "session_started": result["session_started"],
+            "ref": result["ref"],
+            "sha256": result["content_sha256"],
+        }
+    )
+
+
+def _write(ctx: OpContext, args: dict[str, Any]) -> dict[str, Any]:
     from runner.service.inputs.memory import CheckpointInput
 
-    result = ctx.service.memory.checkpoint(
+    return ctx.service.memory.checkpoint(
         CheckpointInput(
             str(args["agent"]),
             str(args["summary"]),
@@ -65,14 +103,8 @@ async def memory_checkpoint(ctx: OpContext, args: dict[str, Any]) -> Outputs:
             auto_files=bool(args.get("auto_files")),
             repository=_text(args.get("repository")),
             subdir=_text(args.get("subdir")),
-        )
-    )
-    return Outputs(
-        {
-            "checkpoint_id": result["checkpoint_id"],
-            "session_id": result["session_id"],
-            "session_started": result["session_started"],
-            "ref": result["ref"],
-            "sha256": result["content_sha256"],
-        }
+        ),
+        # One key per step, not per attempt: an attempt whose commit's answer was lost (and then retried)
+        # wrote the checkpoint the next attempt must find.
+        origin=f"corral-plan:{ctx.plan_id}/{ctx.step_id}",
     )
