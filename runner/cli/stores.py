@@ -42,8 +42,9 @@ def info(app: App, as_json: bool) -> None:
 def migrate(app: App, source: str, target: str, as_json: bool) -> None:
     """Copy a whole store into an empty one, in one transaction, verified by counts and a digest.
 
-    Instances, their parts, events (seq kept), claims, counters, agent slots, idempotency records and
-    the store's id, retention floor and last seq. The target must be empty (store_not_empty, exit 4).
+    Instances, their parts, events (seq kept), claims, counters, agent slots, idempotency records, the
+    agent mesh, handoff memory (its search index rebuilt on the target) and the store's id, retention
+    floor and last seq. The target must be empty (store_not_empty, exit 4).
     Stop the coordinators of the source first: what they write after the copy began is not copied.
     """
     from runner.service.stores import migrate_store

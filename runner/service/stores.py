@@ -5,7 +5,9 @@ sizes (rows per table, bytes on disk), never a password.
 
 **Migrate**: copy a whole store into an empty one of any adapter (``sqlite:///…`` to
 ``postgresql://…``, or back): instances, their parts, events with their sequence numbers, claims,
-counters, agent slots, idempotency records, and the store's metadata (its ``store_id``: it is the same
+counters, agent slots, idempotency records, the agent mesh (agents, messages, deliveries), handoff
+memory (projects, sessions, checkpoints with their numbers; the target's search index rebuilt), and
+the store's metadata (its ``store_id``: it is the same
 store, moved, so credential files bound to it stay valid; its retention floor; its last seq, so the
 next event continues the sequence). The source is read from one snapshot, streamed; the target is
 written in one transaction that refuses a non-empty target (``store_not_empty``, exit 4) and, before

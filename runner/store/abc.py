@@ -79,6 +79,29 @@ COPY_TABLES: dict[str, tuple[str, ...]] = {
         "options", "dir", "created_at", "updated_at",
     ),
     "idempotency": ("key", "request_sha256", "state", "status", "response", "created_at", "expires_at"),
+    # issue 17: the agent mesh; a message's seq comes from the counter mesh_message (copied above), so
+    # the next send after a move continues past every copied seq.
+    "mesh_agents": (
+        "agent_id", "role", "repo", "caps", "status", "status_at", "pane", "ttl_seconds", "joined_at", "seen_at",
+        "expires_at", "version", "wake_at",
+    ),
+    "mesh_messages": (
+        "seq", "message_id", "sender", "to_kind", "to_value", "subject", "body", "thread", "urgent", "sent_at",
+        "pending",
+    ),
+    "mesh_deliveries": ("agent_id", "seq", "acked_at"),  # after the messages whose seq they name
+    # issue 18: handoff memory. Sessions in write order (SQLite's rowid, PostgreSQL's n: each store's own,
+    # so neither is copied; the target numbers them afresh in the same order); checkpoints keep their n
+    # (a session's newest_n names one), pinned is a bool on both. The search index is not copied: the
+    # target rebuilds it (SQLite's FTS5 table; PostgreSQL's generated tsvector).
+    "memory_projects": ("name", "repository", "subdir", "common_dir", "created_at"),
+    "memory_sessions": (
+        "id", "project", "goal", "agent", "status", "created_at", "updated_at", "closed_at", "last_seq", "newest_n",
+    ),
+    "memory_checkpoints": (
+        "n", "id", "session_id", "project", "seq", "agent", "summary", "status", "pinned", "body", "search_text",
+        "content_sha256", "created_at", "origin",
+    ),
 }  # fmt: skip
 
 ExportRow = tuple[str, tuple[Any, ...]]
@@ -526,9 +549,10 @@ class Store(ABC):
     def import_rows(self, rows: Iterable[ExportRow], verify: Callable[[Iterator[ExportRow]], None]) -> None:
         """Load ``rows`` (what :meth:`export_rows` of a store yields) into this store, in one
         transaction: the events keep their seq, the store takes the source's ``store_id`` (it is the
-        same store, moved), retention floor and last seq. Before the commit, ``verify`` is handed this
-        store's own export of what it now holds (inside the transaction); if it raises, nothing is
-        written.
+        same store, moved), retention floor and last seq; the memory checkpoints keep their ``n``, the
+        store's own numbering continues past them, and its search index covers them. Before the commit,
+        ``verify`` is handed this store's own export of what it now holds (inside the transaction); if
+        it raises, nothing is written.
 
         Raises:
             RefusedError: ``store_not_empty`` when this store holds anything (it is left as it was).

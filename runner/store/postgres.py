@@ -959,6 +959,13 @@ class PostgresStore(Store):
                 (str(meta[0]), int(meta[1]), int(meta[2])),
             )
             conn.execute("ALTER TABLE store_meta ENABLE TRIGGER store_meta_fixed")
+            # The checkpoints came with their n, which a bigserial's sequence does not notice: set it past
+            # them, or the next checkpoint collides. (The sessions' n was not copied: COPY drew each from
+            # the sequence, in the source's order. The tsvector is generated: it came with each row.)
+            conn.execute(
+                "SELECT setval(pg_get_serial_sequence('memory_checkpoints', 'n'), coalesce(max(n), 0) + 1, false)"
+                " FROM memory_checkpoints"
+            )
             notify(tx, "*")  # waiters re-read: everything changed
             verify(self.export_rows())
 
@@ -1003,6 +1010,12 @@ _COPY_ORDER = {
     "counters": "name",
     "agent_slots": "pane_id",
     "idempotency": "key",
+    "mesh_agents": "agent_id",
+    "mesh_messages": "seq",
+    "mesh_deliveries": "agent_id, seq",
+    "memory_projects": "name",
+    "memory_sessions": "n",  # write order, the listing's (memory_postgres); n itself is not copied
+    "memory_checkpoints": "n",
 }
 
 

@@ -1131,11 +1131,11 @@ class SQLiteStore(Store):
                 if table == "store_meta":
                     continue
                 sql = f"SELECT {', '.join(columns)} FROM {table} ORDER BY {_COPY_ORDER[table]}"
-                closed = columns.index("closed") if table == "agent_slots" else -1
+                flag = columns.index(_COPY_BOOLS[table]) if table in _COPY_BOOLS else -1
                 for found in conn.execute(sql):
                     row = tuple(found)
-                    if closed >= 0:
-                        row = (*row[:closed], bool(row[closed]), *row[closed + 1 :])
+                    if flag >= 0:  # an INTEGER 0/1 here, a boolean on PostgreSQL: portable as a bool
+                        row = (*row[:flag], bool(row[flag]), *row[flag + 1 :])
                     yield table, row
 
     def import_rows(self, rows: Iterable[ExportRow], verify: Callable[[Iterator[ExportRow]], None]) -> None:
@@ -1179,6 +1179,11 @@ class SQLiteStore(Store):
             conn.execute(_META_TRIGGER)
             if conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'events'", (int(last_seq),)).rowcount == 0:
                 conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('events', ?)", (int(last_seq),))
+            # The checkpoints came with their n: AUTOINCREMENT's record already stands at the highest
+            # (an explicit rowid above it raises it), so the next checkpoint continues past them. Their
+            # words are indexed by a rebuild of the external-content FTS5 table, where this build has it.
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_fts'").fetchone() is not None:
+                conn.execute("INSERT INTO memory_fts (memory_fts) VALUES ('rebuild')")
             self._known.clear()
             verify(self.export_rows())
 
@@ -1273,7 +1278,15 @@ _COPY_ORDER = {
     "counters": "name",
     "agent_slots": "pane_id",
     "idempotency": "key",
+    "mesh_agents": "agent_id",
+    "mesh_messages": "seq",
+    "mesh_deliveries": "agent_id, seq",
+    "memory_projects": "name",
+    "memory_sessions": "rowid",  # write order, the listing's (memory_sqlite); the rowid itself is not copied
+    "memory_checkpoints": "n",
 }
+# The columns kept as INTEGER 0/1 here that are booleans in the portable rows.
+_COPY_BOOLS = {"agent_slots": "closed", "memory_checkpoints": "pinned"}
 _COPY_BATCH = 500
 # The store_meta guard of migration 3, re-made after an import gave an empty store the source's id.
 _META_TRIGGER = """CREATE TRIGGER store_meta_fixed BEFORE UPDATE ON store_meta

@@ -3,17 +3,22 @@ another (SQLite to PostgreSQL and back), and ``corral store migrate`` / ``corral
 
 A filled store holds something in every table: instances with parts written in a non-sorted order,
 events with a pruned prefix (a retention floor) and a rolled-back transaction's gap-free log, claims,
-counters, agent slots (the process host's slot port) and idempotency records. The copy must read
-back identical (every row, in order, the same digest), keep the store's id, floor and last seq (the
-next event continues the sequence), refuse a non-empty target leaving it as it was, and write nothing
-when its check before the commit fails.
+counters, agent slots (the process host's slot port), idempotency records, the agent mesh (agents
+checked in, messages acked and not) and handoff memory (a project, two sessions, checkpoints, one
+pinned), the last two written through the service. The copy must read back identical (every row, in
+order, the same digest), keep the store's id, floor and last seq (the next event continues the
+sequence), leave the target working (memory search finds the copied checkpoints, the next checkpoint
+and the next message take fresh numbers, the inbox shows what was unacked), refuse a non-empty target
+leaving it as it was, and write nothing when its check before the commit fails.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,9 +27,14 @@ import pytest
 
 from runner.agents.slots import AgentSlot, slot_store
 from runner.context import Instance
+from runner.definitions.library import Library
 from runner.errors import CorralError, RefusedError
+from runner.service import Service
+from runner.service.inputs.memory import CheckpointInput, PinInput, SearchInput
+from runner.service.inputs.mesh import AckInput, AgentsInput, CheckinInput, InboxInput, SendInput
 from runner.service.stores import Tally, migrate_store, store_info
 from runner.store import Store, open_store
+from runner.store.memory import memory_store
 from tests.conftest import FakeClock
 from tests.support.stores import StoreKind, kind_for
 
@@ -56,6 +66,76 @@ def fill(store: Store) -> None:
     assert store.reserve_idempotency("key-1", "a" * 64, 600) is None
     assert store.complete_idempotency("key-1", 201, '{"ok":true}')
     assert store.reserve_idempotency("key-2", "b" * 64, 600) is None
+    fill_mesh_and_memory(service_on(store))
+
+
+def service_on(store: Store) -> Service:
+    return Service(store, Library(cache_dir=None), actor="test")
+
+
+def fill_mesh_and_memory(service: Service) -> None:
+    """The agent mesh and handoff memory, through the service: what a move must carry besides the rest."""
+    mesh = service.mesh
+    mesh.checkin(CheckinInput("rev-agent", role="reviewer", repo="/repo", caps=("review",), pane="p1"))
+    mesh.checkin(CheckinInput("boss", role="builder"))
+    mesh.checkin(CheckinInput("peer", role="reviewer"))
+    mesh.send(SendInput("boss", "read me", "a note, unacked", to="rev-agent"))
+    both = mesh.send(SendInput("boss", "to the reviewers", "acked by one of two", to_role="reviewer", urgent=True))
+    mesh.ack(AckInput("rev-agent", (both["message_id"],)))  # a fully acked message would be pruned
+    memory = service.memory
+    one = memory.checkpoint(
+        CheckpointInput("agent-1", "wrote the zephyr port", project="p", goal="the goal", next_steps=("test it",))
+    )
+    memory.checkpoint(CheckpointInput("agent-1", "zephyr tests pass", session_id=one["session_id"], status="completed"))
+    memory.pin(PinInput(one["checkpoint"]["id"]))
+    two = memory.checkpoint(
+        CheckpointInput("agent-2", "the zephyr docs", project="p", goal="the docs", next_steps=("review",))
+    )
+    memory.checkpoint(
+        CheckpointInput("agent-2", "pinned on the way", session_id=two["session_id"], next_steps=("more",), pinned=True)
+    )
+
+
+def assert_it_works_after_the_move(source: Store, target: Store) -> None:
+    """The moved mesh and memory are live on ``target``, not just rows: search finds the copied
+    checkpoints (the index rebuilt or regenerated), sessions list in the source's order, the next
+    checkpoint and the next message take numbers past every copied one, the unacked message is there."""
+    service = service_on(target)
+    memory = memory_store(source)
+    with source.read() as reader:
+        before = memory.read(reader).checkpoints()
+        sessions = [s.id for s in memory.read(reader).sessions()]
+    with target.read() as reader:
+        assert memory_store(target).read(reader).checkpoints() == before, "n and pinned kept"
+        assert [s.id for s in memory_store(target).read(reader).sessions()] == sessions, "newest first, kept"
+    found = service.memory.search(SearchInput("zephyr"))["checkpoints"]
+    assert len(found) == 3 and {c["summary"] for c in found} == {c.summary for c in before if "zephyr" in c.summary}
+    assert [c["pinned"] for c in service.memory.search(SearchInput("wrote zephyr"))["checkpoints"]] == [True]
+    newest = max(c.n for c in before if c.n is not None)
+    open_session = next(c.session_id for c in before if c.agent == "agent-2")
+    made = service.memory.checkpoint(
+        CheckpointInput("agent-3", "after the zephyr move", session_id=open_session, next_steps=("go on",))
+    )
+    assert made["checkpoint"]["seq"] == 3, "the session's seq continues"
+    with target.read() as reader:
+        added = memory_store(target).read(reader).checkpoint(made["checkpoint"]["id"])
+        session = memory_store(target).read(reader).session(open_session)
+    assert added is not None and added.n == newest + 1, "the next checkpoint's n continues past the copied ones"
+    assert session is not None and session.newest_n == added.n
+    assert len(service.memory.search(SearchInput("zephyr"))["checkpoints"]) == 4
+    inbox = service.mesh.inbox(InboxInput("rev-agent"))
+    assert [m["subject"] for m in inbox["messages"]] == ["read me"] and inbox["unacked"] == 1
+    assert [m["subject"] for m in service.mesh.inbox(InboxInput("peer"))["messages"]] == ["to the reviewers"]
+    everyone = service.mesh.agents(AgentsInput(include_expired=True))["agents"]
+    assert {a["agent_id"] for a in everyone} == {"boss", "peer", "rev-agent"}
+    old_seq = max(row[0] for table, row in rows(source) if table == "mesh_messages")
+    sent = service.mesh.send(SendInput("boss", "after the move", "a new note", to="rev-agent"))
+    assert sent["seq"] == old_seq + 1, "the next message continues the mesh's sequence"
+    inbox = service.mesh.inbox(InboxInput("rev-agent"))
+    assert [m["subject"] for m in inbox["messages"]] == ["read me", "after the move"]
+    sizes = target.sizes()
+    assert (sizes["mesh_agents"], sizes["mesh_messages"], sizes["mesh_deliveries"]) == (3, 3, 4)
+    assert (sizes["memory_projects"], sizes["memory_sessions"], sizes["memory_checkpoints"]) == (1, 2, 5)
 
 
 def rows(store: Store) -> list[tuple[str, tuple[Any, ...]]]:
@@ -82,7 +162,9 @@ def test_a_copy_reads_back_the_same_rows_and_continues_the_sequence(
     assert tables == sorted(tables, key=list(dict.fromkeys(tables)).index), "one table after another"
     assert set(tables) == {
         "store_meta", "instances", "instance_parts", "events", "claims", "counters", "agent_slots", "idempotency",
+        "mesh_agents", "mesh_messages", "mesh_deliveries", "memory_projects", "memory_sessions", "memory_checkpoints",
     }  # fmt: skip
+    assert {type(v) for _, row in source for v in row} <= {str, int, bool, type(None)}, "portable values"
     (tmp_path / "b").mkdir()
     with store_kind.open(store_kind.url(tmp_path / "b"), clock=clock) as target:
         seen: list[Any] = []
@@ -101,6 +183,7 @@ def test_a_copy_reads_back_the_same_rows_and_continues_the_sequence(
             event = tx.append(tx.put(thing, "b", {}), "go", "a", "t", {})
         assert event.seq == filled.events(3)[-1].seq + 1, "the next event continues the sequence"
         assert target.sizes()["instances"] == 12 and target.sizes()["events"] == filled.sizes()["events"] + 1
+        assert_it_works_after_the_move(filled, target)
 
 
 def test_a_non_empty_target_is_refused_and_left_as_it_was(
@@ -158,10 +241,38 @@ def test_a_store_moves_between_adapters_verified(
     with open_store(target_url) as target:
         assert rows(target) == expected
         info = store_info(target)
+        with open_store(source_url) as source:
+            assert_it_works_after_the_move(source, target)
     assert info["adapter"] == target_kind and info["sizes"]["agent_slots"] == 1 and info["sizes"]["bytes"] > 0
+    assert {t: info["sizes"][t] for t in info["sizes"] if t.startswith(("mesh_", "memory_"))} == {
+        "mesh_agents": 3, "mesh_messages": 2, "mesh_deliveries": 3,
+        "memory_projects": 1, "memory_sessions": 2, "memory_checkpoints": 4,
+    }  # fmt: skip
     with pytest.raises(RefusedError) as caught:
         migrate_store(source_url, target_url)
     assert caught.value.code == "store_not_empty"
+
+
+@pytest.mark.parametrize("source_kind", ["sqlite", "postgresql"])
+def test_a_store_moves_into_an_sqlite_without_fts5_and_searches_by_a_scan(
+    request: pytest.FixtureRequest, tmp_path: Path, source_kind: str
+) -> None:
+    """A build of SQLite without FTS5 has no ``memory_fts`` (its migration skipped it): the move skips
+    the index's rebuild there, and search finds the copied checkpoints by a scan."""
+    (tmp_path / "a").mkdir()
+    source_url = kind_for(source_kind, request).url(tmp_path / "a")
+    db = tmp_path / "plain.db"
+    open_store(f"sqlite://{db}").close()
+    with closing(sqlite3.connect(db)) as raw:
+        raw.execute("DROP TABLE memory_fts")
+        raw.commit()
+    with open_store(source_url) as source:
+        fill(source)
+    assert migrate_store(source_url, f"sqlite://{db}")["verified"] is True
+    with open_store(source_url) as source, open_store(f"sqlite://{db}") as target:
+        assert rows(target) == rows(source)
+        assert service_on(target).memory.search(SearchInput("zephyr"))["fts"] == "like"
+        assert_it_works_after_the_move(source, target)
 
 
 def _corral(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -187,15 +298,18 @@ def test_corral_store_migrate_and_info(request: pytest.FixtureRequest, tmp_path:
     done = json.loads(moved.stdout)
     assert done["verified"] is True and done["to"]["store_id"] == store_id == done["from"]["store_id"]
     assert done["counts"]["instances"] == 12 and done["counts"]["agent_slots"] == 1
+    assert done["counts"]["memory_checkpoints"] == 4 and done["counts"]["mesh_deliveries"] == 3
     assert "hunter2" not in moved.stdout, "a password never shows"
     info = _corral(cli_env, "--store", target, "store", "info", "--json")
     assert info.returncode == 0, info.stderr
     shown = json.loads(info.stdout)
     assert (shown["adapter"], shown["store_id"], shown["retention_floor"]) == ("postgresql", store_id, 3)
     assert shown["schema_version"] >= 1 and shown["sizes"]["events"] == done["counts"]["events"]
+    assert (shown["sizes"]["memory_sessions"], shown["sizes"]["mesh_messages"]) == (2, 2)
     assert "hunter2" not in info.stdout
     text = _corral(cli_env, "--store", f"sqlite://{db}", "store", "info")
     assert text.returncode == 0 and f"store_id: {store_id}" in text.stdout and "instances" in text.stdout
+    assert "memory_checkpoints" in text.stdout and "mesh_agents" in text.stdout
     again = _corral(cli_env, "store", "migrate", "--from", f"sqlite://{db}", "--to", target, "--json")
     assert again.returncode == 4 and json.loads(again.stdout)["error"]["code"] == "store_not_empty"
     assert "hunter2" not in again.stdout + again.stderr
