@@ -238,7 +238,7 @@ def test_machines_and_draw(corral: Any, tmp_path: Path) -> None:
         ("adopted", True, 6, 6),
         ("controller", True, 3, 5),
         ("pane", True, 4, 3),
-        ("plan", True, 7, 9),  # retry: failed -> running
+        ("plan", True, 7, 10),  # retry: failed -> running; renew_runner: the runner's lease (issue 16)
         ("receipt", True, 6, 5),
         ("reviewer", True, 9, 7),
         ("wake", True, 6, 3),
