@@ -37,6 +37,47 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for programs instead of text.")(fn)
 
 
+def http_server_options(default_port: int, *, when: str = "", token_for: str) -> Callable[[F], F]:
+    """``--listen``, ``--auth-token-file`` and ``--max-request-size``: what every HTTP server of corral
+    takes (``corral serve``; ``corral mcp --http``, whose help says ``when``: "With --http: ")."""
+
+    def said(text: str) -> str:
+        return when + text if when else text[0].upper() + text[1:]
+
+    def add(fn: F) -> F:
+        for option in reversed(
+            (
+                click.option(
+                    "--listen",
+                    metavar="ADDR",
+                    default=f"127.0.0.1:{default_port}",
+                    show_default=True,
+                    help=said(
+                        "HOST:PORT, or unix:///path for a unix socket (created 0600). Off loopback a token is required."
+                    ),
+                ),
+                click.option(
+                    "--auth-token-file",
+                    type=click.Path(dir_okay=False, path_type=Path),
+                    help=said(f"a private file (chmod 600) holding the bearer token {token_for}."),
+                ),
+                click.option(
+                    "--max-request-size",
+                    type=int,
+                    default=1 << 20,
+                    show_default=True,
+                    help=said(
+                        "the largest request body in bytes; larger ones are answered 413 before they are read whole."
+                    ),
+                ),
+            )
+        ):
+            fn = option(fn)
+        return fn
+
+    return add
+
+
 def controller_option(fn: F) -> F:
     return click.option(
         "--controller",

@@ -8,7 +8,7 @@ import click
 from click.core import ParameterSource
 
 from runner.cli import render
-from runner.cli.app import App, cli, json_option
+from runner.cli.app import App, cli, http_server_options, json_option
 from runner.errors import UsageError
 
 # The clients and scopes of runner.mcp.clients (tests/mcp/test_clients.py checks they agree), named
@@ -19,25 +19,7 @@ SCOPES = ("project", "user")
 
 @cli.group(invoke_without_command=True)
 @click.option("--http", "http", is_flag=True, help="Serve streamable HTTP (path /mcp) instead of stdio.")
-@click.option(
-    "--listen",
-    metavar="ADDR",
-    default="127.0.0.1:8420",
-    show_default=True,
-    help="With --http: HOST:PORT, or unix:///path for a unix socket (created 0600).",
-)
-@click.option(
-    "--auth-token-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="With --http: a file holding the bearer token clients must send (required off loopback).",
-)
-@click.option(
-    "--max-request-size",
-    type=int,
-    default=1 << 20,
-    show_default=True,
-    help="With --http: the largest request body in bytes (larger ones are answered 413).",
-)
+@http_server_options(8420, when="With --http: ", token_for="clients must send")
 @click.pass_context
 def mcp(ctx: click.Context, http: bool, listen: str, auth_token_file: Path | None, max_request_size: int) -> None:
     """Serve corral's tools over MCP: stdio by default (what a coordinator launches), or --http."""

@@ -6,29 +6,11 @@ from pathlib import Path
 
 import click
 
-from runner.cli.app import App, cli
+from runner.cli.app import App, cli, http_server_options
 
 
 @cli.command()
-@click.option(
-    "--listen",
-    metavar="ADDR",
-    default="127.0.0.1:8421",
-    show_default=True,
-    help="HOST:PORT, or unix:///path for a unix socket (created 0600). Off loopback a token is required.",
-)
-@click.option(
-    "--auth-token-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="A private file (chmod 600) with the bearer token every /api request must send.",
-)
-@click.option(
-    "--max-request-size",
-    type=int,
-    default=1 << 20,
-    show_default=True,
-    help="The largest request body in bytes; larger ones are answered 413 before they are read whole.",
-)
+@http_server_options(8421, token_for="every /api request must send")
 @click.option(
     "--workdir-root",
     type=click.Path(file_okay=False, path_type=Path),
