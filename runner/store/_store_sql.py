@@ -18,6 +18,7 @@ transactions, so every statement here commits or rolls back with the store's row
 
 from __future__ import annotations
 
+import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
@@ -26,13 +27,61 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from runner.context import Claim, Event, Instance, format_time, parse_time
-from runner.errors import ConflictError, EventsPrunedError, InputError
+from runner.errors import ConflictError, EventsPrunedError, InputError, StoreCorruptError
 from runner.scopes import ancestors
 from runner.store.abc import IDEMPOTENCY_PRUNE_BATCH, IdempotencyRecord, Reader
 
 INSTANCE = "SELECT id, machine, state, version, data, created_at, updated_at FROM instances"
 EVENT = "SELECT seq, instance_id, machine, trigger, from_state, to_state, version, actor, payload, at FROM events"
 """The columns :meth:`Dialect.instance` and :meth:`Dialect.event` read, in their order."""
+
+
+def decode_object(text: Any, where: str, table: str, row_id: Any, column: str, **located: Any) -> dict[str, Any]:
+    """One JSON object column of one row; a row that does not decode is ``store_corrupt``, by table
+    and id, against ``where`` (the file, the server and schema) and ``located`` (its fields: ``path``
+    or ``server``)."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError) as exc:  # ValueError covers JSONDecodeError and bad UTF-8
+        why = f"{type(exc).__name__}: {exc}"
+    else:
+        if isinstance(value, dict):
+            return value
+        why = f"a JSON {type(value).__name__}, not an object"
+    raise StoreCorruptError(
+        f"the store {where} is damaged: {table} row {row_id!r} has an undecodable {column} column ({why}); "
+        "restore the database from a backup",
+        **located,
+        table=table,
+        row=row_id,
+        column=column,
+    )
+
+
+def appended(
+    seq: int, instance: Instance, trigger: str, from_state: str, actor: str, payload: dict[str, Any], at: str
+) -> Event:
+    """The event an append of ``instance``'s transition wrote, as the log's row reads back."""
+    return Event(
+        seq, instance.id, instance.machine, trigger, from_state, instance.state, instance.version, actor, payload, at
+    )
+
+
+COPY_ORDER = {
+    "instances": "id",
+    "events": "seq",
+    "claims": "space, scope, kind, instance_id",
+    "counters": "name",
+    "agent_slots": "pane_id",
+    "idempotency": "key",
+    "mesh_agents": "agent_id",
+    "mesh_messages": "seq",
+    "mesh_deliveries": "agent_id, seq",
+    "memory_projects": "name",
+    "memory_checkpoints": "n",
+}
+"""issue 16: the key order of each table's export, where both stores say it alike; each adapter adds
+the first-write order of ``instance_parts`` and ``memory_sessions``, which it keeps its own way."""
 
 
 class Dialect(ABC):

@@ -121,22 +121,7 @@ def _wall_clock() -> datetime:
 
 def _decode(text: Any, where: str, table: str, row_id: Any, column: str) -> dict[str, Any]:
     """One JSON object column of one row; a row that does not decode is ``store_corrupt``."""
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError) as exc:
-        why = f"{type(exc).__name__}: {exc}"
-    else:
-        if isinstance(value, dict):
-            return value
-        why = f"a JSON {type(value).__name__}, not an object"
-    raise StoreCorruptError(
-        f"the store {where} is damaged: {table} row {row_id!r} has an undecodable {column} column ({why}); "
-        "restore the database from a backup",
-        server=where,
-        table=table,
-        row=row_id,
-        column=column,
-    )
+    return shared.decode_object(text, where, table, row_id, column, server=where)
 
 
 class _SQL(Dialect):
@@ -294,18 +279,7 @@ class _Transaction(_Reader, Transaction):
         ).fetchone()
         assert row is not None
         self.note(f"i {instance.id[:_NOTIFY_ID]}")
-        return Event(
-            int(row[0]),
-            instance.id,
-            instance.machine,
-            trigger,
-            from_state,
-            instance.state,
-            instance.version,
-            actor,
-            payload,
-            at,
-        )
+        return shared.appended(int(row[0]), instance, trigger, from_state, actor, payload, at)
 
 
 class _Listener:
@@ -849,19 +823,9 @@ class PostgresStore(Store):
 # issue 16: the key order of each table's export (PostgresStore.export_rows); ids are COLLATE "C",
 # code point order, as SQLite's binary order.
 _COPY_ORDER = {
-    "instances": "id",
+    **shared.COPY_ORDER,
     "instance_parts": "instance_id, ord",  # an instance's parts in first-write order
-    "events": "seq",
-    "claims": "space, scope, kind, instance_id",
-    "counters": "name",
-    "agent_slots": "pane_id",
-    "idempotency": "key",
-    "mesh_agents": "agent_id",
-    "mesh_messages": "seq",
-    "mesh_deliveries": "agent_id, seq",
-    "memory_projects": "name",
     "memory_sessions": "n",  # write order, the listing's (memory_postgres); n itself is not copied
-    "memory_checkpoints": "n",
 }
 
 

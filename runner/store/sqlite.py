@@ -492,18 +492,7 @@ class _Transaction(_Reader, Transaction):
         )
         seq = cursor.lastrowid
         assert seq is not None
-        return Event(
-            seq,
-            instance.id,
-            instance.machine,
-            trigger,
-            from_state,
-            instance.state,
-            instance.version,
-            actor,
-            payload,
-            at,
-        )
+        return shared.appended(seq, instance, trigger, from_state, actor, payload, at)
 
 
 def connection_of(view: Reader) -> tuple[sqlite3.Connection, Path]:
@@ -526,22 +515,7 @@ def decode_object(text: Any, path: Path, table: str, row_id: Any, column: str) -
 
     Public for the ports whose tables live in this database (``runner.agents.sqlite_slots``).
     """
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError) as exc:  # ValueError covers JSONDecodeError and bad UTF-8
-        why = f"{type(exc).__name__}: {exc}"
-    else:
-        if isinstance(value, dict):
-            return value
-        why = f"a JSON {type(value).__name__}, not an object"
-    raise StoreCorruptError(
-        f"the store {path} is damaged: {table} row {row_id!r} has an undecodable {column} column ({why}); "
-        "restore the database from a backup",
-        path=str(path),
-        table=table,
-        row=row_id,
-        column=column,
-    )
+    return shared.decode_object(text, str(path), table, row_id, column, path=str(path))
 
 
 def _remember(known: dict[str, tuple[str, dict[str, Any]]], instance_id: str, text: str, data: dict[str, Any]) -> None:
@@ -1092,19 +1066,9 @@ def _statements(script: str) -> list[str]:
 
 # issue 16: moving a store (SQLiteStore.export_rows / import_rows).
 _COPY_ORDER = {
-    "instances": "id",
+    **shared.COPY_ORDER,
     "instance_parts": "instance_id, rowid",  # an instance's parts in first-write order
-    "events": "seq",
-    "claims": "space, scope, kind, instance_id",
-    "counters": "name",
-    "agent_slots": "pane_id",
-    "idempotency": "key",
-    "mesh_agents": "agent_id",
-    "mesh_messages": "seq",
-    "mesh_deliveries": "agent_id, seq",
-    "memory_projects": "name",
     "memory_sessions": "rowid",  # write order, the listing's (memory_sqlite); the rowid itself is not copied
-    "memory_checkpoints": "n",
 }
 # The columns kept as INTEGER 0/1 here that are booleans in the portable rows.
 _COPY_BOOLS = {"agent_slots": "closed", "memory_checkpoints": "pinned"}
