@@ -10,7 +10,7 @@ and the memory's shared SQL do (:mod:`runner.store._mesh_sql`, :mod:`runner.stor
 What differs in substance stays in its adapter: transactions and locking (SQLite's ``BEGIN
 IMMEDIATE`` behind its write queue, PostgreSQL's advisory write lock), SQLite's cache of decoded
 rows, PostgreSQL's NOTIFY, how an event takes its seq, how claims are probed (JSON arrays on
-SQLite, arrays on PostgreSQL), counters, moving a store.
+SQLite, arrays on PostgreSQL), counters, moving a store (but for the export's shared key order).
 
 A dialect is bound to one connection under one of the store's own snapshots or writing
 transactions, so every statement here commits or rolls back with the store's rows.
