@@ -62,16 +62,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from runner.context import Claim, Event, Instance, format_time, parse_time
+from runner.context import Claim, Event, Instance, format_time
 from runner.errors import (
-    ConflictError,
     CorralError,
-    EventsPrunedError,
     InputError,
     RefusedError,
     StoreBusyError,
@@ -81,10 +79,10 @@ from runner.errors import (
     StoreVersionError,
 )
 from runner.log import get_logger
-from runner.scopes import ancestors
+from runner.store import _store_sql as shared
+from runner.store._store_sql import Dialect
 from runner.store.abc import (
     COPY_TABLES,
-    IDEMPOTENCY_PRUNE_BATCH,
     IDEMPOTENCY_STALE_SECONDS,
     PRUNE_BATCH,
     Clock,
@@ -123,91 +121,51 @@ def _wall_clock() -> datetime:
 
 def _decode(text: Any, where: str, table: str, row_id: Any, column: str) -> dict[str, Any]:
     """One JSON object column of one row; a row that does not decode is ``store_corrupt``."""
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError) as exc:
-        why = f"{type(exc).__name__}: {exc}"
-    else:
-        if isinstance(value, dict):
-            return value
-        why = f"a JSON {type(value).__name__}, not an object"
-    raise StoreCorruptError(
-        f"the store {where} is damaged: {table} row {row_id!r} has an undecodable {column} column ({why}); "
-        "restore the database from a backup",
-        server=where,
-        table=table,
-        row=row_id,
-        column=column,
-    )
+    return shared.decode_object(text, where, table, row_id, column, server=where)
 
 
-_INSTANCE = "SELECT id, machine, state, version, data, created_at, updated_at FROM instances"
-_EVENT = "SELECT seq, instance_id, machine, trigger, from_state, to_state, version, actor, payload, at FROM events"
+class _SQL(Dialect):
+    """The store port's shared SQL (:mod:`runner.store._store_sql`) as PostgreSQL says it."""
+
+    placeholder = "%s"
+    part_order = "ord"  # a bigserial: the parts' first-write order (an upsert keeps it)
+
+    __slots__ = ("_store",)
+
+    def __init__(self, conn: psycopg.Connection[Any], store: PostgresStore) -> None:
+        super().__init__(conn)
+        self._store = store
+
+    def one_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY(?)", [list(values)]
+
+    def decode(self, text: Any, table: str, row_id: Any, column: str) -> dict[str, Any]:
+        return _decode(text, self._store.target.described, table, row_id, column)
+
+    def floor(self) -> int:
+        row = self.conn.execute("SELECT retention_floor FROM store_meta").fetchone()
+        if row is None:
+            target = self._store.target
+            raise StoreCorruptError(
+                f"the store {target.described} is damaged: store_meta has no row; restore it from a backup",
+                table="store_meta",
+                **target.details(),
+            )
+        return int(row[0])
+
+    def raise_floor(self, upto: int) -> None:
+        self.conn.execute("UPDATE store_meta SET retention_floor = %s", (upto,))
 
 
-class _Reader(Reader):
+class _Reader(shared.SQLReader):
     def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any]) -> None:
         self._store = store
         self._conn = conn
-        self._where = store.target.described
-
-    def _instance(self, row: tuple[Any, ...]) -> Instance:
-        data = _decode(row[4], self._where, "instances", row[0], "data")
-        return Instance(row[0], row[1], row[2], row[3], data, row[5], row[6])
+        self._sql = _SQL(conn, store)
 
     def get(self, instance_id: str) -> Instance | None:
-        row = self._conn.execute(_INSTANCE + " WHERE id = %s", (instance_id,)).fetchone()
-        return None if row is None else self._instance(row)
-
-    def find(
-        self,
-        machine: str,
-        states: Iterable[str] | None = None,
-        *,
-        after: str | None = None,
-        limit: int | None = None,
-    ) -> list[Instance]:
-        from runner.store.sqlite import check_page
-
-        check_page(after, limit)
-        sql = _INSTANCE + " WHERE machine = %s"
-        args: list[Any] = [machine]
-        if states is not None:
-            sql += " AND state = ANY(%s)"
-            args.append(list(states))
-        if after is not None:
-            sql += " AND id > %s"  # the column's collation, "C": code point order
-            args.append(after)
-        sql += " ORDER BY id"
-        if limit is not None:
-            sql += " LIMIT %s"
-            args.append(limit)
-        return [self._instance(row) for row in self._conn.execute(sql, args)]
-
-    def counts(self, machine: str | None = None) -> dict[tuple[str, str], int]:
-        sql = "SELECT machine, state, count(*) FROM instances"
-        args: list[Any] = []
-        if machine is not None:
-            sql += " WHERE machine = %s"
-            args.append(machine)
-        rows = self._conn.execute(sql + " GROUP BY machine, state", args)
-        return {(str(m), str(s)): int(n) for m, s, n in rows}
-
-    def part(self, instance_id: str, key: str) -> dict[str, Any] | None:
-        row = self._conn.execute(
-            "SELECT value FROM instance_parts WHERE instance_id = %s AND key = %s", (instance_id, key)
-        ).fetchone()
-        if row is None:
-            return None
-        return _decode(row[0], self._where, "instance_parts", f"{instance_id} {key}", "value")
-
-    def parts(self, instance_id: str, prefix: str = "") -> dict[str, dict[str, Any]]:
-        rows = self._conn.execute(
-            "SELECT key, value FROM instance_parts WHERE instance_id = %s AND left(key, %s) = %s ORDER BY ord",
-            (instance_id, len(prefix), prefix),
-        )
-        where = self._where
-        return {key: _decode(value, where, "instance_parts", f"{instance_id} {key}", "value") for key, value in rows}
+        row = self._conn.execute(shared.INSTANCE + " WHERE id = %s", (instance_id,)).fetchone()
+        return None if row is None else self._sql.instance(row)
 
     def overlapping_claims(
         self,
@@ -216,12 +174,6 @@ class _Reader(Reader):
         kinds: Iterable[str] | None = None,
         states: Iterable[str] | None = None,
     ) -> list[Claim]:
-        wanted = sorted(set(scopes))
-        if not wanted:
-            return []
-        exact: set[str] = set(wanted)
-        for scope in wanted:
-            exact.update(ancestors(scope))
         # One equality probe of the primary key (space, scope, …) per scope and ancestor, one range
         # probe per scope for what lies under it; "C" collation makes '/' < ... < '0' byte order.
         sql = (
@@ -234,21 +186,18 @@ class _Reader(Reader):
             "  AND c.scope < (p.v || '0') COLLATE \"C\""
             ") AS m"
         )
-        args: dict[str, Any] = {"exact": sorted(exact), "wanted": wanted}
+        args: dict[str, Any] = {}
         if states is not None:
             sql += " JOIN instances AS i ON i.id = m.instance_id AND i.state = ANY(%(states)s)"
             args["states"] = list(states)
         if kinds is not None:
             sql += " WHERE m.kind = ANY(%(kinds)s)"
             args["kinds"] = list(kinds)
-        if space is None:
-            spaces = [row[0] for row in self._conn.execute("SELECT DISTINCT space FROM claims ORDER BY space")]
-        else:
-            spaces = [space]
-        rows: set[tuple[str, str, str, str]] = set()
-        for one in spaces:
-            rows.update(self._conn.execute(sql, {**args, "space": one}))
-        return [Claim(space=r[1], kind=r[2], scope=r[3], instance_id=r[0]) for r in sorted(rows)]
+
+        def probe(one: str, exact: list[str], wanted: list[str]) -> Any:
+            return self._conn.execute(sql, {**args, "exact": exact, "wanted": wanted, "space": one})
+
+        return self.probe_claims(space, scopes, probe)
 
 
 class _Transaction(_Reader, Transaction):
@@ -276,35 +225,13 @@ class _Transaction(_Reader, Transaction):
                 (instance.id, instance.machine, state, encoded, stamp, stamp),
             ).fetchone()
             if row is None:
-                raise ConflictError(
-                    f"instance {instance.id!r} was created by someone else meanwhile",
-                    instance=instance.id,
-                    expected_version=0,
-                )
+                raise shared.created_elsewhere(instance)
             return Instance(instance.id, instance.machine, state, 1, data, stamp, stamp)
-        # Invariant: the compare-and-set; 0 rows means the row moved (or never was) since it was read.
-        cursor = self._conn.execute(
-            "UPDATE instances SET state = %s, version = version + 1, data = %s, updated_at = %s"
-            " WHERE id = %s AND version = %s",
-            (state, encoded, stamp, instance.id, instance.version),
-        )
-        if cursor.rowcount != 1:
-            current = self.get(instance.id)
-            raise ConflictError(
-                f"instance {instance.id!r} changed underneath (expected version {instance.version}, "
-                f"found {current.version if current else 'none'})",
-                instance=instance.id,
-                expected_version=instance.version,
-                actual_version=current.version if current else None,
-            )
+        shared.compare_and_set(self._sql, self, instance, state, encoded, stamp)
         return Instance(instance.id, instance.machine, state, instance.version + 1, data, instance.created_at, stamp)
 
     def put_part(self, instance_id: str, key: str, value: Mapping[str, Any]) -> None:
-        self._conn.execute(
-            "INSERT INTO instance_parts (instance_id, key, value) VALUES (%s, %s, %s)"
-            " ON CONFLICT (instance_id, key) DO UPDATE SET value = excluded.value",
-            (instance_id, key, encode_json(dict(value))),
-        )
+        shared.put_part(self._sql, instance_id, key, encode_json(dict(value)))
 
     def set_claims(self, instance_id: str, claims: Iterable[tuple[str, str, str]]) -> None:
         rows = sorted(set(claims))
@@ -352,18 +279,7 @@ class _Transaction(_Reader, Transaction):
         ).fetchone()
         assert row is not None
         self.note(f"i {instance.id[:_NOTIFY_ID]}")
-        return Event(
-            int(row[0]),
-            instance.id,
-            instance.machine,
-            trigger,
-            from_state,
-            instance.state,
-            instance.version,
-            actor,
-            payload,
-            at,
-        )
+        return shared.appended(int(row[0]), instance, trigger, from_state, actor, payload, at)
 
 
 class _Listener:
@@ -681,37 +597,15 @@ class PostgresStore(Store):
     def now(self) -> datetime:
         return self._clock()
 
-    def _floor(self, conn: psycopg.Connection[Any]) -> int:
-        row = conn.execute("SELECT retention_floor FROM store_meta").fetchone()
-        if row is None:
-            raise StoreCorruptError(
-                f"the store {self.target.described} is damaged: store_meta has no row; restore it from a backup",
-                table="store_meta",
-                **self.target.details(),
-            )
-        return int(row[0])
+    def _sql_of(self, view: Reader) -> _SQL:
+        """The shared SQL on ``view``'s connection (a snapshot or transaction of this store)."""
+        return view._sql  # type: ignore[attr-defined, no-any-return]  # reason: this module's own view
 
     def events(self, since: int = 0, limit: int | None = None, instance_id: str | None = None) -> list[Event]:
-        sql = _EVENT + " WHERE seq > %s"
-        args: list[Any] = [since]
-        if instance_id is not None:
-            sql += " AND instance_id = %s"
-            args.append(instance_id)
-        sql += " ORDER BY seq"
-        if limit is not None:
-            sql += " LIMIT %s"
-            args.append(limit)
         with self.read() as reader:  # the floor and the rows from one snapshot: no silent hole
-            conn = reader._conn  # type: ignore[attr-defined]  # reason: this module's own reader
-            floor = self._floor(conn)
-            if since < floor:
-                raise EventsPrunedError(since, floor)
-            rows = conn.execute(sql, args).fetchall()
-        where = self.target.described
-        return [
-            Event(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], _decode(r[8], where, "events", r[0], "payload"), r[9])
-            for r in rows
-        ]
+            sql = self._sql_of(reader)
+            rows = shared.event_rows(sql, since, limit, instance_id)
+        return [sql.event(row) for row in rows]
 
     def _listening(self) -> _Listener:
         with self._listener_guard:
@@ -735,7 +629,7 @@ class PostgresStore(Store):
 
     def retention_floor(self) -> int:
         with self.read() as reader:
-            return self._floor(reader._conn)  # type: ignore[attr-defined]  # reason: this module's own reader
+            return self._sql_of(reader).floor()
 
     def prune_events(
         self,
@@ -746,46 +640,19 @@ class PostgresStore(Store):
         dry_run: bool = False,
         batch: int = PRUNE_BATCH,
     ) -> Pruned:
-        criteria = {"keep": keep, "before": before, "recorded_before": recorded_before}
-        given = [name for name, value in criteria.items() if value is not None]
-        if len(given) != 1:
-            raise InputError("prune", f"give exactly one of keep, before, recorded_before (got {given or 'none'})")
-        for name, number in (("keep", keep), ("before", before), ("batch", batch)):
-            if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 0):
-                raise InputError(name, f"{number!r} is not an integer >= 0")
-        if batch < 1:
-            raise InputError("batch", f"{batch!r} is not a positive integer")
+        shared.check_prune(keep, before, recorded_before, batch)
         with self.read() as reader:
-            conn = reader._conn  # type: ignore[attr-defined]  # reason: this module's own reader
-            floor = self._floor(conn)
-            target = max(floor, _prune_target(conn, keep, before, recorded_before) or 0)
-            row = conn.execute("SELECT count(*) FROM events WHERE seq <= %s", (target,)).fetchone()
-            count = int(row[0]) if row else 0
+            floor, target, count = shared.prune_plan(self._sql_of(reader), keep, before, recorded_before)
         if dry_run:
             return Pruned(floor, target, count, dry_run=True)
-        deleted = batches = 0
-        took = 0.0
-        current = floor
-        while True:
-            if batches:
-                time.sleep(min(0.05, took))  # the lock free for a while: waiting writers get in
-            began = time.monotonic()
-            with self.write() as tx:
-                conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
-                current = self._floor(conn)
-                if current >= target:
-                    break
-                found = conn.execute(
-                    "SELECT seq FROM events WHERE seq > %s AND seq <= %s ORDER BY seq LIMIT 1 OFFSET %s",
-                    (current, target, batch - 1),
-                ).fetchone()
-                upto = int(found[0]) if found else target
-                # The floor first: the delete trigger admits only rows at or below it.
-                conn.execute("UPDATE store_meta SET retention_floor = %s", (upto,))
-                deleted += conn.execute("DELETE FROM events WHERE seq <= %s", (upto,)).rowcount
-                batches += 1
-            took = time.monotonic() - began
+        current, deleted, batches = shared.prune_batches(self._batch, target, batch)
         return Pruned(floor, max(target, current), deleted, batches=batches)
+
+    @contextmanager
+    def _batch(self) -> Iterator[_SQL]:
+        """One writing transaction of a pruning, as the shared SQL."""
+        with self.write() as tx:
+            yield self._sql_of(tx)
 
     # --- idempotency records (issue 15) ---------------------------------------------------------------
 
@@ -799,69 +666,22 @@ class PostgresStore(Store):
     ) -> IdempotencyRecord | None:
         check_idempotency(key, request_sha256, ttl_seconds)
         with self.write() as tx:
-            conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
-            now = tx.now
-            stamp = format_time(now)
-            expires = format_time(now + timedelta(seconds=ttl_seconds))
-            # Opportunistic and bounded: expired rows go a batch at a time, so a reservation stays short.
-            conn.execute(
-                "DELETE FROM idempotency WHERE key IN"
-                " (SELECT key FROM idempotency WHERE expires_at <= %s ORDER BY expires_at LIMIT %s)",
-                (stamp, IDEMPOTENCY_PRUNE_BATCH),
-            )
-            row = conn.execute(
-                "SELECT key, request_sha256, state, status, response, created_at, expires_at"
-                " FROM idempotency WHERE key = %s",
-                (key,),
-            ).fetchone()
-            found = None if row is None else IdempotencyRecord(*row)
-            # Invariant: a reservation is one serialized transaction (the store's write lock), so of
-            # two reservers of one free key exactly one inserts; the other reads the row and gets it back.
-            if found is not None and found.expires_at > stamp:
-                if not found.matches(request_sha256) or found.state == "done":
-                    return found
-                if parse_time(found.created_at) > now - timedelta(seconds=stale_seconds):
-                    return found  # in flight
-            conn.execute(
-                "INSERT INTO idempotency (key, request_sha256, state, status, response, created_at, expires_at)"
-                " VALUES (%s, %s, 'pending', NULL, NULL, %s, %s)"
-                " ON CONFLICT (key) DO UPDATE SET request_sha256 = excluded.request_sha256, state = 'pending',"
-                " status = NULL, response = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at",
-                (key, request_sha256, stamp, expires),
-            )
-            return None
+            return shared.reserve_idempotency(self._sql_of(tx), tx.now, key, request_sha256, ttl_seconds, stale_seconds)
 
     def complete_idempotency(self, key: str, status: int, response_json: str) -> bool:
         check_idempotency(key)
-        if isinstance(status, bool) or not isinstance(status, int):
-            raise InputError("status", f"{status!r} is not an integer status")
-        if not isinstance(response_json, str):
-            raise InputError("response_json", "the response is JSON text")
+        shared.check_completion(status, response_json)
         with self.write() as tx:
-            conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
-            row = conn.execute(
-                "SELECT created_at, expires_at FROM idempotency WHERE key = %s AND state = 'pending'", (key,)
-            ).fetchone()
-            if row is None:
-                return False
-            ttl = parse_time(row[1]) - parse_time(row[0])
-            conn.execute(
-                "UPDATE idempotency SET state = 'done', status = %s, response = %s, expires_at = %s WHERE key = %s",
-                (status, response_json, format_time(tx.now + ttl), key),
-            )
-            return True
+            return shared.complete_idempotency(self._sql_of(tx), tx.now, key, status, response_json)
 
     def release_idempotency(self, key: str) -> bool:
         check_idempotency(key)
         with self.write() as tx:
-            conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
-            return bool(conn.execute("DELETE FROM idempotency WHERE key = %s AND state = 'pending'", (key,)).rowcount)
+            return shared.release_idempotency(self._sql_of(tx), key)
 
     def prune_idempotency(self, before: datetime | None = None) -> int:
         with self.write() as tx:
-            conn = tx._conn  # type: ignore[attr-defined]  # reason: this module's own transaction
-            moment = format_time(tx.now if before is None else before)
-            return int(conn.execute("DELETE FROM idempotency WHERE expires_at <= %s", (moment,)).rowcount)
+            return shared.prune_idempotency(self._sql_of(tx), tx.now if before is None else before)
 
     def mesh(self) -> MeshStore:
         """The agent mesh in this schema's ``mesh_*`` tables, on this store's connection (issue 17)."""
@@ -1003,40 +823,10 @@ class PostgresStore(Store):
 # issue 16: the key order of each table's export (PostgresStore.export_rows); ids are COLLATE "C",
 # code point order, as SQLite's binary order.
 _COPY_ORDER = {
-    "instances": "id",
+    **shared.COPY_ORDER,
     "instance_parts": "instance_id, ord",  # an instance's parts in first-write order
-    "events": "seq",
-    "claims": "space, scope, kind, instance_id",
-    "counters": "name",
-    "agent_slots": "pane_id",
-    "idempotency": "key",
-    "mesh_agents": "agent_id",
-    "mesh_messages": "seq",
-    "mesh_deliveries": "agent_id, seq",
-    "memory_projects": "name",
     "memory_sessions": "n",  # write order, the listing's (memory_postgres); n itself is not copied
-    "memory_checkpoints": "n",
 }
-
-
-def _prune_target(
-    conn: psycopg.Connection[Any], keep: int | None, before: int | None, recorded_before: datetime | None
-) -> int | None:
-    """The highest seq that one pruning criterion removes (None: none), never past the newest event."""
-    if keep is not None:
-        row = conn.execute("SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET %s", (keep,)).fetchone()
-        return int(row[0]) if row else None
-    if before is None:
-        assert recorded_before is not None
-        first_kept = conn.execute(
-            "SELECT seq FROM events WHERE at >= %s ORDER BY seq LIMIT 1", (format_time(recorded_before),)
-        ).fetchone()
-        if first_kept is None:
-            newest = conn.execute("SELECT max(seq) FROM events").fetchone()
-            return None if newest is None or newest[0] is None else int(newest[0])
-        before = int(first_kept[0])
-    below = conn.execute("SELECT max(seq) FROM events WHERE seq < %s", (before,)).fetchone()
-    return None if below is None or below[0] is None else int(below[0])
 
 
 def connection_of(view: Reader) -> tuple[psycopg.Connection[Any], PostgresStore]:

@@ -24,17 +24,15 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runner.context import Claim, Event, Instance, format_time, parse_time
+from runner.context import Claim, Event, Instance, format_time
 from runner.errors import (
-    ConflictError,
     CorralError,
-    EventsPrunedError,
     InputError,
     RefusedError,
     StoreBusyError,
@@ -43,10 +41,10 @@ from runner.errors import (
     StoreVersionError,
 )
 from runner.log import get_logger
-from runner.scopes import ancestors
+from runner.store import _store_sql as shared
+from runner.store._store_sql import Dialect
 from runner.store.abc import (
     COPY_TABLES,
-    IDEMPOTENCY_PRUNE_BATCH,
     IDEMPOTENCY_STALE_SECONDS,
     PRUNE_BATCH,
     Clock,
@@ -352,11 +350,36 @@ _TEXT = frozenset({str})  # keys another type would come back from JSON as strin
 _KNOWN_ROWS = 256  # rows whose decoded data a store keeps (cleared whole when full)
 
 
-class _Reader(Reader):
+class _SQL(Dialect):
+    """The store port's shared SQL (:mod:`runner.store._store_sql`) as SQLite says it."""
+
+    part_order = "rowid"  # the parts' first-write order (an upsert keeps it)
+
+    __slots__ = ("_path",)
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        super().__init__(conn)
+        self._path = path
+
+    def one_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return (f"{column} IN ({', '.join('?' * len(values))})" if values else "0"), list(values)
+
+    def decode(self, text: Any, table: str, row_id: Any, column: str) -> dict[str, Any]:
+        return decode_object(text, self._path, table, row_id, column)
+
+    def floor(self) -> int:
+        return int(_meta(self.conn, self._path, "retention_floor"))
+
+    def raise_floor(self, upto: int) -> None:
+        self.conn.execute("UPDATE store_meta SET value = ? WHERE key = 'retention_floor'", (upto,))
+
+
+class _Reader(shared.SQLReader):
     def __init__(self, conn: sqlite3.Connection, path: Path, known: dict[str, tuple[str, dict[str, Any]]]) -> None:
         self._conn = conn
         self._path = path
         self._known = known
+        self._sql = _SQL(conn, path)
 
     def get(self, instance_id: str) -> Instance | None:
         row = self._conn.execute(
@@ -374,57 +397,6 @@ class _Reader(Reader):
             _remember(self._known, instance_id, text, data)
         return Instance(row[0], row[1], row[2], row[3], data, row[5], row[6])
 
-    def find(
-        self,
-        machine: str,
-        states: Iterable[str] | None = None,
-        *,
-        after: str | None = None,
-        limit: int | None = None,
-    ) -> list[Instance]:
-        check_page(after, limit)
-        sql = "SELECT id, machine, state, version, data, created_at, updated_at FROM instances WHERE machine = ?"
-        args: list[Any] = [machine]
-        if states is not None:
-            wanted = list(states)
-            sql += f" AND state IN ({', '.join('?' * len(wanted))})" if wanted else " AND 0"
-            args += wanted
-        if after is not None:
-            # TEXT compares with BINARY collation: UTF-8 bytes, i.e. code point order, as Python's str.
-            sql += " AND id > ?"
-            args.append(after)
-        sql += " ORDER BY id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        return [_instance(row, self._path) for row in self._conn.execute(sql, args)]
-
-    def counts(self, machine: str | None = None) -> dict[tuple[str, str], int]:
-        # A covering scan of instances_by_machine_state: no row, no data column is read.
-        sql = "SELECT machine, state, COUNT(*) FROM instances"
-        args: list[Any] = []
-        if machine is not None:
-            sql += " WHERE machine = ?"
-            args.append(machine)
-        rows = self._conn.execute(sql + " GROUP BY machine, state", args)
-        return {(str(m), str(s)): int(n) for m, s, n in rows}
-
-    def part(self, instance_id: str, key: str) -> dict[str, Any] | None:
-        row = self._conn.execute(
-            "SELECT value FROM instance_parts WHERE instance_id = ? AND key = ?", (instance_id, key)
-        ).fetchone()
-        return decode_object(row[0], self._path, "instance_parts", f"{instance_id} {key}", "value") if row else None
-
-    def parts(self, instance_id: str, prefix: str = "") -> dict[str, dict[str, Any]]:
-        rows = self._conn.execute(
-            "SELECT key, value FROM instance_parts WHERE instance_id = ? AND substr(key, 1, ?) = ? ORDER BY rowid",
-            (instance_id, len(prefix), prefix),
-        )
-        path = self._path
-        return {
-            key: decode_object(value, path, "instance_parts", f"{instance_id} {key}", "value") for key, value in rows
-        }
-
     def overlapping_claims(
         self,
         space: str | None,
@@ -432,12 +404,6 @@ class _Reader(Reader):
         kinds: Iterable[str] | None = None,
         states: Iterable[str] | None = None,
     ) -> list[Claim]:
-        wanted = sorted(set(scopes))
-        if not wanted:
-            return []
-        exact: set[str] = set(wanted)
-        for scope in wanted:
-            exact.update(ancestors(scope))
         # The probes go in as JSON arrays (one parameter each, whatever their number); CROSS JOIN keeps
         # them the outer loop, so each is one probe of the primary key (space, scope, ...).
         sql = (
@@ -458,15 +424,11 @@ class _Reader(Reader):
             chosen = list(kinds)
             sql += f" WHERE m.kind IN ({', '.join('?' * len(chosen))})"
             tail += chosen
-        if space is None:
-            spaces = [row[0] for row in self._conn.execute("SELECT DISTINCT space FROM claims ORDER BY space")]
-        else:
-            spaces = [space]
-        exact_json, wanted_json = encode_json(sorted(exact)), encode_json(wanted)
-        rows: set[tuple[str, str, str, str]] = set()  # a claim may be under one scope and above another
-        for one in spaces:
-            rows.update(self._conn.execute(sql, [exact_json, one, wanted_json, one, *tail]))
-        return [Claim(space=r[1], kind=r[2], scope=r[3], instance_id=r[0]) for r in sorted(rows)]
+
+        def probe(one: str, exact: list[str], wanted: list[str]) -> Any:
+            return self._conn.execute(sql, [encode_json(exact), one, encode_json(wanted), one, *tail])
+
+        return self.probe_claims(space, scopes, probe)
 
 
 class _Transaction(_Reader, Transaction):
@@ -476,6 +438,7 @@ class _Transaction(_Reader, Transaction):
         self._conn = conn
         self._path = path
         self._known = known
+        self._sql = _SQL(conn, path)
         self.now = now
         self.stamp = format_time(now)  # every row and event of one transaction carries the same time
 
@@ -491,36 +454,15 @@ class _Transaction(_Reader, Transaction):
                     (instance.id, instance.machine, state, encoded, stamp, stamp),
                 )
             except sqlite3.IntegrityError:
-                raise ConflictError(
-                    f"instance {instance.id!r} was created by someone else meanwhile",
-                    instance=instance.id,
-                    expected_version=0,
-                ) from None
+                raise shared.created_elsewhere(instance) from None
             _remember(self._known, instance.id, encoded, data)
             return Instance(instance.id, instance.machine, state, 1, data, stamp, stamp)
-        cursor = self._conn.execute(
-            "UPDATE instances SET state = ?, version = version + 1, data = ?, updated_at = ?"
-            " WHERE id = ? AND version = ?",
-            (state, encoded, stamp, instance.id, instance.version),
-        )
-        if cursor.rowcount != 1:
-            current = self.get(instance.id)
-            raise ConflictError(
-                f"instance {instance.id!r} changed underneath (expected version {instance.version}, "
-                f"found {current.version if current else 'none'})",
-                instance=instance.id,
-                expected_version=instance.version,
-                actual_version=current.version if current else None,
-            )
+        shared.compare_and_set(self._sql, self, instance, state, encoded, stamp)
         _remember(self._known, instance.id, encoded, data)
         return Instance(instance.id, instance.machine, state, instance.version + 1, data, instance.created_at, stamp)
 
     def put_part(self, instance_id: str, key: str, value: Mapping[str, Any]) -> None:
-        self._conn.execute(
-            "INSERT INTO instance_parts (instance_id, key, value) VALUES (?, ?, ?)"
-            " ON CONFLICT (instance_id, key) DO UPDATE SET value = excluded.value",
-            (instance_id, key, encode_json(dict(value))),
-        )
+        shared.put_part(self._sql, instance_id, key, encode_json(dict(value)))
 
     def set_claims(self, instance_id: str, claims: Iterable[tuple[str, str, str]]) -> None:
         self._conn.execute("DELETE FROM claims WHERE instance_id = ?", (instance_id,))
@@ -550,33 +492,7 @@ class _Transaction(_Reader, Transaction):
         )
         seq = cursor.lastrowid
         assert seq is not None
-        return Event(
-            seq,
-            instance.id,
-            instance.machine,
-            trigger,
-            from_state,
-            instance.state,
-            instance.version,
-            actor,
-            payload,
-            at,
-        )
-
-
-def check_page(after: str | None, limit: int | None) -> None:
-    """The paging arguments of :meth:`Reader.find`, refused alike by every adapter.
-
-    Public so other adapters (PostgreSQL) check them the same way.
-
-    Raises:
-        InputError: ``input_invalid`` for a ``limit`` that is not an integer >= 1, or an ``after``
-            that is not a string (a caller's bug: surfaces validate their inputs first).
-    """
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise InputError("limit", f"{limit!r} is not an integer >= 1")
-    if after is not None and not isinstance(after, str):
-        raise InputError("after", f"{after!r} is not an instance id")
+        return shared.appended(seq, instance, trigger, from_state, actor, payload, at)
 
 
 def connection_of(view: Reader) -> tuple[sqlite3.Connection, Path]:
@@ -599,22 +515,7 @@ def decode_object(text: Any, path: Path, table: str, row_id: Any, column: str) -
 
     Public for the ports whose tables live in this database (``runner.agents.sqlite_slots``).
     """
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError) as exc:  # ValueError covers JSONDecodeError and bad UTF-8
-        why = f"{type(exc).__name__}: {exc}"
-    else:
-        if isinstance(value, dict):
-            return value
-        why = f"a JSON {type(value).__name__}, not an object"
-    raise StoreCorruptError(
-        f"the store {path} is damaged: {table} row {row_id!r} has an undecodable {column} column ({why}); "
-        "restore the database from a backup",
-        path=str(path),
-        table=table,
-        row=row_id,
-        column=column,
-    )
+    return shared.decode_object(text, str(path), table, row_id, column, path=str(path))
 
 
 def _remember(known: dict[str, tuple[str, dict[str, Any]]], instance_id: str, text: str, data: dict[str, Any]) -> None:
@@ -630,17 +531,6 @@ def _remember(known: dict[str, tuple[str, dict[str, Any]]], instance_id: str, te
         if len(known) >= _KNOWN_ROWS:
             known.clear()
         known[instance_id] = (text, dict(data))
-
-
-def _instance(row: tuple[Any, ...], path: Path) -> Instance:
-    return Instance(
-        row[0], row[1], row[2], row[3], decode_object(row[4], path, "instances", row[0], "data"), row[5], row[6]
-    )
-
-
-def _event(row: tuple[Any, ...], path: Path) -> Event:
-    payload = decode_object(row[8], path, "events", row[0], "payload")
-    return Event(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], payload, row[9])
 
 
 class _Immediate:
@@ -914,35 +804,17 @@ class SQLiteStore(Store):
                 self._conn.execute("COMMIT")
 
     def _meta(self, conn: sqlite3.Connection, key: str) -> Any:
-        row = conn.execute("SELECT value FROM store_meta WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            raise StoreCorruptError(
-                f"the store {self.path} is damaged: its store_meta table lacks {key!r}; restore it from a backup",
-                path=str(self.path),
-                table="store_meta",
-                row=key,
-            )
-        return row[0]
+        return _meta(conn, self.path, key)
+
+    def _sql(self) -> _SQL:
+        """The shared SQL on the store's connection (use it inside one of its snapshots or transactions)."""
+        return _SQL(self._conn, self.path)
 
     def events(self, since: int = 0, limit: int | None = None, instance_id: str | None = None) -> list[Event]:
-        sql = (
-            "SELECT seq, instance_id, machine, trigger, from_state, to_state, version, actor, payload, at"
-            " FROM events WHERE seq > ?"
-        )
-        args: list[Any] = [since]
-        if instance_id is not None:
-            sql += " AND instance_id = ?"
-            args.append(instance_id)
-        sql += " ORDER BY seq"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        with self._snapshot() as conn:  # the floor and the rows from one snapshot: no silent hole
-            floor = int(self._meta(conn, "retention_floor"))
-            if since < floor:
-                raise EventsPrunedError(since, floor)
-            rows = conn.execute(sql, args).fetchall()
-        return [_event(row, self.path) for row in rows]
+        sql = self._sql()
+        with self._snapshot():  # the floor and the rows from one snapshot: no silent hole
+            rows = shared.event_rows(sql, since, limit, instance_id)
+        return [sql.event(row) for row in rows]
 
     def wait_events(self, since: int, timeout: float, limit: int | None = None) -> list[Event]:
         # Blocks its thread up to ``timeout`` (like ``_retry``): async callers run it in a worker thread.
@@ -984,43 +856,20 @@ class SQLiteStore(Store):
         dry_run: bool = False,
         batch: int = PRUNE_BATCH,
     ) -> Pruned:
-        criteria = {"keep": keep, "before": before, "recorded_before": recorded_before}
-        given = [name for name, value in criteria.items() if value is not None]
-        if len(given) != 1:
-            raise InputError("prune", f"give exactly one of keep, before, recorded_before (got {given or 'none'})")
-        for name, number in (("keep", keep), ("before", before), ("batch", batch)):
-            if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 0):
-                raise InputError(name, f"{number!r} is not an integer >= 0")
-        if batch < 1:
-            raise InputError("batch", f"{batch!r} is not a positive integer")
+        shared.check_prune(keep, before, recorded_before, batch)
         # The target is chosen in one read snapshot; the batches below never go past it.
-        with self._snapshot() as conn:
-            floor = int(self._meta(conn, "retention_floor"))
-            target = max(floor, _prune_target(conn, keep, before, recorded_before) or 0)
-            count = conn.execute("SELECT count(*) FROM events WHERE seq <= ?", (target,)).fetchone()[0]
+        with self._snapshot():
+            floor, target, count = shared.prune_plan(self._sql(), keep, before, recorded_before)
         if dry_run:
             return Pruned(floor, target, count, dry_run=True)
-        deleted = batches = 0
-        took = 0.0
-        while True:
-            if batches:
-                time.sleep(min(0.05, took))  # the lock free for a while: waiting writers get in
-            began = time.monotonic()
-            with self._immediate():
-                current = int(self._meta(self._conn, "retention_floor"))
-                if current >= target:
-                    break
-                row = self._conn.execute(
-                    "SELECT seq FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT 1 OFFSET ?",
-                    (current, target, batch - 1),
-                ).fetchone()
-                upto = row[0] if row else target
-                # The floor first: the delete trigger admits only rows at or below it.
-                self._conn.execute("UPDATE store_meta SET value = ? WHERE key = 'retention_floor'", (upto,))
-                deleted += self._conn.execute("DELETE FROM events WHERE seq <= ?", (upto,)).rowcount
-                batches += 1
-            took = time.monotonic() - began
+        current, deleted, batches = shared.prune_batches(self._batch, target, batch)
         return Pruned(floor, max(target, current), deleted, batches=batches)
+
+    @contextmanager
+    def _batch(self) -> Iterator[_SQL]:
+        """One ``BEGIN IMMEDIATE`` transaction of a pruning, as the shared SQL."""
+        with self._immediate():
+            yield self._sql()
 
     # --- idempotency records (issue 15) ---------------------------------------------------------------
 
@@ -1034,68 +883,22 @@ class SQLiteStore(Store):
     ) -> IdempotencyRecord | None:
         check_idempotency(key, request_sha256, ttl_seconds)
         with self.write() as tx:
-            conn = self._conn
-            now = tx.now
-            stamp = format_time(now)
-            expires = format_time(now + timedelta(seconds=ttl_seconds))
-            # Opportunistic and bounded: expired rows go a batch at a time, so a reservation stays short.
-            conn.execute(
-                "DELETE FROM idempotency WHERE key IN"
-                " (SELECT key FROM idempotency WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)",
-                (stamp, IDEMPOTENCY_PRUNE_BATCH),
-            )
-            row = conn.execute(
-                "SELECT key, request_sha256, state, status, response, created_at, expires_at"
-                " FROM idempotency WHERE key = ?",
-                (key,),
-            ).fetchone()
-            found = None if row is None else IdempotencyRecord(*row)
-            # Invariant: a reservation is one serialized transaction (BEGIN IMMEDIATE), so of two
-            # reservers of one free key exactly one inserts; the other reads the row and gets it back.
-            if found is not None and found.expires_at > stamp:
-                if not found.matches(request_sha256) or found.state == "done":
-                    return found
-                if parse_time(found.created_at) > now - timedelta(seconds=stale_seconds):
-                    return found  # in flight
-            conn.execute(
-                "INSERT INTO idempotency (key, request_sha256, state, status, response, created_at, expires_at)"
-                " VALUES (?, ?, 'pending', NULL, NULL, ?, ?)"
-                " ON CONFLICT (key) DO UPDATE SET request_sha256 = excluded.request_sha256, state = 'pending',"
-                " status = NULL, response = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at",
-                (key, request_sha256, stamp, expires),
-            )
-            return None
+            return shared.reserve_idempotency(self._sql(), tx.now, key, request_sha256, ttl_seconds, stale_seconds)
 
     def complete_idempotency(self, key: str, status: int, response_json: str) -> bool:
         check_idempotency(key)
-        if isinstance(status, bool) or not isinstance(status, int):
-            raise InputError("status", f"{status!r} is not an integer status")
-        if not isinstance(response_json, str):
-            raise InputError("response_json", "the response is JSON text")
+        shared.check_completion(status, response_json)
         with self.write() as tx:
-            row = self._conn.execute(
-                "SELECT created_at, expires_at FROM idempotency WHERE key = ? AND state = 'pending'", (key,)
-            ).fetchone()
-            if row is None:
-                return False
-            ttl = parse_time(row[1]) - parse_time(row[0])
-            self._conn.execute(
-                "UPDATE idempotency SET state = 'done', status = ?, response = ?, expires_at = ? WHERE key = ?",
-                (status, response_json, format_time(tx.now + ttl), key),
-            )
-            return True
+            return shared.complete_idempotency(self._sql(), tx.now, key, status, response_json)
 
     def release_idempotency(self, key: str) -> bool:
         check_idempotency(key)
         with self._immediate():
-            return bool(
-                self._conn.execute("DELETE FROM idempotency WHERE key = ? AND state = 'pending'", (key,)).rowcount
-            )
+            return shared.release_idempotency(self._sql(), key)
 
     def prune_idempotency(self, before: datetime | None = None) -> int:
         with self.write() as tx:
-            moment = format_time(tx.now if before is None else before)
-            return int(self._conn.execute("DELETE FROM idempotency WHERE expires_at <= ?", (moment,)).rowcount)
+            return shared.prune_idempotency(self._sql(), tx.now if before is None else before)
 
     def mesh(self) -> MeshStore:
         """The agent mesh in this file's ``mesh_*`` tables, on this store's connection (issue 17)."""
@@ -1220,25 +1023,17 @@ class SQLiteStore(Store):
                 self._queue.close()
 
 
-def _prune_target(
-    conn: sqlite3.Connection, keep: int | None, before: int | None, recorded_before: datetime | None
-) -> int | None:
-    """The highest seq that one pruning criterion removes (None: none), never past the newest event."""
-    if keep is not None:
-        row = conn.execute("SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?", (keep,)).fetchone()
-        return int(row[0]) if row else None
-    if before is None:
-        assert recorded_before is not None
-        # The longest prefix recorded before the moment: up to the first event that is not.
-        first_kept = conn.execute(
-            "SELECT seq FROM events WHERE at >= ? ORDER BY seq LIMIT 1", (format_time(recorded_before),)
-        ).fetchone()
-        if first_kept is None:
-            newest = conn.execute("SELECT max(seq) FROM events").fetchone()[0]
-            return None if newest is None else int(newest)
-        before = int(first_kept[0])
-    below = conn.execute("SELECT max(seq) FROM events WHERE seq < ?", (before,)).fetchone()[0]
-    return None if below is None else int(below)
+def _meta(conn: sqlite3.Connection, path: Path, key: str) -> Any:
+    """One value of the store's metadata (``store_corrupt`` if the table lacks its key)."""
+    row = conn.execute("SELECT value FROM store_meta WHERE key = ?", (key,)).fetchone()
+    if row is None:
+        raise StoreCorruptError(
+            f"the store {path} is damaged: its store_meta table lacks {key!r}; restore it from a backup",
+            path=str(path),
+            table="store_meta",
+            row=key,
+        )
+    return row[0]
 
 
 _OPTIONAL_MODULES = ("CREATE VIRTUAL TABLE memory_fts USING ",)
@@ -1271,19 +1066,9 @@ def _statements(script: str) -> list[str]:
 
 # issue 16: moving a store (SQLiteStore.export_rows / import_rows).
 _COPY_ORDER = {
-    "instances": "id",
+    **shared.COPY_ORDER,
     "instance_parts": "instance_id, rowid",  # an instance's parts in first-write order
-    "events": "seq",
-    "claims": "space, scope, kind, instance_id",
-    "counters": "name",
-    "agent_slots": "pane_id",
-    "idempotency": "key",
-    "mesh_agents": "agent_id",
-    "mesh_messages": "seq",
-    "mesh_deliveries": "agent_id, seq",
-    "memory_projects": "name",
     "memory_sessions": "rowid",  # write order, the listing's (memory_sqlite); the rowid itself is not copied
-    "memory_checkpoints": "n",
 }
 # The columns kept as INTEGER 0/1 here that are booleans in the portable rows.
 _COPY_BOOLS = {"agent_slots": "closed", "memory_checkpoints": "pinned"}
