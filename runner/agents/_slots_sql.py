@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from runner.agents.slots import AgentSlot, SlotProgress, SlotReader, SlotStore, SlotTransaction
 from runner.context import format_time
 from runner.errors import ConflictError
+from runner.store._sql import SQLDialect
 from runner.store.abc import Reader, Transaction
 
 COLUMNS = "pane_id, name, kind, cwd, status, seq, run, pid, exit_status, closed, options, dir, created_at, updated_at"
@@ -34,21 +35,11 @@ PROGRESS = "pane_id, status, seq, closed"
 """The columns of :meth:`SQLSlotReader.progress_of`."""
 
 
-class Dialect(ABC):
+class Dialect(SQLDialect, ABC):
     """One store's way of saying the slots' SQL, bound to one connection (:attr:`conn`)."""
 
-    placeholder: ClassVar[str] = "?"
     not_closed: ClassVar[str]
     """The predicate "not closed"."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    def run(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        """Execute ``sql`` (``?`` placeholders) on the connection; the cursor."""
-        if self.placeholder != "?":
-            sql = sql.replace("?", self.placeholder)
-        return self.conn.execute(sql, args)
 
     @staticmethod
     @abstractmethod

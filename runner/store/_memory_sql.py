@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
+from runner.store._sql import SQLDialect
 from runner.store.abc import Transaction
 from runner.store.memory import (
     CheckpointRecord,
@@ -53,10 +54,9 @@ _EXEMPT = "SELECT newest_n FROM memory_sessions WHERE status <> 'completed' AND 
 _PROJECT = "SELECT name, repository, subdir, common_dir, created_at FROM memory_projects"
 
 
-class Dialect(ABC):
+class Dialect(SQLDialect, ABC):
     """One store's way of saying the memory's SQL, bound to one connection (:attr:`conn`)."""
 
-    placeholder: ClassVar[str] = "?"
     true: ClassVar[str]
     """The literal true (``WHERE <true>``, ``SET pinned = <true>``)."""
     unpinned: ClassVar[str]
@@ -65,15 +65,6 @@ class Dialect(ABC):
     """The column that orders sessions by when they started."""
     offset_all: ClassVar[str]
     """After an ``ORDER BY``: skip the first ``?`` rows and keep every other."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    def run(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        """Execute ``sql`` (``?`` placeholders) on the connection; the cursor."""
-        if self.placeholder != "?":
-            sql = sql.replace("?", self.placeholder)
-        return self.conn.execute(sql, args)
 
     @staticmethod
     @abstractmethod

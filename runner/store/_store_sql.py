@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from runner.context import Claim, Event, Instance, format_time, parse_time
 from runner.errors import ConflictError, EventsPrunedError, InputError, StoreCorruptError
 from runner.scopes import ancestors
+from runner.store._sql import SQLDialect
 from runner.store.abc import IDEMPOTENCY_PRUNE_BATCH, IdempotencyRecord, Reader
 
 INSTANCE = "SELECT id, machine, state, version, data, created_at, updated_at FROM instances"
@@ -84,23 +85,13 @@ COPY_ORDER = {
 the first-write order of ``instance_parts`` and ``memory_sessions``, which it keeps its own way."""
 
 
-class Dialect(ABC):
+class Dialect(SQLDialect, ABC):
     """One store's way of saying the store port's SQL, bound to one connection (:attr:`conn`)."""
 
-    placeholder: ClassVar[str] = "?"
     part_order: ClassVar[str]
     """The column that orders an instance's parts by first write (an upsert keeps it)."""
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    def run(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        """Execute ``sql`` (``?`` placeholders) on the connection; the cursor."""
-        if self.placeholder != "?":
-            sql = sql.replace("?", self.placeholder)
-        return self.conn.execute(sql, args)
+    __slots__ = ()
 
     @abstractmethod
     def one_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
