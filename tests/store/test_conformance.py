@@ -13,6 +13,7 @@ import sqlite3
 import stat
 import threading
 import time
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from runner.store import STORES, Store
 from runner.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore, _statements
 from runner.store.sqlite_file import APPLICATION_ID
 from tests.conftest import FakeClock
-from tests.support.stores import KINDS, StoreKind
+from tests.support.stores import KINDS, StoreKind, sqlite_file_before
 
 
 def new(instance_id: str = "thing/1", machine: str = "thing", state: str = "start") -> Instance:
@@ -1320,19 +1321,9 @@ def test_a_store_of_the_previous_schema_migrates_forward_to_idempotency(tmp_path
     """A store written before idempotency keys (the schema version before this code's) opens, gains the
     table, keeps its rows and reserves keys."""
     path = tmp_path / "old.db"
-    previous = next(n for n, script in enumerate(MIGRATIONS) if "CREATE TABLE idempotency" in script)
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("BEGIN")
-    for script in MIGRATIONS[:previous]:
-        for statement in _statements(script):
-            conn.execute(statement)
-    conn.execute("INSERT INTO instances VALUES ('a/1', 'a', 's', 1, '{}', 't', 't')")
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute(f"PRAGMA user_version = {previous}")
-    conn.execute("COMMIT")
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    conn.close()
+    sqlite_file_before(path, "CREATE TABLE idempotency")
+    with closing(sqlite3.connect(path)) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert "idempotency" not in tables
     with SQLiteStore(path, clock=clock) as store:
         assert store.info()["schema_version"] == SCHEMA_VERSION

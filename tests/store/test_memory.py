@@ -25,8 +25,8 @@ from runner.store.memory import (
     memory_store,
     search_words,
 )
-from runner.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore, _run_migration, _statements
-from runner.store.sqlite_file import APPLICATION_ID
+from runner.store.sqlite import SCHEMA_VERSION, SQLiteStore, _run_migration
+from tests.support.stores import sqlite_file_before
 
 STAMP = "2026-01-01T00:00:00.000000Z"
 
@@ -279,18 +279,7 @@ def test_a_migration_statement_needing_a_missing_module_is_skipped_only_for_memo
 def test_a_store_of_the_schema_before_memory_migrates_forward(tmp_path: Path) -> None:
     """A store written before issue 18 opens, gains the memory tables (and the FTS5 index), keeps its rows."""
     path = tmp_path / "old.db"
-    previous = next(i for i, script in enumerate(MIGRATIONS) if "CREATE TABLE memory_projects" in script)
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("BEGIN")
-    for script in MIGRATIONS[:previous]:
-        for statement in _statements(script):
-            conn.execute(statement)
-    conn.execute("INSERT INTO instances VALUES ('a/1', 'a', 's', 1, '{}', 't', 't')")
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute(f"PRAGMA user_version = {previous}")
-    conn.execute("COMMIT")
-    conn.close()
+    sqlite_file_before(path, "CREATE TABLE memory_projects")
     with SQLiteStore(path) as store:
         assert store.info()["schema_version"] == SCHEMA_VERSION and store.get("a/1") is not None
         memory = memory_store(store)

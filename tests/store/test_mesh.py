@@ -295,25 +295,12 @@ def test_two_coordinators_on_one_store(store_kind: StoreKind, any_store: Store, 
 
 def test_an_sqlite_store_from_before_the_mesh_migrates_forward(tmp_path: Path, clock: FakeClock) -> None:
     """A file of the schema before the mesh tables opens, gains them, keeps its rows and runs the mesh."""
-    import sqlite3
+    from runner.store.sqlite import SCHEMA_VERSION, TABLES_BY_VERSION, SQLiteStore
+    from tests.support.stores import sqlite_file_before
 
-    from runner.store.sqlite import MIGRATIONS, SCHEMA_VERSION, TABLES_BY_VERSION, SQLiteStore, _statements
-    from runner.store.sqlite_file import APPLICATION_ID
-
-    previous = next(n for n, script in enumerate(MIGRATIONS) if "CREATE TABLE mesh_agents" in script)
-    assert "mesh_agents" not in TABLES_BY_VERSION[previous] and "mesh_agents" in TABLES_BY_VERSION[previous + 1]
     path = tmp_path / "old.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("BEGIN")
-    for script in MIGRATIONS[:previous]:
-        for statement in _statements(script):
-            conn.execute(statement)
-    conn.execute("INSERT INTO instances VALUES ('a/1', 'a', 's', 1, '{}', 't', 't')")
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute(f"PRAGMA user_version = {previous}")
-    conn.execute("COMMIT")
-    conn.close()
+    previous = sqlite_file_before(path, "CREATE TABLE mesh_agents")
+    assert "mesh_agents" not in TABLES_BY_VERSION[previous] and "mesh_agents" in TABLES_BY_VERSION[previous + 1]
     with SQLiteStore(path, clock=clock) as store:
         assert store.info()["schema_version"] == SCHEMA_VERSION
         assert store.get("a/1") is not None

@@ -407,3 +407,27 @@ def check_integrity(store: Store) -> None:
     integrity = getattr(store, "integrity", None)
     if integrity is not None:
         assert integrity() == "ok"
+
+
+def sqlite_file_before(path: Path, creates: str) -> int:
+    """An SQLite store file at ``path`` at the schema version just before the migration whose script
+    holds ``creates`` (e.g. ``"CREATE TABLE idempotency"``), holding one instance ``a/1``: what a store
+    written by an older corral looks like. Returns that version."""
+    from runner.store.sqlite import MIGRATIONS, _statements
+    from runner.store.sqlite_file import APPLICATION_ID
+
+    previous = next(n for n, script in enumerate(MIGRATIONS) if creates in script)
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("BEGIN")
+        for script in MIGRATIONS[:previous]:
+            for statement in _statements(script):
+                conn.execute(statement)
+        conn.execute("INSERT INTO instances VALUES ('a/1', 'a', 's', 1, '{}', 't', 't')")
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {previous}")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return previous
