@@ -31,6 +31,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.runs import stop_process
+
 REPO = Path(__file__).resolve().parents[2]
 SHA = hashlib.sha256(b"authority").hexdigest()
 CHECKPOINT_SHA = hashlib.sha256(b"checkpoint").hexdigest()
@@ -108,13 +110,7 @@ class Served:
         self.proc.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
+        stop_process(self.proc)
 
 
 def start_server(home: Path, log_dir: Path, *options: str, uds: bool = False, token: str | None = None) -> Served:

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support.browser import chromium
+from tests.support.runs import stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -59,12 +60,7 @@ class Served:
     def stop(self) -> None:
         if self.proc is None:
             return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, timeout=20)
         if self.proc.stderr is not None:
             self.proc.stderr.close()
         self.proc = None

@@ -29,6 +29,8 @@ from typing import Any
 import anyio
 import pytest
 
+from tests.support.runs import stop_process
+
 REPO = Path(__file__).resolve().parents[2]
 SHA = hashlib.sha256(b"authority").hexdigest()
 CHECKPOINT_SHA = hashlib.sha256(b"checkpoint").hexdigest()
@@ -192,13 +194,7 @@ class HttpServer:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
+        stop_process(self.proc)
         self._err.close()
 
 

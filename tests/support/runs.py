@@ -24,3 +24,14 @@ class Run:
     def error_code(self) -> str:
         """The stable code of a ``--json`` error."""
         return str(self.json()["error"]["code"])
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 15) -> None:
+    """Stop a server the test started: SIGTERM (its clean shutdown), then SIGKILL if it outstays ``timeout``."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
