@@ -191,7 +191,7 @@ class CheckpointInput:
         elif not self.next_steps:
             raise MemoryRuleError(
                 "next_steps",
-                f"a {self.status} checkpoint names its next steps (only a completed one may have none)",
+                f"a checkpoint of status {self.status} names no next steps: only a completed one may have none",
                 code="memory_next_steps_required",
             )
         if self.status == "blocked" and not self.blockers:
