@@ -334,7 +334,30 @@ class Core:
             )
         return view
 
-    def agent_options(self, kind: str, model: str | None, effort: str | None, host: str = "process") -> dict[str, str]:
+    def agent_options(
+        self,
+        kind: str,
+        model: str | None,
+        effort: str | None,
+        host: str = "process",
+        *,
+        role: str | None = None,
+        limits: Mapping[str, Any] | None = None,
+        owned: tuple[str, ...] = (),
+        locked: tuple[str, ...] = (),
+    ) -> dict[str, Any]:
+        """The start options a lease records and its agent's driver reads: model and effort (checked
+        against the kind), the role, a writer's scopes, the limits."""
+        recorded: dict[str, Any] = dict(self._agent_options(kind, model, effort, host))
+        if role is not None:
+            recorded["role"] = role
+        if role == "writer":
+            recorded["owned"] = list(owned)
+            recorded["locked"] = list(locked)
+        recorded.update(limits or {})
+        return recorded
+
+    def _agent_options(self, kind: str, model: str | None, effort: str | None, host: str = "process") -> dict[str, str]:
         """The start options to record; --model/--effort are refused for a kind that does not take them
         (unknown kinds: the guard says so). On the process host the kind's executable must exist: a
         missing one would only show as a run that exits 127, which looks like a finished review."""
