@@ -228,6 +228,7 @@ class ClaudeDriver(Driver):
         events, other = _json_lines(lines)
         out = RunResult()
         tool_names: dict[str, tuple[str, str]] = {}
+        refused: dict[str, dict[str, str]] = {}
         for event in events:
             kind = event.get("type")
             if kind == "system" and isinstance(event.get("session_id"), str):
@@ -241,18 +242,30 @@ class ClaudeDriver(Driver):
                         tool_names[str(block.get("id"))] = (name, path)
             elif kind == "user":
                 for block in _content(event):
-                    if block.get("type") == "tool_result" and not block.get("is_error"):
-                        name, path = tool_names.get(str(block.get("tool_use_id")), ("", ""))
+                    if block.get("type") != "tool_result":
+                        continue
+                    use_id = str(block.get("tool_use_id"))
+                    name, path = tool_names.get(use_id, ("", ""))
+                    if not block.get("is_error"):
                         if name in EDIT_TOOLS and path:
                             rel = _relative(path, spec.cwd)
                             if rel not in out.file_changes:
                                 out.file_changes.append(rel)
+                    elif REFUSED_TOOL.search(_result_text(block.get("content"))):
+                        # A tool the role does not have at all (a reviewer's Write) is refused by the CLI
+                        # as unavailable, not listed in permission_denials: a denial all the same.
+                        refused[use_id] = {"tool": name, "path": _relative(path, spec.cwd)}
             elif kind == "result":
                 self._result(event, out, spec)
+                listed = {
+                    str(d.get("tool_use_id")) for d in event.get("permission_denials") or () if isinstance(d, dict)
+                }
+                out.denials += [d for use_id, d in refused.items() if use_id not in listed]
         if not any(e.get("type") == "result" for e in events):
-            words = " ".join(other[-5:]) or "the CLI printed no result"
-            out.error = words
-            out.session_lost = spec.session_id is not None and _lost(other)
+            out.error = " ".join(other[-5:]) or "the CLI printed no result"
+        if out.error is not None and spec.session_id is not None:
+            # "No conversation found with session ID: …" (on stderr, and in the result's errors)
+            out.session_lost = _lost([*other, out.error])
         return out
 
     def _result(self, event: Mapping[str, Any], out: RunResult, spec: RunSpec) -> None:
@@ -312,6 +325,17 @@ def _content(event: Mapping[str, Any]) -> list[dict[str, Any]]:
     message = event.get("message")
     content = message.get("content") if isinstance(message, dict) else None
     return [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
+
+
+REFUSED_TOOL = re.compile(r"no such tool|not available|permission|denied|not allowed", re.I)
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
 
 
 def _tool_path(tool_input: Any) -> str:
