@@ -151,7 +151,6 @@ def test_a_writer_edits_its_owned_scope_and_nothing_else(corral: Corral, tmp_pat
     assert (worktree / "src" / "new.py").read_text() == "written by the model\n"
     assert inside["run"]["file_changes"] == ["src/new.py"] and inside["denials"] == []
     assert inside["receipt"]["denied"] is False
-    outside = tmp_path / "outside.txt"
     for path, shown in (
         (worktree / "docs" / "locked.md", "docs/locked.md"),
         (worktree / "README.md", "README.md"),
@@ -159,8 +158,6 @@ def test_a_writer_edits_its_owned_scope_and_nothing_else(corral: Corral, tmp_pat
         refused = corral.ask("wri", f"WRITE {path}")
         assert not path.exists()
         assert refused["denials"] == [{"tool": "Write", "path": shown}] and refused["receipt"]["denied"] is True
-    refused = corral.ask("wri", f"WRITE {outside}")
-    assert not outside.exists() and refused["denials"] == [{"tool": "Write", "path": str(outside)}]
     assert git(worktree, "status", "--porcelain").strip() == "?? src/new.py"
 
 
