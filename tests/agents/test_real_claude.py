@@ -151,6 +151,16 @@ def test_a_writer_edits_its_owned_scope_and_nothing_else(corral: Corral, tmp_pat
     assert (worktree / "src" / "new.py").read_text() == "written by the model\n"
     assert inside["run"]["file_changes"] == ["src/new.py"] and inside["denials"] == []
     assert inside["receipt"]["denied"] is False
+    outside = tmp_path / "outside.txt"
+    for path, shown in (
+        (worktree / "docs" / "locked.md", "docs/locked.md"),  # a locked scope
+        (worktree / "README.md", "README.md"),  # the worktree, but not an owned scope
+        (outside, str(outside)),  # outside the worktree
+    ):
+        refused = corral.ask("wri", f"WRITE {path}")
+        assert not path.exists(), path
+        assert refused["denials"] == [{"tool": "Write", "path": shown}], refused
+        assert refused["receipt"]["denied"] is True and refused["run"]["file_changes"] == []
     assert git(worktree, "status", "--porcelain").strip() == "?? src/new.py"
 
 
@@ -181,6 +191,28 @@ def test_a_spent_budget_stops_the_next_prompt(corral: Corral, project: Path) -> 
     doc = corral.refused(4, "budget_exhausted", "ask", "rev", "--controller", "ctl", "--text", "one more")
     assert doc["details"]["limit"] == "budget_tokens" and doc["details"]["spent"] >= 10
     assert corral.ok("receipts")["receipts"] == []  # nothing was reserved, nothing delivered
+
+
+def test_a_verdict_schema_is_enforced(corral: Corral, project: Path, tmp_path: Path) -> None:
+    reviewer(corral, project)
+    schema = tmp_path / "verdict.json"
+    schema.write_text(
+        json.dumps(
+            {
+                "type": "object",
+                "required": ["verdict"],
+                "properties": {"verdict": {"enum": ["approve", "request_changes"]}, "findings": {"type": "array"}},
+            }
+        )
+    )
+    good = corral.ask("rev", 'JSON {"verdict": "approve", "findings": []}', "--schema", str(schema))
+    assert good["verdict"] == {"verdict": "approve", "findings": []}
+    assert good["receipt"]["verdict"] == {"verdict": "approve", "findings": []}
+    bad = corral.run(
+        "ask", "rev", "--controller", "ctl", "--text", 'JSON {"verdict": "maybe"}', "--schema", str(schema), "--json"
+    )
+    assert bad.returncode == 6, bad.stdout + bad.stderr
+    assert json.loads(bad.stdout)["error"]["code"] == "agent_run_failed"
 
 
 def test_the_prompt_is_never_in_any_processs_argv(corral: Corral, project: Path) -> None:

@@ -10,7 +10,8 @@ The model's reply is scripted by the prompt: the text of the user turn since the
 message holds a directive, so each test scripts a turn from what it asks:
 
 - ``WRITE <path>``: a ``Write`` tool call of ``<path>`` (content ``written by the model``);
-- ``JSON <object>``: the final text is that JSON text;
+- ``JSON <object>``: the final text is that JSON text, or, when the CLI offers its
+  ``StructuredOutput`` tool (``--json-schema``), a call of that tool with the object as input;
 - ``FAIL``: HTTP 400 with an API error body (the CLI's run fails);
 - ``SLOW``: the plain answer below, two seconds late (a run a test can look at while it works);
 - otherwise a final text ``turns=N`` (the user turns it was sent: a second prompt of the same
@@ -23,6 +24,7 @@ checks). Usage is 11 input and 5 output tokens per call.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -122,6 +124,16 @@ class _Handler(BaseHTTPRequestHandler):
             reply = f"turns={len(prompts)} saw: " + " | ".join(prompts)
         elif found and found.group(1) == "JSON":
             reply = found.group(2).strip().splitlines()[0]
+            try:  # the object the directive names (the text after it is the CLI's own)
+                answer, end = json.JSONDecoder().raw_decode(reply)
+                reply = reply[:end]
+            except ValueError:
+                answer = None
+            offered = {str(t.get("name")) for t in body.get("tools") or () if isinstance(t, dict)}
+            if "StructuredOutput" in offered and answer is not None:
+                # Under --json-schema the CLI offers a StructuredOutput tool: the answer is its input.
+                tool = {"name": "StructuredOutput", "input": answer}
+                reply = ""
         else:
             prompts = user_prompts(body)
             reply = f"turns={len(prompts)} saw: " + " | ".join(prompts)
@@ -136,10 +148,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
 
         usage = {"input_tokens": 11, "output_tokens": 1}
-        message = {"id": "msg_scripted", "type": "message", "role": "assistant", "model": body.get("model", "m")}
+        # Unique ids per reply: the CLI rebuilds a resumed conversation by them (one id twice makes it
+        # drop a tool call as "interrupted").
+        serial = next(self.server.serial)
+        message = {"id": f"msg_scripted_{serial}", "type": "message", "role": "assistant", "model": body.get("model", "m")}
         event("message_start", {"type": "message_start", "message": {**message, "content": [], "usage": usage}})
         if tool is not None:
-            block = {"type": "tool_use", "id": "toolu_scripted", "name": tool["name"], "input": {}}
+            block = {"type": "tool_use", "id": f"toolu_scripted_{serial}", "name": tool["name"], "input": {}}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(tool["input"])}
             stop = "tool_use"
         else:
@@ -160,6 +175,7 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
+        self.serial = itertools.count(1)
 
 
 class AnthropicModel:
