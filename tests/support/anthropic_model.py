@@ -151,7 +151,12 @@ class _Handler(BaseHTTPRequestHandler):
         # Unique ids per reply: the CLI rebuilds a resumed conversation by them (one id twice makes it
         # drop a tool call as "interrupted").
         serial = next(self.server.serial)
-        message = {"id": f"msg_scripted_{serial}", "type": "message", "role": "assistant", "model": body.get("model", "m")}
+        message = {
+            "id": f"msg_scripted_{serial}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "m"),
+        }
         event("message_start", {"type": "message_start", "message": {**message, "content": [], "usage": usage}})
         if tool is not None:
             block = {"type": "tool_use", "id": f"toolu_scripted_{serial}", "name": tool["name"], "input": {}}
