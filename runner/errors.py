@@ -308,6 +308,16 @@ class AgentRunFailedError(CorralError):
     default_code = "agent_run_failed"
 
 
+class AgentDeniedError(AgentRunFailedError):
+    """A plan step's prompt ran, but the agent CLI denied some of what the agent tried (an edit outside
+    its owned scopes, a tool its role does not grant): not a clean success. Raised by the plan's
+    collecting step unless the step allows denials (``allow_denials: true``); ``details`` lists each
+    denial (tool and path) and the receipt, which is recorded ``completed`` and marked ``denied``.
+    """
+
+    default_code = "agent_denied"
+
+
 class AgentSessionLostError(AgentRunFailedError):
     """The agent CLI could not resume the lease's conversation (its session is gone: another home, a
     pruned session store). corral never starts a fresh conversation in its place, which would lose

@@ -148,6 +148,11 @@ class Driver:
     takes_session_id = False
     """Whether corral chooses a new conversation's id (Claude) or learns it from the output (Codex)."""
 
+    @property
+    def takes_schema(self) -> bool:
+        """Whether a run can be asked for an answer matching a verdict schema (``ask --schema``)."""
+        return self.structured
+
     def argv(self, base: Sequence[str], spec: RunSpec) -> list[str]:
         return list(base)
 
@@ -164,9 +169,17 @@ class Driver:
 
 
 class ScriptDriver(Driver):
-    """The bundled scripted agent: corral's own, whose output is plain text."""
+    """The bundled scripted agent: corral's own, whose output is plain text; given a verdict schema
+    (``--schema FILE``) it answers with a JSON verdict instead (:mod:`runner.agents.demo_agent`)."""
 
     name = "script"
+
+    @property
+    def takes_schema(self) -> bool:
+        return True
+
+    def argv(self, base: Sequence[str], spec: RunSpec) -> list[str]:
+        return [*base, "--schema", spec.schema_path] if spec.schema_path is not None else list(base)
 
 
 class ClaudeDriver(Driver):

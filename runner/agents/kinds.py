@@ -84,7 +84,7 @@ class Kind:
         base = [sys.executable if part == "{python}" else part for part in self.argv]
         chosen = driver(self.driver)
         if not chosen.structured:
-            return self.command(StartOptions(model=spec.model, effort=spec.effort))
+            return chosen.argv(self.command(StartOptions(model=spec.model, effort=spec.effort)), spec)
         return chosen.argv(base, spec)
 
     def command(self, options: StartOptions) -> list[str]:

@@ -450,7 +450,7 @@ class ProcessHost(AgentHost):
         check_promptable(self._observe(slot), expect)
         kind = self.kinds.get(slot.kind)
         chosen = driver(kind.driver)
-        if schema is not None and not chosen.structured:
+        if schema is not None and not chosen.takes_schema:
             raise AgentError(
                 f"agent kind {kind.name!r} (driver {chosen.name}) cannot answer to a schema",
                 code="agent_schema_unsupported",

@@ -69,8 +69,8 @@ def start(job: dict[str, Any]) -> subprocess.Popen[bytes] | None:
 def read_result(job: dict[str, Any], code: int) -> dict[str, Any] | None:
     """The driver's reading of a driven CLI's machine output (None for a plain kind), written beside
     the log as ``run-N.json`` before the outcome is recorded, so a settled slot always has its result."""
-    if job.get("driver") in (None, "plain", "script"):
-        return None
+    if job.get("driver") in (None, "plain", "script") and (job.get("spec") or {}).get("schema") is None:
+        return None  # plain output: nothing to read but the log (a verdict is read from any driver)
     from runner.agents.drivers import RunSpec, driver
 
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in job["spec"].items()}
@@ -78,9 +78,11 @@ def read_result(job: dict[str, Any], code: int) -> dict[str, Any] | None:
     with open(job["log"], "rb") as handle:
         lines = handle.read().decode("utf-8", "replace").splitlines()
     result = driver(job["driver"]).parse(lines, spec)
-    if result.error is None and code != 0:
+    marker = job.get("blocked_marker")
+    blocked = code in (job.get("blocked_exit_codes") or ()) or (marker is not None and any(marker in x for x in lines))
+    if result.error is None and code != 0 and not blocked:
         result.error = f"the CLI exited with status {code}"
-    if spec.schema is not None and result.error is None:
+    if spec.schema is not None and result.error is None and not blocked:  # a blocked run answers later
         result.structured, problem = _verdict(spec.schema, result)
         if problem is not None:
             result.error = problem

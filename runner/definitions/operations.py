@@ -52,7 +52,17 @@ def _p(name: str, kind: str = "string", required: bool = False, description: str
     return Param(name, kind, required, description)
 
 
-_AGENT = (_p("host"), _p("model"), _p("effort"))
+_AGENT = (
+    _p("host"),
+    _p("model"),
+    _p("effort"),
+    _p("budget_usd", "number", description="Dollars the lease's runs may spend (the CLI's own cap too)."),
+    _p("budget_tokens", "integer", description="Tokens the lease's runs may spend."),
+    _p("max_turns", "integer", description="Model turns per run (the CLI enforces it)."),
+)
+_DENIALS = _p("allow_denials", "boolean", description="A run whose actions the CLI denied is not a failure.")
+_SCHEMA = _p("schema", "object", description="A JSON Schema the agent's answer must match (a verdict).")
+_RUN_OUT = ("denials", "denied", "verdict")  # verdict: a private output (the agent's words)
 
 OPERATIONS: dict[str, OperationSpec] = {
     spec.name: spec
@@ -93,22 +103,22 @@ OPERATIONS: dict[str, OperationSpec] = {
         OperationSpec(
             "receipt.relay",
             "Hand a prompt to a leased agent with a receipt (does not wait).",
-            (_p("target", required=True), _p("text", required=True)),
+            (_p("target", required=True), _p("text", required=True), _SCHEMA),
             ("token", "before_seq", "after_seq"),
             machine="receipt",
         ),
         OperationSpec(
             "receipt.collect",
             "Collect a receipt's result (replays a completed one).",
-            (_p("receipt", required=True), _p("timeout", "number"), _p("lines", "integer")),
-            ("token", "output", "output_sha256", "settled_seq", "status"),
+            (_p("receipt", required=True), _p("timeout", "number"), _p("lines", "integer"), _DENIALS),
+            ("token", "output", "output_sha256", "settled_seq", "status", *_RUN_OUT),
             safe_to_retry=True,
             machine="receipt",
         ),
         OperationSpec(
             "receipt.collect_many",
             "Collect every receipt listed (none: nothing to do), e.g. those left pending.",
-            (_p("receipts", "array", required=True), _p("timeout", "number"), _p("lines", "integer")),
+            (_p("receipts", "array", required=True), _p("timeout", "number"), _p("lines", "integer"), _DENIALS),
             ("results",),
             safe_to_retry=True,
             machine="receipt",
@@ -116,14 +126,27 @@ OPERATIONS: dict[str, OperationSpec] = {
         OperationSpec(
             "receipt.ask",
             "Relay a prompt and collect its result (resumable: never delivered twice).",
-            (_p("target", required=True), _p("text", required=True), _p("timeout", "number"), _p("lines", "integer")),
-            ("token", "output", "output_sha256", "settled_seq", "status"),
+            (
+                _p("target", required=True),
+                _p("text", required=True),
+                _p("timeout", "number"),
+                _p("lines", "integer"),
+                _SCHEMA,
+                _DENIALS,
+            ),
+            ("token", "output", "output_sha256", "settled_seq", "status", *_RUN_OUT),
             machine="receipt",
         ),
         OperationSpec(
             "receipt.ask_many",
             "Ask 1-8 leased agents; mode all collects every result, first the first to settle.",
-            (_p("requests", "array", required=True), _p("mode"), _p("timeout", "number"), _p("lines", "integer")),
+            (
+                _p("requests", "array", required=True),
+                _p("mode"),
+                _p("timeout", "number"),
+                _p("lines", "integer"),
+                _DENIALS,
+            ),
             ("results", "pending_receipts", "first"),
             machine="receipt",
         ),

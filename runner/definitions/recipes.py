@@ -97,15 +97,20 @@ class Recipe:
     steps: tuple[Step, ...]
     path: str
     extends: tuple[str, ...] = ()  # the chain of base recipes, nearest first
+    budget: dict[str, Any] = field(default_factory=dict)
+    """The default budget of a plan of this recipe (``usd``, ``tokens``, ``turns``); a plan's own wins."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "recipe": self.name,
             "version": self.version,
             "description": self.description,
             "inputs": self.inputs,
             "steps": [s.to_json() for s in self.steps],
         }
+        if self.budget:  # only when set: a recipe without one keeps the digest it always had
+            out["budget"] = self.budget
+        return out
 
     @property
     def sha256(self) -> str:
@@ -211,7 +216,8 @@ class RecipeLibrary:
             inputs["additionalProperties"] = True  # the recipe opts out of refusing unknown inputs
         if "steps" in doc:
             steps = [_step(raw, f"/steps/{i}", s) for i, s in enumerate(doc["steps"])]
-            return Recipe(name, doc["version"], doc["description"], inputs, tuple(steps), raw.shown)
+            budget = dict(doc.get("budget") or {})
+            return Recipe(name, doc["version"], doc["description"], inputs, tuple(steps), raw.shown, budget=budget)
         base_name = doc["extends"]
         try:
             base = self._resolve(base_name, (*chain, name))
@@ -244,8 +250,16 @@ class RecipeLibrary:
             index = position(anchor, f"/insert_after/{anchor}") + 1
             steps[index:index] = [_step(raw, f"/insert_after/{anchor}/{i}", s) for i, s in enumerate(new)]
         merged = _merge_inputs(base.inputs, inputs) if doc.get("inputs") else base.inputs
+        budget = {**base.budget, **(doc.get("budget") or {})}
         return Recipe(
-            name, doc["version"], doc["description"], merged, tuple(steps), raw.shown, (base.name, *base.extends)
+            name,
+            doc["version"],
+            doc["description"],
+            merged,
+            tuple(steps),
+            raw.shown,
+            (base.name, *base.extends),
+            budget,
         )
 
     def validate_file(self, path: Path) -> list[Diagnostic]:

@@ -317,6 +317,33 @@ class Plans:
         }
         return PlanDetail(plan, self._live(plan), collected)
 
+    def spend(self, plan: Instance) -> dict[str, Any]:
+        """What the plan's agents spent, from the receipts its steps created (every attempt):
+        ``{tokens, cost_usd, turns, runs}``, and the plan's ``budget`` with the first limit reached."""
+        spent: dict[str, Any] = {"tokens": 0, "cost_usd": 0.0, "turns": 0, "runs": 0}
+        plan_id = str(plan.data.get("plan_id"))
+        for step_id, record in (plan.data.get("steps") or {}).items():
+            for attempt in range(1, max(int(record.get("attempt") or 1), 1) + 1):
+                for key in attempt_keys(plan_id, step_id, attempt):
+                    receipt = self.service.receipt_by_id(key)
+                    if receipt is None or not isinstance(receipt.data.get("usage"), dict):
+                        continue
+                    usage = receipt.data["usage"]
+                    spent["tokens"] += sum(v for v in usage.values() if isinstance(v, int) and not isinstance(v, bool))
+                    cost = receipt.data.get("cost_usd")
+                    spent["cost_usd"] += cost if isinstance(cost, (int, float)) else 0.0
+                    turns = receipt.data.get("turns")
+                    spent["turns"] += turns if isinstance(turns, int) else 0
+                    spent["runs"] += 1
+        spent["cost_usd"] = round(spent["cost_usd"], 6)
+        budget = plan.data.get("budget") if isinstance(plan.data.get("budget"), dict) else None
+        reached = None
+        for limit, key in (("usd", "cost_usd"), ("tokens", "tokens"), ("turns", "turns")):
+            if budget is not None and isinstance(budget.get(limit), (int, float)) and spent[key] >= budget[limit]:
+                reached = {"limit": limit, "budget": budget[limit], "spent": spent[key]}
+                break
+        return {"spent": spent, "budget": budget, "reached": reached}
+
     def _live(self, plan: Instance) -> list[dict[str, Any]]:
         """What a running or paused plan's steps wait on: each open receipt, its agent, the time left."""
         out: list[dict[str, Any]] = []
@@ -375,6 +402,9 @@ class Plans:
             "controller": doc["controller"],
             "inputs": inputs,
         }
+        budget = {**recipe.budget, **dict(doc.get("budget") or {})}
+        if budget:  # only when set: a plan without one keeps the digest it always had
+            content["budget"] = budget
         content_sha256 = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
         existing = self._read(doc["plan"])
         if existing is not None:
@@ -399,6 +429,7 @@ class Plans:
                     "content_sha256": content_sha256,
                     "controller_id": doc["controller"],
                     "parent": inp.parent,
+                    "budget": budget or None,
                 },
                 secrets={"inputs": json.dumps(inputs)},
                 actor=self.service.actor,

@@ -54,6 +54,7 @@ def record_plan(ctx: Context) -> Update:
             "content_sha256": ctx.params["content_sha256"],
             "controller_id": ctx.params["controller_id"],
             "parent": ctx.params.get("parent"),
+            "budget": ctx.params.get("budget"),
             # Inputs may hold prompt text: they travel as a secret and the field is secret, so the event
             # log never shows them.
             "inputs": json.loads(ctx.secrets.get("inputs", "{}")),

@@ -207,7 +207,6 @@ def test_a_verdict_schema_is_enforced(corral: Corral, project: Path, tmp_path: P
     )
     good = corral.ask("rev", 'JSON {"verdict": "approve", "findings": []}', "--schema", str(schema))
     assert good["verdict"] == {"verdict": "approve", "findings": []}
-    assert good["receipt"]["verdict"] == {"verdict": "approve", "findings": []}
     bad = corral.run(
         "ask", "rev", "--controller", "ctl", "--text", 'JSON {"verdict": "maybe"}', "--schema", str(schema), "--json"
     )

@@ -173,7 +173,11 @@ def test_review_plan_runs_every_step_once_and_keeps_output_out_of_the_log(rig: R
     assert resumed_outputs(rig, "rev-1", "close", "reviewer.close", "reviewer") == records["close"]["outputs"]
 
     output = plan.data["private"]["collect"]["output"]
-    assert "reviewed" in output and "main.py: 1 lines" in output
+    verdict = json.loads(output)  # the review recipe asks for a verdict (its verdict_schema)
+    assert verdict["verdict"] == "approve" and "reviewed" in verdict["summary"], output
+    assert plan.data["private"]["collect"]["verdict"] == verdict == receipt.data["verdict"]
+    assert "verdict" not in records["collect"]["outputs"], "the agent's words are a private output"
+    assert records["collect"]["outputs"]["denials"] == [] and records["collect"]["outputs"]["denied"] is False
     assert rig.run_logs() == ["p1/run-1.log"], "one prompt, one delivery"
     assert (rig.root / "agents" / "p1" / "run-1.log").read_text() == output
     assert receipt.data["output_sha256"] == hashlib.sha256(output.encode()).hexdigest()
@@ -755,7 +759,8 @@ def test_retry_of_a_collect_that_times_out_waits_again_for_the_same_receipt(flow
             """
         },
     )
-    plan = flows.run({**flows.review("slow-1", prompt="sleep 1\necho finally"), "recipe": "impatient"})
+    review = flows.review("slow-1", prompt="sleep 1\necho finally", verdict_schema=None)  # plain text
+    plan = flows.run({**review, "recipe": "impatient"})
     assert plan.state == "succeeded", plan.data.get("failure")
     attempts = [a for step, state, a in flows.step_log("slow-1") if step == "collect" and state == "running"]
     assert len(attempts) >= 2 and attempts == list(range(1, len(attempts) + 1))

@@ -143,6 +143,11 @@ def _decided_reason(ctx: OpContext) -> str | None:
     return None
 
 
+def _budget(args: dict[str, Any]) -> dict[str, Any]:
+    """A start step's budget arguments (those given), for the lease's own limits."""
+    return {k: args[k] for k in ("budget_usd", "budget_tokens", "max_turns") if args.get(k) is not None}
+
+
 # --- reviewers ------------------------------------------------------------------------------------------
 
 
@@ -161,6 +166,7 @@ async def reviewer_start(ctx: OpContext, args: dict[str, Any]) -> Outputs:
             args.get("model"),
             args.get("effort"),
             lease_id=ctx.key,
+            **_budget(args),
         )
     )
     return _lease_outputs(view)
@@ -217,6 +223,7 @@ async def writer_start(ctx: OpContext, args: dict[str, Any]) -> Outputs:
             args.get("model"),
             args.get("effort"),
             lease_id=ctx.key,
+            **_budget(args),
         )
     )
     return _lease_outputs(view)

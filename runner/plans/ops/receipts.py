@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from runner.errors import CorralError, InputError
+from runner.errors import AgentDeniedError, CorralError, InputError, RefusedError
 from runner.plans.ops.base import operation, timeout
 from runner.service.steps import NOT_CREATED, RUN, AgentBlocked, NotCreatedByPlan, OpContext, Outputs, Resume
 
@@ -28,7 +28,62 @@ def _receipt_outputs(view: ReceiptView) -> dict[str, Any]:
         "settled_seq": data.get("settled_seq"),
         "output_sha256": data.get("output_sha256"),
         "state": view.state,
+        # What a driven run reported (tool and path of each denial; a verdict the schema checked).
+        "denials": list(data.get("denials") or []),
+        "denied": bool(data.get("denied")),
     }
+
+
+def _verdict(view: ReceiptView) -> dict[str, Any]:
+    """A collected run's verdict, as a private output (the agent's words stay out of the event log;
+    ``${steps.ID.verdict...}`` still reads it, so a plan can branch on it)."""
+    verdict = view.data.get("verdict")
+    return {"verdict": verdict} if isinstance(verdict, dict) else {}
+
+
+def _schema(args: Mapping[str, Any]) -> str | None:
+    """A step's verdict ``schema`` argument (an object) as the JSON text a relay takes."""
+    import json
+
+    schema = args.get("schema")
+    if schema is None:
+        return None
+    if not isinstance(schema, dict):
+        raise InputError("schema", "give a JSON Schema object (the verdict the agent must answer with)")
+    return json.dumps(schema, sort_keys=True)
+
+
+def _within_budget(ctx: OpContext) -> None:
+    """Refuse the plan's next prompt once what its agents spent reached the plan's budget."""
+    spend = ctx.plans.spend(ctx.plan())
+    reached = spend["reached"]
+    if reached is None:
+        return
+    raise RefusedError(
+        f"plan {ctx.plan_id} has spent its budget: {reached['limit']} {reached['budget']:g}, spent "
+        f"{reached['spent']:g}; submit a new plan with a larger budget to go on",
+        code="budget_exhausted",
+        plan=ctx.plan_id,
+        **reached,
+        spend=spend["spent"],
+    )
+
+
+def _denied(ctx: OpContext, views: list[ReceiptView], args: Mapping[str, Any]) -> None:
+    """Fail the step when a collected run's edits or tools were denied, unless the step allows it."""
+    if args.get("allow_denials") is True:
+        return
+    for view in views:
+        if view.data.get("denied"):
+            denials = list(view.data.get("denials") or [])
+            shown = ", ".join(f"{d.get('tool')} {d.get('path') or ''}".strip() for d in denials[:5])
+            raise AgentDeniedError(
+                f"{view.data.get('name')!r} was denied {len(denials)} action(s) ({shown}): not a clean "
+                "success; give the step allow_denials: true if that is expected",
+                receipt=view.token,
+                target=view.data.get("name"),
+                denials=denials,
+            )
 
 
 def _receipt_key(token: str) -> str:
@@ -70,15 +125,27 @@ def _own_receipts(ctx: OpContext, tokens: tuple[str, ...]) -> None:
 def _results(results: list[Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """A batch's public results (each receipt's outputs and target) and private outputs (by target)."""
     public = [_receipt_outputs(r.receipt) | {"target": r.receipt.data.get("name")} for r in results]
-    return public, {"outputs": {str(r.receipt.data.get("name")): r.output for r in results}}
+    private: dict[str, Any] = {"outputs": {str(r.receipt.data.get("name")): r.output for r in results}}
+    verdicts = {str(r.receipt.data.get("name")): _verdict(r.receipt).get("verdict") for r in results}
+    if any(v is not None for v in verdicts.values()):
+        private["verdicts"] = verdicts
+    return public, private
 
 
 @operation("receipt.relay", lambda ctx, args: _resume_receipt(ctx, ctx.key))
 async def receipt_relay(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import RelayInput
 
+    _within_budget(ctx)
     view = ctx.service.relay(
-        RelayInput(ctx.controller_id, ctx.credential(), str(args["target"]), str(args["text"]), receipt_id=ctx.key)
+        RelayInput(
+            ctx.controller_id,
+            ctx.credential(),
+            str(args["target"]),
+            str(args["text"]),
+            receipt_id=ctx.key,
+            schema=_schema(args),
+        )
     )
     return Outputs(_receipt_outputs(view))
 
@@ -92,7 +159,10 @@ async def _collect(ctx: OpContext, token: str, args: Mapping[str, Any]) -> Outpu
     observed_status = "done"
     with contextlib.suppress(CorralError):
         observed_status = ctx.service.host(result.receipt.data["host"]).get(result.receipt.data["pane_id"]).status
-    outputs = Outputs({**_receipt_outputs(result.receipt), "status": observed_status}, {"output": result.output})
+    outputs = Outputs(
+        {**_receipt_outputs(result.receipt), "status": observed_status},
+        {"output": result.output, **_verdict(result.receipt)},
+    )
     if result.receipt.data.get("settled_status") == "blocked":
         name = str(result.receipt.data.get("name"))
         raise AgentBlocked(
@@ -101,6 +171,7 @@ async def _collect(ctx: OpContext, token: str, args: Mapping[str, Any]) -> Outpu
             name,
             result.receipt.data.get("completed_at"),
         )
+    _denied(ctx, [result.receipt], args)
     return outputs
 
 
@@ -121,6 +192,7 @@ async def receipt_collect_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     results = await ctx.service.collect(
         CollectInput(ctx.controller_id, ctx.credential(), tokens, timeout(ctx, args), int(args.get("lines") or 200))
     )
+    _denied(ctx, [r.receipt for r in results], args)
     public, private = _results(results)
     return Outputs({"results": public}, private)
 
@@ -136,8 +208,16 @@ async def receipt_ask(ctx: OpContext, args: dict[str, Any]) -> Outputs:
 
     existing = ctx.service.receipt_by_id(ctx.key)
     if existing is None:
+        _within_budget(ctx)
         view = ctx.service.relay(
-            RelayInput(ctx.controller_id, ctx.credential(), str(args["target"]), str(args["text"]), receipt_id=ctx.key)
+            RelayInput(
+                ctx.controller_id,
+                ctx.credential(),
+                str(args["target"]),
+                str(args["text"]),
+                receipt_id=ctx.key,
+                schema=_schema(args),
+            )
         )
         token = view.token
     else:
@@ -164,6 +244,7 @@ async def receipt_ask_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     keys = tuple(ctx.subkey(index) for index in range(len(requests)))
     existing = [ctx.service.receipt_by_id(key) for key in keys]
     if all(found is None for found in existing):
+        _within_budget(ctx)
         # Admitted all at once: every receipt reserved in one transaction, or none (a refusal).
         views = ctx.service.relay_many(
             AskManyInput(
@@ -196,6 +277,7 @@ async def receipt_ask_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     else:
         results = await ctx.service.collect(collect)
         pending = []
+    _denied(ctx, [r.receipt for r in results], args)
     public, private = _results(results)
     first_name = results[0].receipt.data.get("name")
     return Outputs({"results": public, "pending_receipts": pending, "first": first_name}, private)
