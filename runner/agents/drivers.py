@@ -15,11 +15,14 @@ Built-ins:
   the locked scopes denied), nobody gets ``Bash``; ``--max-turns`` / ``--max-budget-usd``;
   ``--json-schema``.
 - ``codex`` (``codex exec``): ``--json`` with the prompt on standard input (``-``), ``exec resume
-  THREAD`` after the first prompt; ``-c sandbox_mode=read-only`` for a reviewer and
-  ``workspace-write`` (rooted at the worktree, the agent's cwd) for a writer; ``-c
-  approval_policy=never``; ``--output-schema``. Codex cannot confine a writer to its owned scopes
-  inside the worktree, nor enforce a turn or cost limit: corral's budget check and the release's
-  scope checks stand for them.
+  THREAD`` after the first prompt (the ``thread_id`` of ``thread.started``); ``-c
+  sandbox_mode="read-only"`` for a reviewer and ``"workspace-write"`` (rooted at the worktree, the
+  agent's cwd; ``/tmp``, ``$TMPDIR`` and the network excluded) for a writer; ``-c
+  approval_policy="never"``; ``--output-schema``. Usage is the difference of the thread's running
+  totals. Codex cannot confine a writer to its owned scopes inside the worktree, nor enforce a turn
+  or cost limit (it reports no cost): corral's budget check and the release's scope checks stand for
+  them. A sandbox-refused ``apply_patch`` is a denial without a path (codex logs the reason only); a
+  shell write the sandbox refused leaves no trace in ``--json`` at all.
 - ``script`` and ``plain``: the command as configured, output as printed (the scripted demo agent;
   an ``agents.yaml`` kind without a driver).
 
@@ -64,6 +67,9 @@ class RunSpec:
     effort: str | None = None
     unconfined: bool = False
     """The kind's explicit wider grant (``agents.yaml`` ``unconfined: true``): shown in ``status``."""
+    session_usage: dict[str, int] | None = None
+    """The conversation's usage totals after its previous run, for a CLI that reports running totals
+    rather than each run's (Codex): this run's usage is the difference."""
 
 
 @dataclass
@@ -82,6 +88,8 @@ class RunResult:
     error: str | None = None
     session_lost: bool = False
     structured: Any = None
+    session_usage: dict[str, int] = field(default_factory=dict)
+    """The conversation's usage totals after this run, where the CLI reports them (Codex), else empty."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +105,7 @@ class RunResult:
             "error": self.error,
             "session_lost": self.session_lost,
             "structured": self.structured,
+            "session_usage": dict(self.session_usage),
         }
 
     @property
@@ -368,11 +377,28 @@ def _lost(words: Iterable[str]) -> bool:
     return any(LOST.search(line) for line in words)
 
 
-DENIED = re.compile(r"read-only file system|permission denied|operation not permitted|rejected by", re.I)
+DENIED = re.compile(r"read-only file system|permission denied|operation not permitted", re.I)
+"""What a shell command's output says when the sandbox refused its write."""
+PATCH_REJECTED = re.compile(r"error=patch rejected: (.+?)(?:; rejected by user approval settings)?\s*$")
+"""codex's own log line (on stderr) when its sandbox refused an ``apply_patch``: in codex-cli 0.171 the
+only trace of that refusal outside the model's input (``--json`` shows no item for it). It says why,
+not which path."""
+CODEX_USAGE = (
+    ("input_tokens", "input_tokens"),
+    ("output_tokens", "output_tokens"),
+    ("cache_read_tokens", "cached_input_tokens"),
+)
 
 
 class CodexDriver(Driver):
-    """``codex exec`` read through ``--json`` (JSON Lines of thread, turn and item events)."""
+    """``codex exec`` read through ``--json`` (JSON Lines of thread, turn and item events).
+
+    Flags as ``codex exec --help`` (codex-cli 0.171.0) gives them: ``--json`` ("Print events to stdout
+    as JSONL"), ``-`` ("If not provided as an argument (or if `-` is used), instructions are read from
+    stdin"), ``--skip-git-repo-check``, ``--output-schema FILE``; ``codex exec resume SESSION_ID``
+    takes the same except ``--sandbox``, so the sandbox is set with ``-c`` (a ``config.toml`` override,
+    which both take) on every run.
+    """
 
     name = "codex"
     structured = True
@@ -382,20 +408,27 @@ class CodexDriver(Driver):
             return "danger-full-access"
         return "workspace-write" if spec.role == "writer" else "read-only"
 
+    def config(self, spec: RunSpec) -> list[str]:
+        """The role's ``-c key=value`` overrides (TOML values): the sandbox, and never an approval prompt
+        (nobody is there to answer one: a refused action is refused)."""
+        pairs = [("sandbox_mode", f'"{self.sandbox(spec)}"'), ("approval_policy", '"never"')]
+        if self.sandbox(spec) == "workspace-write":
+            # workspace-write also lets commands write /tmp and $TMPDIR unless told not to: a writer
+            # writes its worktree (the agent's cwd, codex's workspace root) and nothing else; no network.
+            pairs += [
+                ("sandbox_workspace_write.exclude_slash_tmp", "true"),
+                ("sandbox_workspace_write.exclude_tmpdir_env_var", "true"),
+                ("sandbox_workspace_write.network_access", "false"),
+            ]
+        return [part for key, value in pairs for part in ("-c", f"{key}={value}")]
+
     def argv(self, base: Sequence[str], spec: RunSpec) -> list[str]:
         argv = [part for part in base if part != "-"]
         if "exec" not in argv:
             argv.append("exec")
         if spec.session_id is not None:
             argv += ["resume", spec.session_id]
-        argv += [
-            "--json",
-            "--skip-git-repo-check",
-            "-c",
-            f'sandbox_mode="{self.sandbox(spec)}"',
-            "-c",
-            'approval_policy="never"',
-        ]
+        argv += ["--json", "--skip-git-repo-check", *self.config(spec)]
         if spec.model is not None:
             argv += ["--model", spec.model]
         if spec.schema_path is not None:
@@ -406,34 +439,42 @@ class CodexDriver(Driver):
     def parse(self, lines: Sequence[str], spec: RunSpec) -> RunResult:
         events, other = _json_lines(lines)
         out = RunResult(session_id=spec.session_id)
+        total: dict[str, int] = {}
         turns = 0
         for event in events:
             kind = event.get("type")
             if kind == "thread.started" and isinstance(event.get("thread_id"), str):
-                out.session_id = event["thread_id"]
+                thread = event["thread_id"]
+                if spec.session_id is not None and thread != spec.session_id:
+                    # `resume NAME` that names no thread starts a fresh one: never taken as the old one.
+                    out.session_lost = True
+                    out.error = f"codex started thread {thread} instead of resuming {spec.session_id}"
+                    continue
+                out.session_id = thread
             elif kind == "turn.completed":
                 turns += 1
                 usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
                 assert isinstance(usage, dict)
-                for name, key in (
-                    ("input_tokens", "input_tokens"),
-                    ("output_tokens", "output_tokens"),
-                    ("cache_read_tokens", "cached_input_tokens"),
-                ):
-                    if isinstance(usage.get(key), int):
-                        out.usage[name] = out.usage.get(name, 0) + int(usage[key])
+                total = {name: int(usage[key]) for name, key in CODEX_USAGE if isinstance(usage.get(key), int)}
             elif kind == "turn.failed":
                 error = event.get("error")
-                out.error = str(error.get("message") if isinstance(error, dict) else error or "the turn failed")
+                said = error.get("message") if isinstance(error, dict) else error
+                out.error = _api_message(str(said or "the turn failed"))
             elif kind == "error" and out.error is None:
-                out.error = str(event.get("message") or "error")
+                out.error = _api_message(str(event.get("message") or "error"))
             elif kind == "item.completed":
                 self._item(event.get("item"), out, spec)
+        for line in other:
+            if found := PATCH_REJECTED.search(line):
+                out.denials.append({"tool": "apply_patch", "path": "", "reason": found.group(1)})
         out.turns = turns or None
-        if out.error is None and not any(e.get("type") == "turn.completed" for e in events):
+        out.session_usage = total
+        out.usage = _run_usage(total, spec.session_usage if spec.session_id is not None else None)
+        if out.error is None and not turns:
             out.error = " ".join(other[-5:]) or "the CLI printed no completed turn"
         if out.error is not None and spec.session_id is not None:
-            out.session_lost = _lost(other) or _lost([out.error])
+            # "Error: thread/resume: thread/resume failed: no rollout found for thread id …" (stderr)
+            out.session_lost = out.session_lost or _lost(other) or _lost([out.error])
         return out
 
     def _item(self, item: Any, out: RunResult, spec: RunSpec) -> None:
@@ -449,8 +490,9 @@ class CodexDriver(Driver):
                     out.structured = None
         elif kind == "command_execution":
             out.tool_calls += 1
-            failed = item.get("exit_code") not in (None, 0) or item.get("status") == "declined"
-            if failed and DENIED.search(str(item.get("aggregated_output") or "")):
+            declined = item.get("status") == "declined"
+            failed = item.get("exit_code") not in (None, 0)
+            if declined or (failed and DENIED.search(str(item.get("aggregated_output") or ""))):
                 out.denials.append({"tool": "shell", "path": _command_path(str(item.get("command") or ""))})
         elif kind == "file_change":
             out.tool_calls += 1
@@ -461,8 +503,9 @@ class CodexDriver(Driver):
                 if item.get("status") == "completed":
                     if path not in out.file_changes:
                         out.file_changes.append(path)
-                else:
+                elif item.get("status") == "declined":
                     out.denials.append({"tool": "apply_patch", "path": path})
+                # "failed": the patch did not apply (its context did not match); nothing was refused.
         elif kind in ("mcp_tool_call", "web_search"):
             out.tool_calls += 1
 
@@ -485,6 +528,25 @@ class CodexDriver(Driver):
 
     def confinement(self, spec: RunSpec) -> str:
         return "unconfined" if spec.unconfined else f"codex-sandbox:{self.sandbox(spec)}"
+
+
+def _api_message(said: str) -> str:
+    """The API's own words when codex passes an error body through as text (``{"error": {"message": …}}``)."""
+    try:
+        doc = json.loads(said)
+    except ValueError:
+        return said
+    inner = doc.get("error") if isinstance(doc, dict) else None
+    message = inner.get("message") if isinstance(inner, dict) else None
+    return message if isinstance(message, str) else said
+
+
+def _run_usage(total: Mapping[str, int], before: Mapping[str, int] | None) -> dict[str, int]:
+    """One run's usage from a conversation's running totals: codex's ``turn.completed`` usage is the
+    thread's total so far (a resumed thread's counts include every earlier run), not the turn's."""
+    if not before or any(int(before.get(name, 0)) > value for name, value in total.items()):
+        return dict(total)
+    return {name: value - int(before.get(name, 0)) for name, value in total.items()}
 
 
 def _command_path(command: str) -> str:

@@ -426,6 +426,7 @@ class ProcessHost(AgentHost):
             model=o.get("model") if isinstance(o.get("model"), str) else None,
             effort=o.get("effort") if isinstance(o.get("effort"), str) else None,
             unconfined=self.kinds.get(slot.kind).unconfined,
+            session_usage=dict(o["session_usage"]) if isinstance(o.get("session_usage"), dict) else None,
         )
 
     def run_result(self, pane_id: str) -> dict[str, Any] | None:

@@ -154,6 +154,8 @@ def _learnt(options: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     if isinstance(session, str) and not result.get("session_lost"):
         options["session_id"] = session
         options.pop("new_session_id", None)
+        if result.get("session_usage"):
+            options["session_usage"] = dict(result["session_usage"])  # a CLI's running totals (Codex)
     spend = dict(options.get("spend") or {})
     usage = result.get("usage") or {}
     spend["tokens"] = int(spend.get("tokens", 0)) + sum(v for v in usage.values() if isinstance(v, int))

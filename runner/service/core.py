@@ -296,8 +296,10 @@ class Core:
     def with_runs(self, views: list[AgentLeaseView]) -> list[AgentLeaseView]:
         """The views of leases whose agents a driver runs (claude, codex), each with what its runs
         learnt: the conversation's ``session_id``, its ``spend``, and how its permissions are enforced
-        (``confinement``: ``unconfined`` for a kind that widens them). One slot read per host."""
-        from runner.agents.drivers import driver
+        (``confinement``, the driver's word for its role: ``cli-permissions`` for Claude Code,
+        ``codex-sandbox:read-only`` / ``codex-sandbox:workspace-write`` for Codex, ``unconfined`` for a
+        kind that widens them). One slot read per host."""
+        from runner.agents.drivers import RunSpec, driver
 
         driven: dict[str, list[AgentLeaseView]] = {}
         for view in views:
@@ -322,7 +324,9 @@ class Core:
                 extra = {
                     "session_id": observed.session_id if observed is not None else None,
                     "spend": dict(observed.spend) if observed is not None and observed.spend else None,
-                    "confinement": "unconfined" if kind.unconfined else "cli-permissions",
+                    "confinement": driver(kind.driver).confinement(
+                        RunSpec(role=view.machine, unconfined=kind.unconfined)
+                    ),
                 }
                 enriched[view.id] = AgentLeaseView(
                     view.id, view.machine, view.state, view.version, {**view.data, **extra}

@@ -94,7 +94,7 @@ def test_model_and_effort_are_passed_only_to_a_kind_that_declares_them(
 
     fake_herdr.forget_calls()
     with pytest.raises(InputError):
-        host.start("cx", "script", cwd, StartOptions(model="o3"))
+        host.start("sc", "script", cwd, StartOptions(model="o3"))
     assert fake_herdr.calls() == []  # refused before any pane was made
 
 

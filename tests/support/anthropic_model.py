@@ -51,8 +51,11 @@ def user_prompts(body: dict[str, Any]) -> list[str]:
     for message in body.get("messages") or ():
         if message.get("role") != "user":
             continue
-        text = _text(message.get("content"))
-        if text and not text.lstrip().startswith(("#", "<system-reminder>")):
+        content = message.get("content")
+        # The CLI may put a reminder block before the prompt in the same message: the blocks one by one.
+        blocks = [content] if isinstance(content, str) else [_text([b]) for b in content or () if isinstance(b, dict)]
+        text = " ".join(b for b in blocks if b and not b.lstrip().startswith(("#", "<system-reminder>")))
+        if text:
             prompts.append(text.strip())
     return prompts
 
