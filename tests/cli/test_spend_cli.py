@@ -50,3 +50,35 @@ def test_status_shows_spend_against_budget_and_agent_read_shows_progress(
     assert row["left"] == {"budget_usd": 0.75, "budget_tokens": 880, "max_turns": 4}
     text = ok(corral("status"))
     assert f"reviewer rev: session {row['session_id']}; 120 tokens of 1000, $0.25 of $1, 1 turn of 5 (1 run)" in text
+
+
+def test_plans_show_prints_what_the_plan_leases_spent(corral: Any, project: Path, home: Path, tmp_path: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "agents.yaml").write_text(stream_agent.kind_yaml())
+    inputs = {
+        "cwd": str(project), "prompt": "read lib.py\nreviewed", "kind": "streamer", "timeout": 60,
+        "authority_ref": "T-1", "authority_sha256": SHA,
+    }  # fmt: skip
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(json.dumps({"plan": "rev-1", "recipe": "review", "controller": "ctl", "inputs": inputs}))
+    ran = corral("run", str(plan), "--json")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    shown = ok(corral("plans", "show", "rev-1", "--json"))
+    assert {"plan", "state", "live", "collected"} <= set(shown)  # what it had stays
+    (row,) = shown["spend"]["leases"]
+    assert row["name"] == "reviewer" and row["state"] == "closed"
+    assert shown["spend"]["total"] == {"tokens": 120, "cost_usd": 0.25, "turns": 1, "runs": 1}
+    text = ok(corral("plans", "show", "rev-1"))
+    assert f"reviewer reviewer (closed): session {row['session_id']}; 120 tokens, $0.25, 1 turn (1 run)" in text
+
+
+def test_a_spend_line_says_each_limit_set_and_the_one_reached() -> None:
+    from runner.cli.render import spend_line
+
+    assert spend_line({"spend": {}}) == "0 tokens, $0, 0 turns"
+    row = {
+        "spend": {"tokens": 2000, "cost_usd": 1.5, "turns": 2, "runs": 2},
+        "budget": {"budget_usd": 1.0},
+        "exhausted": {"limit": "budget_usd", "budget": 1.0, "spent": 1.5},
+    }
+    assert spend_line(row) == "2000 tokens, $1.5 of $1, 2 turns (2 runs); budget exhausted (budget_usd)"
