@@ -172,12 +172,15 @@ class Call:
 
         if self._resolve is None:
             return {}
-        self._agents = None
-        try:
-            for label, host, pane_id in self._resolve():
-                self._followed.setdefault(label, (host, pane_id))
-        except CorralError:
-            pass  # not found yet (a receipt not recorded, a lease not listed): looked up again next time
+        if not self._followed:
+            # Looked up until found (the leases and receipts a wait follows exist when it starts, so
+            # once is the rule): not every 0.25 s.
+            self._agents = None
+            try:
+                for label, host, pane_id in self._resolve():
+                    self._followed.setdefault(label, (host, pane_id))
+            except CorralError:
+                pass  # not found yet (a receipt not recorded, a lease not listed): looked up again next time
         out: dict[str, list[str]] = {}
         for label, (host, pane_id) in self._followed.items():
             known = self._runs.get(label)
