@@ -29,6 +29,8 @@ MAX_LINES = 2000
 """The progress lines one run keeps (a longer run's later lines are counted in ``total``, not kept)."""
 READ_BYTES = 1 << 20
 """What one read of a log takes at most (a poll reads until the end, a chunk at a time)."""
+LINE_CHARS = 500
+"""A progress line's length at most (a path is the model's to choose: longer ones end in ``…``)."""
 READERS_KEPT = 128
 """Runs a host follows at once (the least recently polled reader is dropped, and rebuilt if asked again)."""
 
@@ -108,6 +110,7 @@ class ProgressReader:
 
     def _take(self, raw: list[bytes]) -> None:
         shown = self.driver.progress_step([r.decode("utf-8", "replace") for r in raw], self.spec, self.memo)
+        shown = [line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 1] + "…" for line in shown]
         self.total += len(shown)
         room = MAX_LINES - len(self.lines)
         if room > 0:

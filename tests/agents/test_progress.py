@@ -120,3 +120,14 @@ def test_a_plain_or_script_kind_shows_no_progress(host: ProcessHost, tmp_path: P
     host.prompt(pane, "echo hi")
     anyio.run(host.wait, pane, 1, 30.0)
     assert host.progress(pane) is None
+
+
+def test_a_long_path_is_cut_short(tmp_path: Path) -> None:
+    from runner.agents.progress import LINE_CHARS
+
+    log = tmp_path / "run-1.log"
+    log.write_text(_use("a", "Read", "x" * 5000) + "\n")
+    reader = ProgressReader(log, driver("claude"), RunSpec(cwd=str(tmp_path)))
+    reader.poll()
+    (line,) = reader.lines
+    assert len(line) == LINE_CHARS and line.startswith("tool Read xxx") and line.endswith("…")
