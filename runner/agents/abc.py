@@ -26,6 +26,8 @@ from runner.errors import CorralError, NotFoundError, RefusedError
 if TYPE_CHECKING:
     import anyio.abc  # only the waits import anyio (a cold CLI pays ~35 ms for it)
 
+    from runner.agents.progress import RunProgress
+
 STATUSES = ("idle", "working", "done", "blocked", "unknown")
 # Invariant: an agent in one of these statuses is not working on anything; a wait ends on them.
 SETTLED = frozenset({"idle", "done", "blocked"})
@@ -249,6 +251,15 @@ class AgentHost(ABC):
     @abstractmethod
     def read(self, pane_id: str, lines: int) -> str:
         """The agent's recent output (at most ``lines`` lines). Reading changes neither status nor seq."""
+
+    def progress(self, pane_id: str, after: int = 0) -> RunProgress | None:
+        """The agent's latest run's progress (tool calls and file changes: names and paths, never
+        contents) from line ``after`` on, read from its driver's machine output while it streams.
+
+        None when this host or the agent's kind shows none (Herdr; a kind whose driver reads no machine
+        output) or the agent never ran. Reading changes neither status nor seq. This default shows none.
+        """
+        return None
 
     @abstractmethod
     async def wait(self, pane_id: str, after_seq: int, timeout: float) -> Observation:

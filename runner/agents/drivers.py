@@ -172,6 +172,12 @@ class Driver:
         """One line per tool call or file change so far (names and paths, never contents)."""
         return []
 
+    def progress_step(self, lines: Sequence[str], spec: RunSpec, memo: dict[str, Any]) -> list[str]:
+        """The progress lines of a run's log read in pieces: ``lines`` are the complete lines after those
+        already read, ``memo`` what the earlier pieces taught (kept by the caller between calls, empty at
+        the start). By default each line stands alone (:meth:`progress`)."""
+        return self.progress(lines, spec)
+
     def confinement(self, spec: RunSpec) -> str:
         """How this run's permissions are enforced, for ``status`` (``unconfined`` when widened)."""
         return "unconfined" if spec.unconfined else "none"
@@ -337,6 +343,25 @@ class ClaudeDriver(Driver):
                     if block.get("type") == "tool_use":
                         path = _relative(_tool_path(block.get("input")), spec.cwd)
                         shown.append(f"tool {block.get('name')}" + (f" {path}" if path else ""))
+        return shown
+
+    def progress_step(self, lines: Sequence[str], spec: RunSpec, memo: dict[str, Any]) -> list[str]:
+        """Each tool call as it is asked for, and each file an edit tool changed once its result says it
+        succeeded (the tool's name and path are remembered in ``memo`` by its ``tool_use`` id)."""
+        events, _ = _json_lines(lines)
+        tools: dict[str, list[str]] = memo.setdefault("tools", {})
+        shown: list[str] = []
+        for event in events:
+            kind = event.get("type")
+            for block in _content(event) if kind in ("assistant", "user") else ():
+                if kind == "assistant" and block.get("type") == "tool_use":
+                    name, path = str(block.get("name")), _relative(_tool_path(block.get("input")), spec.cwd)
+                    tools[str(block.get("id"))] = [name, path]
+                    shown.append(f"tool {name}" + (f" {path}" if path else ""))
+                elif kind == "user" and block.get("type") == "tool_result" and not block.get("is_error"):
+                    name, path = tools.pop(str(block.get("tool_use_id")), ["", ""])
+                    if name in EDIT_TOOLS and path:
+                        shown.append(f"file {path}")
         return shown
 
     def confinement(self, spec: RunSpec) -> str:

@@ -47,6 +47,7 @@ from runner.agents.abc import (
 )
 from runner.agents.drivers import Driver, RunSpec, driver
 from runner.agents.kinds import Kinds
+from runner.agents.progress import ProgressReader, ProgressReaders, RunProgress
 from runner.agents.slots import AgentSlot, SlotStore, slot_store
 from runner.context import Gate
 from runner.errors import ConflictError, CorralError, InvalidError, RefusedError
@@ -135,6 +136,7 @@ class ProcessHost(AgentHost):
         self.kinds = kinds
         self.machine = machine or this_machine()  # recorded with every slot it starts
         self.store_url = store.url
+        self.progress_readers = ProgressReaders()
 
     # --- observing ---------------------------------------------------------------------------------
 
@@ -226,16 +228,35 @@ class ProcessHost(AgentHost):
         if result is not None:
             text = str(result.get("final") or "")
         else:
-            try:
-                raw = (self._dir(slot) / f"run-{slot.run}.log").read_text(encoding="utf-8", errors="replace")
-            except FileNotFoundError:
-                return ""
-            text = "\n".join(chosen.progress(raw.splitlines(), self.run_spec(slot)))
+            text = "\n".join(self._progress(slot, chosen).lines)
             text = text + "\n" if text else ""
         if lines <= 0:
             return ""
         kept = text.splitlines()[-lines:]
         return "\n".join(kept) + ("\n" if text.endswith("\n") and kept else "")
+
+    def progress(self, pane_id: str, after: int = 0) -> RunProgress | None:
+        slot = self._slot(pane_id)
+        self._local(slot, "reading")
+        if slot.run is None or slot.kind not in self.kinds.names():
+            return None
+        chosen = driver(self.kinds.get(slot.kind).driver)
+        return self._progress(slot, chosen, after) if chosen.structured else None
+
+    def _progress(self, slot: AgentSlot, chosen: Driver, after: int = 0) -> RunProgress:
+        """The slot's latest run's progress, read on from where this host's reader of that run stopped."""
+        run = int(slot.run or 0)
+        log = self._dir(slot) / f"run-{run}.log"
+        # Invariant: a run is over once the slot moved past its cursor: its log is complete then.
+        running = slot.status == "working" and slot.seq == run
+        return self.progress_readers.read(
+            (slot.pane_id, run, str(log)),
+            lambda: ProgressReader(log, chosen, self.run_spec(slot)),
+            slot.pane_id,
+            run,
+            running,
+            after,
+        )
 
     def get_many(self, pane_ids: Sequence[str]) -> dict[str, Observation]:
         with self.slots.read() as reader:

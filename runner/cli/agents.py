@@ -851,6 +851,8 @@ def status(app: App, as_json: bool) -> None:
         click.echo(f"plan {item['id']} runner: {item['lock']} ({item['why']})")
     if locks.get("ended"):
         click.echo("ended (absent): " + ", ".join(f"{n} {m}" for m, n in sorted(locks["ended"].items())))
+    for row in report.get("spend") or []:
+        click.echo(f"{row['machine']} {row.get('name') or row['lease']}: {render.spend_line(row)}")
     for machine, by_state in sorted(report["counts"].items()):
         click.echo(f"{machine}: " + ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())))
     if report["needs_attention"]:

@@ -378,7 +378,7 @@ def plans_show(app: App, plan_id: str, as_json: bool) -> None:
     if as_json:
         # Never the inputs (they may hold prompt text); the collected agent output is the one reply that
         # hands it out (it is kept out of the event log).
-        render.emit_json({**_summary(plan), "live": live, "collected": collected})
+        render.emit_json({**_summary(plan), "live": live, "collected": collected, "spend": detail.spend})
         return
     from runner.definitions.recipes import RecipeLibrary
 
@@ -389,6 +389,11 @@ def plans_show(app: App, plan_id: str, as_json: bool) -> None:
             f"{entry['target']} is {entry.get('agent_status')}"
             + (f", {entry['seconds_left']:.0f} s left" if entry.get("seconds_left") is not None else "")
         )
+    spend = detail.spend
+    for row in spend.get("leases") or []:
+        click.echo(f"{row['machine']} {row.get('name') or row['lease']} ({row['state']}): {render.spend_line(row)}")
+    if len(spend.get("leases") or []) > 1:
+        click.echo(f"spent in all: {render.spend_line({'spend': spend['total']})}")
     for step, private in collected.items():
         for key, text in private.items():
             texts = text if isinstance(text, dict) else {key: text}

@@ -96,3 +96,28 @@ def page_hint(next_after: str | None) -> None:
     """After a text listing cut at ``--limit``: how to get the next page (on stderr, so stdout stays rows)."""
     if next_after is not None:
         sys.stderr.write(f"more: repeat with --after {next_after}\n")
+
+
+def spend_line(row: dict[str, Any]) -> str:
+    """What a lease's runs spent against its budget, as ``status`` and ``plans show`` print it:
+    ``session S; 120 tokens of 1000, $0.25 of $1, 1 turn of 5 (1 run)`` (no budget: the spend alone)."""
+    spent = row.get("spend") or {}
+    budget = row.get("budget") or {}
+    tokens = f"{spent.get('tokens', 0)} tokens" + (
+        f" of {budget['budget_tokens']}" if "budget_tokens" in budget else ""
+    )
+    cost = f"${float(spent.get('cost_usd') or 0):.4g}" + (
+        f" of ${float(budget['budget_usd']):g}" if "budget_usd" in budget else ""
+    )
+    turns = spent.get("turns", 0)
+    turned = f"{turns} turn{'s' if turns != 1 else ''}" + (
+        f" of {budget['max_turns']}" if "max_turns" in budget else ""
+    )
+    runs = spent.get("runs")
+    text = f"{tokens}, {cost}, {turned}" + (f" ({runs} run{'s' if runs != 1 else ''})" if runs is not None else "")
+    if row.get("session_id"):
+        text = f"session {row['session_id']}; {text}"
+    if row.get("exhausted"):
+        reached = row["exhausted"]
+        text += f"; budget exhausted ({reached['limit']})"
+    return text

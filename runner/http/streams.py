@@ -7,6 +7,8 @@ with ``Last-Event-ID`` (or ``?since=SEQ``): the replay is read from the durable 
 nothing). A cursor below the retention floor, or of another store (epoch), gets one ``gap`` event
 naming the floor before the replay starts there. An instance stream ends with ``instance_ended`` once
 the instance reaches a terminal state. A comment line goes out every ``heartbeat`` seconds.
+``/api/events`` also carries the driven agents' live progress (``agent.progress``, no ``id:``: not
+durable, resumed by a snapshot; :mod:`runner.http.progress`) unless asked ``?progress=0``.
 
 **One tail per server** (:class:`Hub`): a single reader follows the log's new events and encodes each
 once; every subscriber that has caught up takes them from it, so 50 subscribers cost one store read and
@@ -258,10 +260,19 @@ def endpoint(server: Server, scope: str) -> Any:
                     # the hub dropped us (our buffer overflowed, or it stopped): catch up from the store
 
         stop = anyio.CancelScope()
+        live = scope == "all" and request.query_params.get("progress", "1") not in ("0", "false", "no")
 
         async def producer() -> None:
             with stop:
-                await produce()
+                if not live:
+                    await produce()
+                    return
+                from runner.http.progress import feed
+
+                async with anyio.create_task_group() as both:
+                    both.start_soon(feed, server, put)
+                    await produce()
+                    both.cancel_scope.cancel()
 
         async def events() -> Any:
             server.group.start_soon(producer)  # the server's task group: never a task group across a yield

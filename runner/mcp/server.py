@@ -40,6 +40,9 @@ log = get_logger("corral.mcp")
 
 PROGRESS_SECONDS = 1.0
 """How often a wait reports progress."""
+PROGRESS_POLL = 0.25
+"""How often a wait that follows driven agents looks for new tool calls and file changes: one found
+goes out at once, not at the next second."""
 BODY_MAX_DEFAULT = 1 << 20
 SERVER_INSTRUCTIONS = (
     "corral drives coding agents through guarded leases and receipts. Start with corral_status. Acquire a"
@@ -82,6 +85,10 @@ class Call:
         self._events: list[dict[str, Any]] = []
         self._events_lock = threading.Lock()
         self._agents: list[dict[str, Any]] | None = None
+        self._resolve: Callable[[], list[tuple[str, str, str]]] | None = None
+        self._followed: dict[str, tuple[str, str]] = {}
+        self._runs: dict[str, tuple[int, int, bool]] = {}
+        self._pending: dict[str, list[str]] = {}
 
     @property
     def service(self) -> Any:
@@ -125,6 +132,73 @@ class Call:
     def watching(self, snapshot: Callable[[], dict[str, Any]]) -> None:
         """What each progress notification of this wait reports beside the elapsed time."""
         self._watch = snapshot
+
+    def following(self, resolve: Callable[[], list[tuple[str, str, str]]]) -> None:
+        """The agents whose runs' progress (tool calls, file changes) this wait's notifications carry:
+        ``resolve()`` gives ``(label, host, pane_id)`` for each it can find (called until all are)."""
+        self._resolve = resolve
+
+    @property
+    def follows(self) -> bool:
+        return self._resolve is not None
+
+    def leased_pane(self, name: str) -> list[tuple[str, str, str]]:
+        """A leased agent's ``(name, host, pane_id)`` by its name (empty while it is not found)."""
+        for agent in self._agents_now():
+            if agent.get("name") == name and agent.get("lease_state"):
+                return [(name, str(agent.get("host") or "process"), str(agent["pane_id"]))]
+        return []
+
+    def poll_progress(self) -> bool:
+        """Look for the followed agents' new progress lines (called on a worker thread); whether some
+        wait to go out (:meth:`take_progress`).
+
+        Only a run seen working counts: the run an agent had finished when the wait began is its
+        baseline, never reported (an ``ask`` before its prompt is delivered sees the previous one).
+        Lines found are kept until taken, so a poll cut short by the wait's end loses none."""
+        found = self._new_lines()
+        with self._events_lock:
+            for label, lines in found.items():
+                self._pending.setdefault(label, []).extend(lines)
+            return bool(self._pending)
+
+    def take_progress(self) -> dict[str, list[str]]:
+        with self._events_lock:
+            taken, self._pending = self._pending, {}
+        return taken
+
+    def _new_lines(self) -> dict[str, list[str]]:
+        from runner.service import AgentProgressInput
+
+        if self._resolve is None:
+            return {}
+        if not self._followed:
+            # Looked up until found (the leases and receipts a wait follows exist when it starts, so
+            # once is the rule): not every 0.25 s.
+            self._agents = None
+            try:
+                for label, host, pane_id in self._resolve():
+                    self._followed.setdefault(label, (host, pane_id))
+            except CorralError:
+                pass  # not found yet (a receipt not recorded, a lease not listed): looked up again next time
+        out: dict[str, list[str]] = {}
+        for label, (host, pane_id) in self._followed.items():
+            known = self._runs.get(label)
+            try:
+                found = self.service.agent_progress(AgentProgressInput(pane_id, host, known[1] if known else 0))
+                if found is not None and known is not None and found.run != known[0]:
+                    known = None  # another run: from its start
+                    found = self.service.agent_progress(AgentProgressInput(pane_id, host, 0))
+            except CorralError:
+                continue  # gone: the wait says so itself
+            if found is None:
+                continue
+            # Invariant: a run is reported only if it was seen working (or is the one after a baseline).
+            shown = known[2] if known is not None else (found.running or label in self._runs)
+            self._runs[label] = (found.run, found.start + len(found.lines), shown)
+            if shown and found.lines:
+                out[label] = list(found.lines)
+        return out
 
     def _agents_now(self) -> list[dict[str, Any]]:
         if self._agents is None:
@@ -300,15 +374,15 @@ async def _waiting(call: Call, tool: Tool, args: dict[str, Any], began: float, r
     async with anyio.create_task_group() as group:
 
         async def tick() -> None:
+            sent = time.monotonic()
             while True:
-                await anyio.sleep(PROGRESS_SECONDS)
+                await anyio.sleep(PROGRESS_POLL if call.follows else PROGRESS_SECONDS)
+                fresh = await anyio.to_thread.run_sync(call.poll_progress) if call.follows else False
+                if not fresh and time.monotonic() - sent < PROGRESS_SECONDS - PROGRESS_POLL / 2:
+                    continue
                 details = await anyio.to_thread.run_sync(call.snapshot)
-                events = call.take_events()
-                elapsed = round(time.monotonic() - began, 3)
-                message = {"tool": tool.name, "elapsed": elapsed, **details}
-                if events:
-                    message["events"] = events
-                await report(elapsed, args.get("timeout"), json.dumps(message, sort_keys=True, default=str))
+                sent = time.monotonic()
+                await _notify(call, tool, args, round(sent - began, 3), details, report)
 
         group.start_soon(tick)
         try:
@@ -317,7 +391,24 @@ async def _waiting(call: Call, tool: Tool, args: dict[str, Any], began: float, r
             result: dict[str, Any] = await outcome
         finally:
             group.cancel_scope.cancel()
+    if call.follows and await anyio.to_thread.run_sync(call.poll_progress):
+        # The run's last tool calls, found after the last tick: they go out before the result does.
+        await _notify(call, tool, args, round(time.monotonic() - began, 3), {}, report)
     return result
+
+
+async def _notify(
+    call: Call, tool: Tool, args: dict[str, Any], elapsed: float, details: dict[str, Any], report: Reporter
+) -> None:
+    """One progress notification: the elapsed time, ``details``, and the events and lines not sent yet."""
+    message: dict[str, Any] = {"tool": tool.name, "elapsed": elapsed, **details}
+    events = call.take_events()
+    if events:
+        message["events"] = events
+    lines = call.take_progress()
+    if lines:
+        message["progress"] = lines
+    await report(elapsed, args.get("timeout"), json.dumps(message, sort_keys=True, default=str))
 
 
 Reporter = Callable[[float, float | None, str], Awaitable[None]]

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from runner.service.inputs.leases import ObservedPaneInput
     from runner.service.inputs.receipts import AbandonInput, AskManyInput, CollectInput, ReceiptsInput, RelayInput
     from runner.service.inputs.reviewers import ReviewerCloseInput, ReviewerListInput, ReviewerStartInput
-    from runner.service.inputs.waits import AgentInput, AgentWaitInput, WaitAnyInput
+    from runner.service.inputs.waits import AgentInput, AgentProgressInput, AgentWaitInput, WaitAnyInput
     from runner.service.inputs.writers import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
     from runner.service.inventory import Inventory
     from runner.service.receipts import DeliveryError, Receipts
@@ -84,6 +84,7 @@ _WHERE: dict[str, str] = {
     "AdoptedListInput": "runner.service.inputs.adopted",
     "AdoptedReleaseInput": "runner.service.inputs.adopted",
     "AgentInput": "runner.service.inputs.waits",
+    "AgentProgressInput": "runner.service.inputs.waits",
     "AgentLeaseView": "runner.service.views.leases",
     "AgentOperationError": "runner.service.core",
     "AgentWaitInput": "runner.service.inputs.waits",
@@ -158,6 +159,7 @@ __all__ = [
     "AgentInput",
     "AgentLeaseView",
     "AgentOperationError",
+    "AgentProgressInput",
     "AgentWaitInput",
     "AskManyInput",
     "AskManyResult",

@@ -25,7 +25,10 @@ from runner.service.checks import (
 from runner.service.core import Core
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from runner.agents.kinds import Kinds
+    from runner.agents.progress import RunProgress
     from runner.service.adopted import Adopted
     from runner.service.controller import Controller
     from runner.service.decisions import DecideInput, Decisions
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
     from runner.service.inputs.inventory import ControllerInput, PaneCloseInput
     from runner.service.inputs.receipts import AbandonInput, AskManyInput, CollectInput, RelayInput
     from runner.service.inputs.reviewers import ReviewerCloseInput, ReviewerStartInput
-    from runner.service.inputs.waits import AgentInput, AgentWaitInput, WaitAnyInput
+    from runner.service.inputs.waits import AgentInput, AgentProgressInput, AgentWaitInput, WaitAnyInput
     from runner.service.inputs.writers import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
     from runner.service.inventory import Inventory
     from runner.service.memory import Memory
@@ -289,6 +292,14 @@ class Service:
 
     async def agent_wait(self, inp: AgentWaitInput) -> Observation:
         return await self.waits.wait(inp)
+
+    def agent_progress(self, inp: AgentProgressInput) -> RunProgress | None:
+        return self.waits.progress(inp)
+
+    def live_progress(
+        self, host_name: str, seen: Mapping[str, tuple[int, int]]
+    ) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
+        return self.waits.live_progress(host_name, seen)
 
     # --- writer lanes ------------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from runner.guards.agents import (
     LIVE_LEASE_STATES,
     OPEN_RECEIPT_STATES,
     PANE_LEASE_MACHINES,
+    budget_spent,
     same_identity,
 )
 from runner.service.checks import CAPTURE_LINES_DEFAULT
@@ -39,6 +40,29 @@ RUNNER_WHY = {
     "stale": "its runner is gone (the process exited, or the host rebooted): a new runner may take it",
     "indeterminate": "its runner is on another host or its liveness cannot be read: never taken by age",
 }
+
+
+SPENT_BY_LIMIT = (("budget_usd", "cost_usd"), ("budget_tokens", "tokens"), ("max_turns", "turns"))
+"""Each budget a lease may set, and the key of the spend it limits."""
+
+
+def lease_budget(data: Any) -> dict[str, Any]:
+    """The limits a lease's start recorded (``budget_usd``, ``budget_tokens``, ``max_turns``: those set)."""
+    options = data.get("options") if isinstance(data, dict) else None
+    if not isinstance(options, dict):
+        return {}
+    return {limit: options[limit] for limit, _ in SPENT_BY_LIMIT if isinstance(options.get(limit), (int, float))}
+
+
+def budget_left(budget: dict[str, Any], spent: Any) -> dict[str, Any]:
+    """What is left of each set limit after ``spent`` (never below zero)."""
+    spent = spent if isinstance(spent, dict) else {}
+    left: dict[str, Any] = {}
+    for limit, key in SPENT_BY_LIMIT:
+        if limit in budget:
+            value = budget[limit] - (spent.get(key) or 0)
+            left[limit] = round(max(value, 0), 6) if isinstance(value, float) else max(value, 0)
+    return left
 
 
 def needs_attention(spec: MachineSpec) -> frozenset[str]:
@@ -120,6 +144,7 @@ class Inventory:
                     "lease": lease.id if lease else None,
                     "controller_id": lease.data.get("controller_id") if lease else None,
                     "lease_state": lease.state if lease else None,
+                    "budget": lease_budget(lease.data) if lease else None,
                 }
             )
         return out
@@ -164,8 +189,41 @@ class Inventory:
             "counts": counts,
             "needs_attention": needs,
             "locks": self.locks(by_pair),
+            "spend": self.spend(by_pair),
             "cache": {"rebuilt": sum(rebuilt.values()), "by_cache": rebuilt},
         }
+
+    def spend(self, by_pair: dict[tuple[str, str], int] | None = None) -> list[dict[str, Any]]:
+        """Each live reviewer or writer lease whose agent a driver runs (claude, codex): its conversation,
+        what its runs spent (tokens, cost, turns, runs) against its budget (``budget_usd``,
+        ``budget_tokens``, ``max_turns``, only those set), what is ``left`` of each, and the limit it
+        reached (``exhausted``: the refusal its next prompt gets, or None)."""
+        by_pair = self.core.store.counts() if by_pair is None else by_pair
+        views = []
+        for machine in LEASE_MACHINES:
+            spec = self.core.library.builtin(machine)
+            views += [self.core.lease_view(i) for i in self._not_ended(spec, by_pair)]
+        rows = []
+        for view in self.core.with_runs(views):
+            if "spend" not in view.data:
+                continue  # not driven (script, plain), or not live: with_runs adds nothing
+            spent = view.data.get("spend") or {}
+            budget = lease_budget(view.data)
+            rows.append(
+                {
+                    "lease": view.id,
+                    "machine": view.machine,
+                    "name": view.data.get("name"),
+                    "kind": view.data.get("kind"),
+                    "session_id": view.data.get("session_id"),
+                    "confinement": view.data.get("confinement"),
+                    "spend": spent,
+                    "budget": budget,
+                    "left": budget_left(budget, spent),
+                    "exhausted": budget_spent(budget, spent),
+                }
+            )
+        return rows
 
     def _not_ended(self, spec: MachineSpec, by_pair: dict[tuple[str, str], int]) -> list[Instance]:
         """The instances of ``spec``'s machine in a state that is not terminal (a state the spec does

@@ -249,6 +249,8 @@ class PlanDetail:
     plan: Instance
     live: list[dict[str, Any]]
     collected: dict[str, dict[str, Any]] = field(repr=False)
+    spend: dict[str, Any] = field(default_factory=dict)
+    """What the agents the plan leased spent (:meth:`Plans.spend`)."""
 
 
 class Plans:
@@ -315,7 +317,65 @@ class Plans:
             for step, private in (plan.data.get("private") or {}).items()
             if isinstance(private, dict)
         }
-        return PlanDetail(plan, self._live(plan), collected)
+        return PlanDetail(plan, self._live(plan), collected, self.spend(plan))
+
+    def spend(self, plan: Instance) -> dict[str, Any]:
+        """What the agents this plan leased spent, against each lease's budget.
+
+        ``leases``: each reviewer or writer lease a step of this plan started (by the id its start step
+        recorded, and only if the plan created it), with its ``session_id``, ``spend`` (tokens, cost,
+        turns, runs: summed over the receipts this plan created for it, so an ended lease still
+        counts), ``budget`` (the limits its start set), ``left`` and ``exhausted``; ``total``: the
+        sum over them. A plan has no budget of its own yet: ``budget`` is empty (issue 23 lists plan
+        budgets; the limits are per lease until a plan records its own)."""
+        from runner.guards.agents import budget_spent
+        from runner.service.inventory import budget_left, lease_budget
+
+        plan_id = str(plan.data.get("plan_id"))
+        keys: set[str] = set()
+        for step_id, record in (plan.data.get("steps") or {}).items():
+            for attempt in range(1, max(int(record.get("attempt") or 1), 1) + 1):
+                keys |= attempt_keys(plan_id, step_id, attempt)
+        started = [
+            str(lease_id)
+            for record in (plan.data.get("steps") or {}).values()
+            if isinstance(lease_id := (record.get("outputs") or {}).get("lease"), str)
+            and lease_id.partition("/")[0] in ("reviewer", "writer")
+            and lease_id.partition("/")[2] in keys
+        ]
+        with self.service.store.read() as reader:
+            leases = [found for lease_id in dict.fromkeys(started) if (found := reader.get(lease_id)) is not None]
+            receipts = [found for key in sorted(keys) if (found := reader.get(f"receipt/{key}")) is not None]
+        total = {"tokens": 0, "cost_usd": 0.0, "turns": 0, "runs": 0}
+        rows = []
+        for lease in leases:
+            spent = {"tokens": 0, "cost_usd": 0.0, "turns": 0, "runs": 0}
+            session = None
+            for receipt in receipts:
+                if receipt.data.get("target") != lease.id or "usage" not in receipt.data:
+                    continue  # another agent's, or no driven run recorded on it (yet)
+                usage = receipt.data.get("usage") or {}
+                spent["tokens"] += sum(v for v in usage.values() if isinstance(v, int))
+                spent["cost_usd"] = round(spent["cost_usd"] + float(receipt.data.get("cost_usd") or 0.0), 6)
+                spent["turns"] += int(receipt.data.get("turns") or 0)
+                spent["runs"] += 1
+                session = receipt.data.get("session_id") or session
+            total = {k: round(v + spent[k], 6) if k == "cost_usd" else v + spent[k] for k, v in total.items()}
+            budget = lease_budget(lease.data)
+            rows.append(
+                {
+                    "lease": lease.id,
+                    "machine": lease.machine,
+                    "name": lease.data.get("name"),
+                    "state": lease.state,
+                    "session_id": session,
+                    "spend": spent,
+                    "budget": budget,
+                    "left": budget_left(budget, spent),
+                    "exhausted": budget_spent(budget, spent),
+                }
+            )
+        return {"leases": rows, "total": total, "budget": {}}
 
     def spend(self, plan: Instance) -> dict[str, Any]:
         """What the plan's agents spent, from the receipts its steps created (every attempt):

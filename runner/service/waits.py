@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from runner import fence
-from runner.agents.abc import AgentGoneError, AgentHost, Observation, WaitTimeoutError
+from runner.agents.abc import AgentError, AgentGoneError, AgentHost, Observation, WaitTimeoutError
 from runner.context import Instance
 from runner.errors import RefusedError
 from runner.guards.agents import LEASE_MACHINES
 from runner.service.core import Core, in_thread
-from runner.service.inputs.waits import AgentInput, AgentWaitInput, WaitAnyInput
+from runner.service.inputs.waits import AgentInput, AgentProgressInput, AgentWaitInput, WaitAnyInput
 from runner.service.views.waits import WaitAnyResult, Winner
 
 if TYPE_CHECKING:
     import anyio.abc  # anyio costs a cold CLI ~35 ms: only the commands that wait import it
+
+    from runner.agents.progress import RunProgress
 
 Entry = tuple[str, AgentHost, str, int]
 """What :meth:`Waits.first_settled` watches: a key, the agent's host, its pane, the cursor to pass."""
@@ -240,6 +243,51 @@ class Waits:
         host = self.core.host(inp.host)
         output = host.read(inp.pane_id, inp.lines)
         return output, host.get(inp.pane_id)
+
+    def progress(self, inp: AgentProgressInput) -> RunProgress | None:
+        """The agent's latest run's progress from line ``inp.after`` on: tool calls and file changes, names
+        and paths only, read from its driver's machine output while it streams (None: a host or kind
+        that shows none, or an agent that never ran). Raises :class:`AgentGoneError`."""
+        return self.core.host(inp.host).progress(inp.pane_id, inp.after)
+
+    def live_progress(
+        self, host_name: str, seen: Mapping[str, tuple[int, int]]
+    ) -> tuple[list[dict[str, Any]], dict[str, tuple[int, int]]]:
+        """What a host's driven agents did since a follower last looked (the SSE stream's feed).
+
+        ``seen`` maps a pane to the cursor it was at and the progress lines the follower has of it.
+        Returns the updates, each a run's progress with the lines after those (``start``), its agent's
+        ``name``, ``kind`` and ``host``, and the map to pass next time. An agent comes back when it is
+        working and has new lines (or was not working at that cursor before: then with all its lines,
+        perhaps none yet), and once more when the run ended since the last look (``running`` false,
+        with its last lines). An agent settled at the cursor ``seen`` gives, and one ``seen`` does not
+        hold that is not working, come back with nothing: a follower starts from what runs now.
+        """
+        host = self.core.host(host_name)
+        updates: list[dict[str, Any]] = []
+        now: dict[str, tuple[int, int]] = {}
+        for observation in host.list():
+            pane_id, known = observation.pane_id, seen.get(observation.pane_id)
+            working = observation.status == "working"
+            if not working and (known is None or known[0] == observation.seq):
+                now[pane_id] = known if known is not None else (observation.seq, 0)
+                continue
+            try:
+                found = host.progress(pane_id)
+            except AgentError:
+                continue  # gone, or another machine's: nothing to show here
+            if found is None:
+                now[pane_id] = (observation.seq, 0)
+                continue
+            # A working agent's cursor is its run; once settled it sits one past it.
+            following = known is not None and known[0] == found.run
+            after = min(known[1], len(found.lines)) if known is not None and following else 0
+            now[pane_id] = (observation.seq, found.total)
+            if working and following and found.total <= after:
+                continue  # nothing new
+            fresh = replace(found, lines=found.lines[after:], start=after)
+            updates.append({**fresh.to_dict(), "name": observation.name, "kind": observation.kind, "host": host_name})
+        return updates, now
 
     def _observed(self, inp: AgentWaitInput) -> tuple[AgentHost, Observation]:
         host = self.core.host(inp.host)

@@ -382,3 +382,47 @@ def test_a_pending_decision_is_decided_from_the_page_only_with_a_token(
     assert f"Bearer {secret}" in tab.authorization
     assert not [u for u in tab.urls if secret in u]
     assert tab.refused == []
+
+
+def test_the_agents_view_shows_live_progress_session_and_spend_against_budget(
+    serve: Served, browser: Any, tmp_path: Path
+) -> None:
+    from tests.support import stream_agent
+
+    home = Path(serve.env["CORRAL_HOME"])
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (home / "agents.yaml").write_text(stream_agent.kind_yaml())
+    project = tmp_path / "project"
+    project.mkdir()
+    go = tmp_path / "go"
+    serve.start()
+    serve.acquire("ctl")
+    lease = serve.corral(
+        "reviewer", "start", "--controller", "ctl", "--name", "rev", "--kind", "streamer", "--cwd", str(project),
+        "--budget-usd", "1", "--budget-tokens", "1000", "--max-turns", "5",
+    )["lease"]  # fmt: skip
+    pane = lease["pane_id"]
+    tab = open_tab(browser, serve.url)
+    wait_live(tab)
+    page = tab.page
+    relay = subprocess.run(
+        [sys.executable, "-m", "runner.cli", "relay", "rev", "--controller", "ctl", "--json"],
+        input=f"read lib.py\nwrite out.txt\nwait {go}\nreviewed", env=serve.env, capture_output=True, text=True,
+        timeout=60, check=True,
+    )  # fmt: skip
+    token = json.loads(relay.stdout)["receipt"]["token"]
+    cell = f'#agents tr[data-key="{pane}"] td.activity'
+    page.wait_for_selector(f'{cell}[data-running="true"] >> text="file out.txt"', timeout=LIVE_TIMEOUT_MS)
+    assert page.locator(f"{cell} .line").all_inner_texts() == ["tool Read lib.py", "tool Write out.txt", "file out.txt"]
+    go.write_text("")
+    page.wait_for_selector(f'{cell}[data-running="false"]', timeout=LIVE_TIMEOUT_MS)
+    serve.corral("collect", "--receipt", token, "--controller", "ctl")
+    row = f'#agents tr[data-key="{pane}"]'
+    page.wait_for_selector(
+        f'{row} td.spend >> text="120 tok / 1000 · $0.25 / $1 · 1 turn / 5"', timeout=LIVE_TIMEOUT_MS
+    )
+    session = page.locator(f"{row} td.session").inner_text()
+    assert session == serve.corral("status")["spend"][0]["session_id"]
+    assert stream_agent.SECRET not in page.content()
+    assert tab.errors == []
+    assert tab.refused == []

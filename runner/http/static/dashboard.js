@@ -76,14 +76,62 @@ async function controllers() {
   })), 5, "no controller lease is held", (r) => r.id);
 }
 
+// What a driven agent spent against its lease's budget: "120 tok / 1000 · $0.25 / $1 · 1 turn / 5".
+function spendText(spend, budget) {
+  if (!spend && !(budget && Object.keys(budget).length)) return "—";
+  const s = spend || {}, b = budget || {};
+  const of = (limit, show) => (b[limit] !== undefined ? ` / ${show(b[limit])}` : "");
+  const dollars = (v) => `$${Number(v || 0).toPrecision(3).replace(/\.?0+$/, "")}`;
+  const turns = s.turns ?? 0;
+  return `${s.tokens ?? 0} tok${of("budget_tokens", String)} · ${dollars(s.cost_usd)}${of("budget_usd", dollars)}`
+    + ` · ${turns} turn${turns === 1 ? "" : "s"}${of("max_turns", String)}`;
+}
+
+// Live progress (agent.progress events, not durable): per pane, the latest run's tool calls and file
+// changes, kept by index so an event seen twice (a reconnect's snapshot) changes nothing.
+const ACTIVITY_SHOWN = 3;
+const activity = new Map(); // pane id -> {run, running, lines}
+
+function onProgress(update) {
+  if (!update || !update.pane_id) return;
+  let known = activity.get(update.pane_id);
+  if (!known || known.run !== update.run) known = { run: update.run, running: true, lines: [] };
+  known.lines.splice(update.start, known.lines.length - update.start, ...(update.lines || []));
+  known.running = Boolean(update.running);
+  known.total = update.total;
+  activity.set(update.pane_id, known);
+  const row = $("agents").querySelector(`tr[data-key="${CSS.escape(update.pane_id)}"]`);
+  if (row) row.querySelector("td.activity")?.replaceWith(activityCell(update.pane_id));
+  if (!known.running) schedule(); // the run ended: its spend and status changed
+}
+
+function activityCell(paneId) {
+  const known = activity.get(paneId);
+  const cell = el("td", { class: "activity mono", data: { pane: paneId } });
+  if (!known) {
+    cell.textContent = "—";
+    return cell;
+  }
+  cell.dataset.run = String(known.run);
+  cell.dataset.running = String(known.running);
+  const shown = known.lines.slice(-ACTIVITY_SHOWN);
+  if (!shown.length) cell.append(el("div", { class: "muted", text: known.running ? "working…" : "no tool call" }));
+  for (const line of shown) cell.append(el("div", { class: "line", text: line }));
+  if (known.lines.length > shown.length) cell.prepend(el("div", { class: "muted", text: `… ${known.lines.length - shown.length} more` }));
+  return cell;
+}
+
 async function agents() {
   const doc = await get("/api/agents");
   rows($("agents"), (doc.agents || []).map((a) => ({
     id: a.pane_id,
     cells: [el("td", { class: "mono", text: a.name || a.pane_id, title: a.cwd }), el("td", { text: a.kind }),
       stateCell(a.status), el("td", { class: "mono", text: a.seq ?? "" }),
-      el("td", { class: "mono", text: a.lease ? `${a.lease} (${a.lease_state})` : "—" })],
-  })), 5, "no agent on this host", (r) => r.id);
+      el("td", { class: "mono", text: a.lease ? `${a.lease} (${a.lease_state})` : "—" }),
+      el("td", { class: "mono session", text: a.session_id || "—" }),
+      el("td", { class: "mono spend", text: spendText(a.spend, a.budget) }),
+      activityCell(a.pane_id)],
+  })), 8, "no agent on this host", (r) => r.id);
 }
 
 async function receipts() {
@@ -293,6 +341,10 @@ function onEvent(event) {
   if (event.type === "gap") {
     showGap(event.data || {});
     schedule();
+    return;
+  }
+  if (event.type === "agent.progress") {
+    onProgress(event.data);
     return;
   }
   const e = event.data || {};

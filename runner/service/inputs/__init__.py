@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from runner.service.inputs.leases import PANE_OR_NAME, LeaseListInput, ObservedPaneInput
     from runner.service.inputs.receipts import AbandonInput, AskManyInput, CollectInput, ReceiptsInput, RelayInput
     from runner.service.inputs.reviewers import ReviewerCloseInput, ReviewerListInput, ReviewerStartInput
-    from runner.service.inputs.waits import AgentInput, AgentWaitInput, WaitAnyInput
+    from runner.service.inputs.waits import AgentInput, AgentProgressInput, AgentWaitInput, WaitAnyInput
     from runner.service.inputs.writers import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
 
 # Where each public name lives: importing one component's inputs does not create the others'.
@@ -46,6 +46,7 @@ _WHERE: dict[str, str] = {
     "AdoptedListInput": "runner.service.inputs.adopted",
     "AdoptedReleaseInput": "runner.service.inputs.adopted",
     "AgentInput": "runner.service.inputs.waits",
+    "AgentProgressInput": "runner.service.inputs.waits",
     "AgentWaitInput": "runner.service.inputs.waits",
     "AskManyInput": "runner.service.inputs.receipts",
     "CollectInput": "runner.service.inputs.receipts",
@@ -87,6 +88,7 @@ __all__ = [
     "AdoptedListInput",
     "AdoptedReleaseInput",
     "AgentInput",
+    "AgentProgressInput",
     "AgentWaitInput",
     "AskManyInput",
     "CollectInput",

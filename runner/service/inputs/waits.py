@@ -67,6 +67,21 @@ class AgentInput:
 
 
 @dataclass(frozen=True)
+class AgentProgressInput:
+    """One agent's latest run's progress (tool calls and file changes, names and paths only), read-only,
+    from progress line ``after`` on (what a caller that follows it has seen so far)."""
+
+    pane_id: str
+    host: str = "process"
+    after: int = 0
+
+    def __post_init__(self) -> None:
+        AgentInput(self.pane_id, self.host)
+        if not isinstance(self.after, int) or isinstance(self.after, bool) or self.after < 0:
+            raise InputError("after", f"{self.after!r} is not a progress line index (0 or more)")
+
+
+@dataclass(frozen=True)
 class AgentWaitInput:
     """Wait, read-only, until the agent is in one of ``until`` at a cursor past ``after_seq``.
 
