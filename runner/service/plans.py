@@ -326,8 +326,9 @@ class Plans:
         recorded, and only if the plan created it), with its ``session_id``, ``spend`` (tokens, cost,
         turns, runs: summed over the receipts this plan created for it, so an ended lease still
         counts), ``budget`` (the limits its start set), ``left`` and ``exhausted``; ``total``: the
-        sum over them. A plan has no budget of its own yet: ``budget`` is empty (issue 23 lists plan
-        budgets; the limits are per lease until a plan records its own)."""
+        sum over them; ``budget``: the plan's own limits (``usd``, ``tokens``, ``turns``; its recipe's by
+        default; empty when it has none) and ``reached``: the first of them ``total`` has reached, as
+        ``{limit, budget, spent}``, or None (the plan's next prompt is refused ``budget_exhausted``)."""
         from runner.guards.agents import budget_spent
         from runner.service.inventory import budget_left, lease_budget
 
@@ -375,34 +376,13 @@ class Plans:
                     "exhausted": budget_spent(budget, spent),
                 }
             )
-        return {"leases": rows, "total": total, "budget": {}}
-
-    def spend(self, plan: Instance) -> dict[str, Any]:
-        """What the plan's agents spent, from the receipts its steps created (every attempt):
-        ``{tokens, cost_usd, turns, runs}``, and the plan's ``budget`` with the first limit reached."""
-        spent: dict[str, Any] = {"tokens": 0, "cost_usd": 0.0, "turns": 0, "runs": 0}
-        plan_id = str(plan.data.get("plan_id"))
-        for step_id, record in (plan.data.get("steps") or {}).items():
-            for attempt in range(1, max(int(record.get("attempt") or 1), 1) + 1):
-                for key in attempt_keys(plan_id, step_id, attempt):
-                    receipt = self.service.receipt_by_id(key)
-                    if receipt is None or not isinstance(receipt.data.get("usage"), dict):
-                        continue
-                    usage = receipt.data["usage"]
-                    spent["tokens"] += sum(v for v in usage.values() if isinstance(v, int) and not isinstance(v, bool))
-                    cost = receipt.data.get("cost_usd")
-                    spent["cost_usd"] += cost if isinstance(cost, (int, float)) else 0.0
-                    turns = receipt.data.get("turns")
-                    spent["turns"] += turns if isinstance(turns, int) else 0
-                    spent["runs"] += 1
-        spent["cost_usd"] = round(spent["cost_usd"], 6)
-        budget = plan.data.get("budget") if isinstance(plan.data.get("budget"), dict) else None
+        budget = dict(plan.data["budget"]) if isinstance(plan.data.get("budget"), dict) else {}
         reached = None
         for limit, key in (("usd", "cost_usd"), ("tokens", "tokens"), ("turns", "turns")):
-            if budget is not None and isinstance(budget.get(limit), (int, float)) and spent[key] >= budget[limit]:
-                reached = {"limit": limit, "budget": budget[limit], "spent": spent[key]}
+            if isinstance(budget.get(limit), (int, float)) and total[key] >= budget[limit]:
+                reached = {"limit": limit, "budget": budget[limit], "spent": total[key]}
                 break
-        return {"spent": spent, "budget": budget, "reached": reached}
+        return {"leases": rows, "total": total, "budget": budget, "reached": reached}
 
     def _live(self, plan: Instance) -> list[dict[str, Any]]:
         """What a running or paused plan's steps wait on: each open receipt, its agent, the time left."""

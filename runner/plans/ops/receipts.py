@@ -65,7 +65,7 @@ def _within_budget(ctx: OpContext) -> None:
         code="budget_exhausted",
         plan=ctx.plan_id,
         **reached,
-        spend=spend["spent"],
+        spend=spend["total"],
     )
 
 
