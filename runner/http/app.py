@@ -85,6 +85,10 @@ class Options:
     subscriber_grace: float = 5.0
     """How long a subscriber's full buffer may stay full before it is disconnected."""
     loopback: bool = True
+    allowed_hosts: frozenset[str] = frozenset({"localhost", "127.0.0.1", "::1"})
+    """The ``Host`` (and ``Origin``) names answered (:mod:`runner.mcp.hosts`); others are 421/403."""
+    check_host: bool = True
+    """False on a unix socket, which no browser reaches (the ``Origin`` is still checked)."""
 
 
 class HeaderKeeper:
@@ -423,7 +427,11 @@ def build_app(runtime: Runtime, options: Options) -> Any:
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.corral = server
     # The body cap is outside Idempotency, which reads a keyed request's body whole to digest it.
-    return Guard(BodyLimit(Idempotency(app, server), options.max_request_size), options)
+    # The host check is outermost: a forged Host or Origin reaches nothing, token or no token.
+    from runner.mcp.hosts import HostGuard
+
+    guarded = Guard(BodyLimit(Idempotency(app, server), options.max_request_size), options)
+    return HostGuard(guarded, options.allowed_hosts, check_host=options.check_host)
 
 
 def _dashboard_routes() -> list[Any]:
@@ -675,8 +683,8 @@ def _conflict(error: CorralError) -> Any:
 
 
 class Guard:
-    """The bearer token (constant-time) on ``/api``, and ``Origin``: only a page of this server (or, on
-    loopback, a loopback page) may call it from a browser."""
+    """The bearer token (constant-time) on ``/api``. The ``Host`` and ``Origin`` checks are in front of
+    it (:class:`runner.mcp.hosts.HostGuard`)."""
 
     def __init__(self, app: Any, options: Options) -> None:
         self.app, self.options = app, options
@@ -688,13 +696,6 @@ class Guard:
         import hmac
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        origin = headers.get("origin")
-        if origin is not None and not _origin_allowed(origin, headers.get("host", ""), self.options.loopback):
-            error = RefusedError(f"requests from the page at {origin} are not allowed", code="origin_forbidden")
-            from starlette.responses import JSONResponse
-
-            await JSONResponse({"error": error.to_dict()}, status_code=403)(scope, receive, send)
-            return
         token = self.options.token
         if token is not None and scope["path"].startswith("/api/"):
             scheme, _, value = headers.get("authorization", "").partition(" ")
@@ -708,21 +709,3 @@ class Guard:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def _origin_allowed(origin: str, host: str, loopback: bool) -> bool:
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(origin)
-    if parts.netloc and parts.netloc == host:
-        return True  # the dashboard this server serves
-    if not loopback:
-        return False
-    name = parts.hostname or ""
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
