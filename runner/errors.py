@@ -23,7 +23,9 @@ on), a human ``message`` and structured ``details``. The category decides the ex
     │   ├── StoreBusyError                                   the store stayed locked past the deadline
     │   ├── StoreUnavailableError                            the store's server cannot be reached
     │   └── EventsPrunedError                                the events asked for were pruned (retention)
-    └── AgentRunFailedError           agent_failed  exit 6   the agent's run failed (it exited non-zero)
+    └── AgentRunFailedError           agent_failed  exit 6   the agent's run failed (it exited non-zero,
+        │                                                    or its CLI reported an error: is_error, turn.failed)
+        └── AgentSessionLostError                            the lease's conversation cannot be resumed
 """
 
 from __future__ import annotations
@@ -304,3 +306,13 @@ class AgentRunFailedError(CorralError):
 
     category = "agent_failed"
     default_code = "agent_run_failed"
+
+
+class AgentSessionLostError(AgentRunFailedError):
+    """The agent CLI could not resume the lease's conversation (its session is gone: another home, a
+    pruned session store). corral never starts a fresh conversation in its place, which would lose
+    what the agent was told before. Raised by ``collect``/``ask``; the receipt is recorded. Close the
+    lease and start a new one (a new conversation), telling it what it needs again.
+    """
+
+    default_code = "agent_session_lost"

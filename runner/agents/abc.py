@@ -52,6 +52,12 @@ class Observation:
     revision: int | None = None
     """This agent's own change counter: it grows by one on every change of *this* agent (``seq`` may be
     shared by every agent of a host, as Herdr's ``state_change_seq`` is). None where the host has none."""
+    session_id: str | None = None
+    """The agent CLI's conversation, once its first prompt started one (None: none yet, or a host or
+    driver that keeps none)."""
+    spend: Mapping[str, Any] | None = None
+    """What the agent's runs spent so far (``tokens``, ``cost_usd``, ``turns``, ``runs``), where the
+    driver reads it."""
     terminal_id: str | None = None
     """The pane's terminal (Herdr's ``terminal_id``: allocated per terminal, never reused, new for every
     pane after a server restart); a change means another terminal, and cursors of the old one mean
@@ -79,6 +85,8 @@ class Observation:
             "exit_status": self.exit_status,
             "revision": self.revision,
             "terminal_id": self.terminal_id,
+            "session_id": self.session_id,
+            "spend": dict(self.spend) if self.spend is not None else None,
         }
 
 
@@ -96,10 +104,19 @@ GONE: Mapping[str, Any] = {"exists": False}
 
 @dataclass(frozen=True)
 class StartOptions:
-    """Per-start options; ``model`` and ``effort`` are honoured only by kinds that declare them."""
+    """Per-start options; ``model`` and ``effort`` are honoured only by kinds that declare them.
+
+    The rest is what the lease grants and limits, read by the kind's driver on every prompt: the
+    ``role`` (``reviewer`` reads, ``writer`` edits its ``owned`` scopes, never its ``locked`` ones) and
+    the limits a CLI can enforce itself (``max_turns``, ``budget_usd`` per run)."""
 
     model: str | None = None
     effort: str | None = None
+    role: str | None = None
+    owned: tuple[str, ...] = ()
+    locked: tuple[str, ...] = ()
+    max_turns: int | None = None
+    budget_usd: float | None = None
 
 
 class AgentError(CorralError):
@@ -205,8 +222,18 @@ class AgentHost(ABC):
         """Every live agent this host knows."""
 
     @abstractmethod
-    def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Gate | None = None) -> Observation:
+    def prompt(
+        self,
+        pane_id: str,
+        text: str,
+        expect: Expect | None = None,
+        gate: Gate | None = None,
+        schema: str | None = None,
+    ) -> Observation:
         """Hand ``text`` to the agent and observe it once it is ``working``.
+
+        ``schema`` (JSON Schema text) asks the agent's CLI for a final answer matching it; a host or
+        driver that cannot ask for one refuses (``agent_schema_unsupported``, not delivered).
 
         ``gate`` is the authority check (:class:`runner.context.Gate`): the process host runs it in
         the transaction that moves the agent to ``working``; Herdr immediately before ``agent prompt``.

@@ -510,7 +510,21 @@ class HerdrHost(AgentHost):
                 pane_id=pane_id,
             ) from None
 
-    def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Gate | None = None) -> Observation:
+    def prompt(
+        self,
+        pane_id: str,
+        text: str,
+        expect: Expect | None = None,
+        gate: Gate | None = None,
+        schema: str | None = None,
+    ) -> Observation:
+        if schema is not None:
+            raise AgentError(
+                "a Herdr pane runs its agent interactively: corral cannot ask it for an answer matching a schema",
+                code="agent_schema_unsupported",
+                pane_id=pane_id,
+                delivered=False,
+            )
         if not text or "\x00" in text or len(text.encode("utf-8", errors="surrogatepass")) > MAX_PROMPT_BYTES:
             raise AgentError(
                 f"the prompt cannot be passed to herdr as one argument (empty, a NUL byte, or over "

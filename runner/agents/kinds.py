@@ -1,8 +1,9 @@
 """Agent kinds: the fixed command a prompt runs, from built-ins and ``agents.yaml`` files.
 
-Built-ins: ``claude`` (``claude -p``; the only kind taking ``--model`` / ``--effort``), ``codex``
-(``codex exec -``) and ``script`` (the bundled deterministic demo agent). ``$CORRAL_HOME/agents.yaml``
-and then ``./.corral/agents.yaml`` may add kinds or replace built-ins (schema:
+Built-ins: ``claude`` (Claude Code, driver ``claude``; the only kind taking ``--effort``), ``codex``
+(``codex exec``, driver ``codex``) and ``script`` (the bundled deterministic demo agent). A kind names
+its driver (:mod:`runner.agents.drivers`), which builds each run's argv by role and reads its output.
+``$CORRAL_HOME/agents.yaml`` and then ``./.corral/agents.yaml`` may add kinds or replace built-ins (schema:
 ``schemas/agents.schema.json``). A caller names a kind; it never supplies a command.
 
 An agent's environment is built from an allow-list, never inherited whole: :data:`BASE_ENV` for
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.agents.abc import AgentKindError, StartOptions
+from runner.agents.drivers import RunSpec
 from runner.cache import ContentCache, key_for
 from runner.data import data_dir
 from runner.errors import InputError, InvalidError, SpecError
@@ -65,11 +67,25 @@ class Kind:
     herdr_kind: str | None = None
     source: str = "built-in"
     env_allow: tuple[str, ...] = ()  # beyond BASE_ENV; never CORRAL_*
+    driver: str = "plain"
+    """How the CLI is run and read (:mod:`runner.agents.drivers`): ``claude``, ``codex``, ``script``, ``plain``."""
+    unconfined: bool = False
+    """An explicit wider grant (``agents.yaml``): the CLI's own permission checks are bypassed."""
 
     def environment(self, source: Mapping[str, str]) -> dict[str, str]:
         """The environment an agent of this kind runs with: ``source`` filtered by the allow-list."""
         allow = BASE_ENV + self.env_allow
         return {name: value for name, value in source.items() if _allowed(name, allow)}
+
+    def run_argv(self, spec: RunSpec) -> list[str]:
+        """The argv of one prompt's run through this kind's driver (the prompt itself never in it)."""
+        from runner.agents.drivers import driver
+
+        base = [sys.executable if part == "{python}" else part for part in self.argv]
+        chosen = driver(self.driver)
+        if not chosen.structured:
+            return self.command(StartOptions(model=spec.model, effort=spec.effort))
+        return chosen.argv(base, spec)
 
     def command(self, options: StartOptions) -> list[str]:
         """The argv for one prompt (``{python}`` expanded; options as flag/value pairs). The supervisor
@@ -93,9 +109,25 @@ BUILTIN: dict[str, Kind] = {
         "claude",
         ("claude", "-p"),
         options={"model": "--model", "effort": "--effort"},
-        env_allow=("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "CLAUDE_CONFIG_DIR"),
+        env_allow=(
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_AUTH_TOKEN",
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_MODEL",
+            "CLAUDE_CONFIG_DIR",
+            "CLAUDE_CODE_OAUTH_TOKEN",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+            "DISABLE_AUTOUPDATER",
+        ),
+        driver="claude",
     ),
-    "codex": Kind("codex", ("codex", "exec", "-"), env_allow=("OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME")),
+    "codex": Kind(
+        "codex",
+        ("codex", "exec"),
+        options={"model": "--model"},
+        env_allow=("CODEX_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "CODEX_HOME"),
+        driver="codex",
+    ),
     "script": Kind(
         "script",
         ("{python}", "-m", "runner.agents.demo_agent"),
@@ -103,6 +135,7 @@ BUILTIN: dict[str, Kind] = {
         blocked_marker="CORRAL-BLOCKED",
         herdr_kind="script",
         env_allow=("PYTHONPATH",),  # the demo agent is corral's own module: it must import the same runner
+        driver="script",
     ),
 }
 
@@ -218,6 +251,8 @@ def _kinds_of(path: Path, doc: Any) -> dict[str, Kind]:
             herdr_kind=spec.get("herdr_kind"),
             source=str(path),
             env_allow=_env_allow(name, spec),
+            driver=str(spec.get("driver") or (BUILTIN[name].driver if name in BUILTIN else "plain")),
+            unconfined=bool(spec.get("unconfined", False)),
         )
         for name, spec in doc["kinds"].items()
     }

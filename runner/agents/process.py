@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +45,11 @@ from runner.agents.abc import (
     WaitTimeoutError,
     check_promptable,
 )
+from runner.agents.drivers import Driver, RunSpec, driver
 from runner.agents.kinds import Kinds
 from runner.agents.slots import AgentSlot, SlotStore, slot_store
 from runner.context import Gate
-from runner.errors import ConflictError, CorralError, RefusedError
+from runner.errors import ConflictError, CorralError, InvalidError, RefusedError
 from runner.store.abc import Store, Transaction
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,23 @@ class AgentRemoteError(RefusedError, AgentError):
     ``details.host``. Nothing was done."""
 
     default_code = "agent_remote"
+
+
+def _run_result(directory: Path, run: int) -> dict[str, Any] | None:
+    """The result file the supervisor wrote for ``run`` (None: not written, or not a driven kind)."""
+    try:
+        raw = (directory / f"run-{run}.json").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise InvalidError(
+            f"the run result {directory}/run-{run}.json is not JSON: refused (corrupt state is never guessed at)",
+            code="agent_run_corrupt",
+            path=str(directory / f"run-{run}.json"),
+        ) from None
+    return value if isinstance(value, dict) else None
 
 
 def _alive(pid: int) -> bool:
@@ -162,6 +180,8 @@ class ProcessHost(AgentHost):
                 if age > STUCK_AFTER:
                     status = "unknown"
         nonce = slot.options.get("nonce")
+        session = slot.options.get("session_id")
+        spend = slot.options.get("spend")
         return Observation(
             slot.pane_id,
             slot.name,
@@ -172,6 +192,8 @@ class ProcessHost(AgentHost):
             slot.exit_status,
             nonce if isinstance(nonce, str) else None,
             revision=slot.seq,  # a slot's seq is its own: it counts this agent's changes only
+            session_id=session if isinstance(session, str) else None,
+            spend=spend if isinstance(spend, dict) else None,
         )
 
     def get(self, pane_id: str) -> Observation:
@@ -187,12 +209,33 @@ class ProcessHost(AgentHost):
         self._local(slot, "reading")
         if slot.run is None:
             return ""
+        kind_driver = driver(self.kinds.get(slot.kind).driver) if slot.kind in self.kinds.names() else None
+        if kind_driver is not None and kind_driver.structured:
+            return self._read_structured(slot, kind_driver, lines)
         log = self._dir(slot) / f"run-{slot.run}.log"
         try:
             text = log.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             return ""
         return "\n".join(text.splitlines()[-lines:]) + ("\n" if text.endswith("\n") and lines > 0 else "")
+
+    def _read_structured(self, slot: AgentSlot, chosen: Driver, lines: int) -> str:
+        """A driven CLI's output as a coordinator reads it: the final message once the run ended, its
+        progress (tool calls and file changes, names and paths only) while it runs."""
+        result = _run_result(self._dir(slot), int(slot.run or 0))
+        if result is not None:
+            text = str(result.get("final") or "")
+        else:
+            try:
+                raw = (self._dir(slot) / f"run-{slot.run}.log").read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                return ""
+            text = "\n".join(chosen.progress(raw.splitlines(), self.run_spec(slot)))
+            text = text + "\n" if text else ""
+        if lines <= 0:
+            return ""
+        kept = text.splitlines()[-lines:]
+        return "\n".join(kept) + ("\n" if text.endswith("\n") and kept else "")
 
     def get_many(self, pane_ids: Sequence[str]) -> dict[str, Observation]:
         with self.slots.read() as reader:
@@ -330,11 +373,22 @@ class ProcessHost(AgentHost):
             self._gated(gate, tx.store_tx)
             pane_id = f"p{tx.store_tx.next_number('pane')}"
             # The start nonce rides with the recorded options, so reconcile can find this exact slot.
-            opts = {
+            opts: dict[str, Any] = {
                 k: v
-                for k, v in (("model", options.model), ("effort", options.effort), ("nonce", nonce))
+                for k, v in (
+                    ("model", options.model),
+                    ("effort", options.effort),
+                    ("nonce", nonce),
+                    ("role", options.role),
+                    ("max_turns", options.max_turns),
+                    ("budget_usd", options.budget_usd),
+                )
                 if v is not None
             }
+            if options.owned:
+                opts["owned"] = list(options.owned)
+            if options.locked:
+                opts["locked"] = list(options.locked)
             opts["host"] = self.machine  # issue 16: the machine the agent lives on
             slot = tx.put_slot(
                 AgentSlot(pane_id, name, kind, cwd, "idle", 0, options=opts, dir=str(self.root.absolute() / pane_id)),
@@ -349,24 +403,79 @@ class ProcessHost(AgentHost):
             ) from None
         return self._observe(slot)
 
-    def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Gate | None = None) -> Observation:
+    def run_spec(self, slot: AgentSlot, schema: str | None = None) -> RunSpec:
+        """What the slot's next run is, from what its start recorded and what its runs learnt: the role
+        and scopes, the conversation to continue (or the id of the one to start), the limits."""
+        o = slot.options
+        session = o.get("session_id") if isinstance(o.get("session_id"), str) else None
+        new_session = o.get("new_session_id") if isinstance(o.get("new_session_id"), str) else None
+        schema_path = None
+        if schema is not None:
+            schema_path = str(self._dir(slot) / f"schema-{slot.seq + 1}.json")
+        return RunSpec(
+            role=str(o.get("role") or "agent"),
+            cwd=slot.cwd,
+            session_id=session,
+            new_session_id=new_session,
+            owned=tuple(o.get("owned") or ()),
+            locked=tuple(o.get("locked") or ()),
+            max_turns=o.get("max_turns") if isinstance(o.get("max_turns"), int) else None,
+            budget_usd=float(o["budget_usd"]) if isinstance(o.get("budget_usd"), (int, float)) else None,
+            schema=schema,
+            schema_path=schema_path,
+            model=o.get("model") if isinstance(o.get("model"), str) else None,
+            effort=o.get("effort") if isinstance(o.get("effort"), str) else None,
+            unconfined=self.kinds.get(slot.kind).unconfined,
+        )
+
+    def run_result(self, pane_id: str) -> dict[str, Any] | None:
+        """The structured result of the agent's latest run (its driver's reading), or None: still running,
+        or a kind whose driver reads nothing."""
+        slot = self._slot(pane_id)
+        if slot.run is None:
+            return None
+        return _run_result(self._dir(slot), slot.run)
+
+    def prompt(
+        self,
+        pane_id: str,
+        text: str,
+        expect: Expect | None = None,
+        gate: Gate | None = None,
+        schema: str | None = None,
+    ) -> Observation:
         slot = self._slot(pane_id)
         self._local(slot, "prompting")
         # The compare-and-set to ``working`` below is on this read's seq: the check holds atomically.
         check_promptable(self._observe(slot), expect)
         kind = self.kinds.get(slot.kind)
-        options = StartOptions(model=slot.options.get("model"), effort=slot.options.get("effort"))
+        chosen = driver(kind.driver)
+        if schema is not None and not chosen.structured:
+            raise AgentError(
+                f"agent kind {kind.name!r} (driver {chosen.name}) cannot answer to a schema",
+                code="agent_schema_unsupported",
+                pane_id=pane_id,
+                delivered=False,
+            )
+        if chosen.takes_session_id and not isinstance(slot.options.get("session_id"), str):
+            import uuid
+
+            # A conversation's id is chosen before its first run, and kept until a run confirms it.
+            slot = replace(slot, options={**slot.options, "new_session_id": str(uuid.uuid4())})
+        spec = self.run_spec(slot, schema)
         run = slot.seq + 1
         log = self._dir(slot) / f"run-{run}.log"
         job = {
             "store": self.store_url,
             "pane_id": pane_id,
             "run": run,
-            "argv": kind.command(options),
+            "driver": chosen.name,
+            "spec": asdict(spec),
+            "argv": kind.run_argv(spec),
             # The agent's whole environment (an allow-list, never CORRAL_*): the supervisor itself
             # inherits ours to reach the store; the command it runs gets only this.
             "env": kind.environment(os.environ),
-            "prompt_mode": kind.prompt,
+            "prompt_mode": "stdin" if chosen.structured else kind.prompt,
             "text": text,
             "cwd": slot.cwd,
             "log": str(log),
@@ -387,6 +496,8 @@ class ProcessHost(AgentHost):
             ) from None
         try:
             log.touch(mode=0o600)
+            if spec.schema_path is not None and schema is not None:
+                Path(spec.schema_path).write_text(schema, encoding="utf-8")
             launched = subprocess.run(
                 [sys.executable, "-m", "runner.agents.supervisor"],
                 input=json.dumps(job).encode("utf-8"),

@@ -66,8 +66,57 @@ def start(job: dict[str, Any]) -> subprocess.Popen[bytes] | None:
     return child
 
 
-def record(job: dict[str, Any], code: int) -> None:
-    """Compare-and-set the slot from the run's cursor to the outcome."""
+def read_result(job: dict[str, Any], code: int) -> dict[str, Any] | None:
+    """The driver's reading of a driven CLI's machine output (None for a plain kind), written beside
+    the log as ``run-N.json`` before the outcome is recorded, so a settled slot always has its result."""
+    if job.get("driver") in (None, "plain", "script"):
+        return None
+    from runner.agents.drivers import RunSpec, driver
+
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in job["spec"].items()}
+    spec = RunSpec(**fields)
+    with open(job["log"], "rb") as handle:
+        lines = handle.read().decode("utf-8", "replace").splitlines()
+    result = driver(job["driver"]).parse(lines, spec)
+    if result.error is None and code != 0:
+        result.error = f"the CLI exited with status {code}"
+    if spec.schema is not None and result.error is None:
+        result.structured, problem = _verdict(spec.schema, result)
+        if problem is not None:
+            result.error = problem
+    document = result.to_dict()
+    document["exit_status"] = code
+    document["schema_invalid"] = spec.schema is not None and result.error is not None and result.structured is None
+    path = job["log"][: -len(".log")] + ".json"
+    partial = path + ".part"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(document, handle)
+    os.replace(partial, path)
+    return document
+
+
+def _verdict(schema_text: str, result: Any) -> tuple[Any, str | None]:
+    """The answer checked against the verdict schema with jsonschema: (the value, None) or (None, why)."""
+    import jsonschema
+
+    value = result.structured
+    if value is None:
+        try:
+            value = json.loads(result.final)
+        except ValueError:
+            return None, "the answer is not JSON, but the prompt asked for one matching a schema"
+    try:
+        jsonschema.validate(value, json.loads(schema_text))
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(the answer)"
+        return None, f"the answer does not match the schema at {where}: {exc.message}"
+    return value, None
+
+
+def record(job: dict[str, Any], code: int, result: dict[str, Any] | None = None) -> None:
+    """Compare-and-set the slot from the run's cursor to the outcome (with what the run taught: its
+    conversation's id, and what it spent added to the slot's spend)."""
     from dataclasses import replace
 
     from runner.agents.slots import slot_store
@@ -84,9 +133,33 @@ def record(job: dict[str, Any], code: int) -> None:
                 if slot is None or slot.closed or slot.seq != job["run"]:
                     return
                 status = "blocked" if blocked else "done"
-                tx.put_slot(replace(slot, status=status, seq=slot.seq + 1, exit_status=code, pid=None), slot.seq)
+                options = dict(slot.options)
+                if result is not None:
+                    options = _learnt(options, result)
+                    if result.get("error") is not None and code == 0:
+                        code = 1  # the CLI said its run failed: never a clean exit
+                tx.put_slot(
+                    replace(slot, status=status, seq=slot.seq + 1, exit_status=code, pid=None, options=options),
+                    slot.seq,
+                )
         except ConflictError:
             return  # someone else moved the slot first; theirs is the truth
+
+
+def _learnt(options: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """The slot's options after a run: the conversation confirmed, the spend added up."""
+    session = result.get("session_id")
+    if isinstance(session, str) and not result.get("session_lost"):
+        options["session_id"] = session
+        options.pop("new_session_id", None)
+    spend = dict(options.get("spend") or {})
+    usage = result.get("usage") or {}
+    spend["tokens"] = int(spend.get("tokens", 0)) + sum(v for v in usage.values() if isinstance(v, int))
+    spend["cost_usd"] = round(float(spend.get("cost_usd", 0.0)) + float(result.get("cost_usd") or 0.0), 6)
+    spend["turns"] = int(spend.get("turns", 0)) + int(result.get("turns") or 0)
+    spend["runs"] = int(spend.get("runs", 0)) + 1
+    options["spend"] = spend
+    return options
 
 
 def main() -> None:
@@ -105,7 +178,12 @@ def main() -> None:
         child = start(job)
         import runner.agents.sqlite_slots  # noqa: F401  (the slot port and store: loaded while the agent runs)
 
-        record(job, 127 if child is None else child.wait())
+        code = 127 if child is None else child.wait()
+        try:
+            result = read_result(job, code)
+        except Exception as exc:  # noqa: BLE001 (the outcome must be recorded whatever the reading did)
+            result = {"error": f"corral could not read the run's output: {type(exc).__name__}: {exc}"}
+        record(job, code, result)
     finally:
         os._exit(0)
 

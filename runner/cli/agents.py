@@ -73,7 +73,19 @@ def host_option(help_text: str) -> Callable[[F], F]:
 
 
 def agent_options(fn: Any) -> Any:
-    """``--host``, ``--model``, ``--effort``: how a started agent runs."""
+    """``--host``, ``--model``, ``--effort``: how a started agent runs; ``--budget-usd``,
+    ``--budget-tokens``, ``--max-turns``: what its lease may spend."""
+    fn = click.option(
+        "--max-turns", type=int, help="At most this many model turns per run, and in all (the CLI enforces it per run)."
+    )(fn)
+    fn = click.option(
+        "--budget-tokens", type=int, help="Refuse the next prompt once the lease's runs spent this many tokens."
+    )(fn)
+    fn = click.option(
+        "--budget-usd",
+        type=float,
+        help="Refuse the next prompt once the lease's runs cost this much (Claude also stops a run at it).",
+    )(fn)
     fn = click.option("--effort", help="Effort for kinds that take one (claude).")(fn)
     fn = click.option("--model", help="Model for kinds that take one (claude).")(fn)
     return host_option("The agent host.")(fn)
@@ -135,15 +147,30 @@ def reviewer_start(
     host_name: str,
     model: str | None,
     effort: str | None,
+    budget_usd: float | None,
+    budget_tokens: int | None,
+    max_turns: int | None,
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Start a reviewer agent and lease it to the controller."""
+    """Start a reviewer agent and lease it to the controller (it may read, never write)."""
     from runner.service import ReviewerStartInput
 
     credential = load_credential(app, controller_id, credential_path)
     lease = app.service.reviewer_start(
-        ReviewerStartInput(controller_id, credential, name, kind, cwd, host_name, model, effort)
+        ReviewerStartInput(
+            controller_id,
+            credential,
+            name,
+            kind,
+            cwd,
+            host_name,
+            model,
+            effort,
+            budget_usd=budget_usd,
+            budget_tokens=budget_tokens,
+            max_turns=max_turns,
+        )
     )
     if as_json:
         render.emit_json({"lease": lease.to_dict()})
@@ -487,12 +514,20 @@ def _print_results(results: list[Any], as_json: bool) -> None:
         return
     for result in results:
         _show_output(_describe_receipt(result.receipt) + (" (replayed)" if result.replayed else ""), result.output)
+        for denial in result.receipt.data.get("denials") or ():
+            click.echo(f"denied: {denial.get('tool')} {denial.get('path') or ''}".rstrip())
 
 
 @cli.command()
 @click.argument("target")
 @controller_option
 @click.option("--text", help="The prompt (default: standard input).")
+@click.option(
+    "--schema",
+    "schema_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A JSON Schema file the agent's final answer must match (claude, codex): validated and recorded.",
+)
 @timeout_option
 @lines_option
 @credential_option
@@ -503,6 +538,7 @@ def ask(
     target: str,
     controller_id: str,
     text: str | None,
+    schema_file: Path | None,
     timeout: float,
     lines: int,
     credential_path: Path | None,
@@ -512,7 +548,13 @@ def ask(
     from runner.service import RelayInput
 
     credential = load_credential(app, controller_id, credential_path)
-    relay_input = RelayInput(controller_id, credential, target, _prompt_text(text))
+    schema = None
+    if schema_file is not None:
+        try:
+            schema = schema_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError("schema", f"{schema_file}: cannot be read ({exc})") from None
+    relay_input = RelayInput(controller_id, credential, target, _prompt_text(text), schema=schema)
     import anyio  # only the commands that wait pay for it
 
     result = anyio.run(app.service.ask, relay_input, timeout, lines)

@@ -87,10 +87,13 @@ def writer_start(
     host_name: str,
     model: str | None,
     effort: str | None,
+    budget_usd: float | None,
+    budget_tokens: int | None,
+    max_turns: int | None,
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Start a writer lane after Git preflight and scope checks."""
+    """Start a writer lane after Git preflight and scope checks (its agent may edit its owned scopes only)."""
     from runner.service import WriterStartInput
 
     if protected and protected_only:
@@ -118,6 +121,9 @@ def writer_start(
             model,
             effort,
             protect_defaults=not protected_only,
+            budget_usd=budget_usd,
+            budget_tokens=budget_tokens,
+            max_turns=max_turns,
         )
     )
     if as_json:

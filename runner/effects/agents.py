@@ -39,7 +39,15 @@ def start_agent(ctx: Context) -> EffectResult:
             data["name"],
             data["kind"],
             data["cwd"],
-            StartOptions(model=options.get("model"), effort=options.get("effort")),
+            StartOptions(
+                model=options.get("model"),
+                effort=options.get("effort"),
+                role=options.get("role"),
+                owned=tuple(options.get("owned") or ()),
+                locked=tuple(options.get("locked") or ()),
+                max_turns=options.get("max_turns"),
+                budget_usd=options.get("budget_usd"),
+            ),
             gate=ctx.gate,
             nonce=data.get("start_nonce"),
         )
@@ -100,7 +108,11 @@ def deliver_prompt(ctx: Context) -> EffectResult:
     before_seq = expected.seq
     try:
         # The host hands it over only to this agent at this cursor (re-read just before delivery).
-        after = host.prompt(data["pane_id"], ctx.secrets["prompt"], expected, gate=ctx.gate)
+        schema = ctx.secrets.get("schema")
+        if schema is not None:
+            after = host.prompt(data["pane_id"], ctx.secrets["prompt"], expected, gate=ctx.gate, schema=schema)
+        else:
+            after = host.prompt(data["pane_id"], ctx.secrets["prompt"], expected, gate=ctx.gate)
     except (AgentBusyError, AgentGoneError) as exc:
         return _fail(f"not delivered: {exc.message}")
     except AgentError as exc:

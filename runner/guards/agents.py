@@ -449,3 +449,35 @@ def agent_closable(ctx: Context) -> Rejection | None:
         f"the agent is {status} at seq {observed.get('seq')}; it must be idle or done{hint}",
         {"status": status, "seq": observed.get("seq")},
     )
+
+
+def budget_spent(options: Any, spend: Any) -> dict[str, Any] | None:
+    """The first limit of a lease's recorded ``options`` its agent's ``spend`` has reached, as
+    ``{limit, budget, spent}``, or None while every limit still has room."""
+    if not isinstance(options, dict) or not isinstance(spend, dict):
+        return None
+    for limit, spent_key in (("budget_usd", "cost_usd"), ("budget_tokens", "tokens"), ("max_turns", "turns")):
+        budget = options.get(limit)
+        spent = spend.get(spent_key)
+        if isinstance(budget, (int, float)) and isinstance(spent, (int, float)) and spent >= budget:
+            return {"limit": limit, "budget": budget, "spent": spent}
+    return None
+
+
+@GUARDS.register("within_budget")
+def within_budget(ctx: Context) -> Rejection | None:
+    """The target lease's runs have not spent its budget (dollars, tokens or turns) yet."""
+    target_id = ctx.params.get("target")
+    lease = ctx.view.get(str(target_id)) if target_id else None
+    if lease is None:
+        return None  # target_leased says why
+    observed = _agent(ctx)
+    reached = budget_spent(lease.data.get("options"), observed.get("spend"))
+    if reached is None:
+        return None
+    return Rejection(
+        "budget_exhausted",
+        f"{lease.data.get('name')!r} has spent its budget: {reached['limit']} {reached['budget']:g}, spent "
+        f"{reached['spent']:g}; start a new lease with a larger budget to go on",
+        {"target": target_id, **reached, "spend": observed.get("spend")},
+    )

@@ -381,7 +381,13 @@ AGENT_ARGS = {
     "host": HOST,
     "model": Arg("model", "The model the agent kind runs (if the kind takes one)."),
     "effort": Arg("effort", "The reasoning effort (if the kind takes one)."),
+    "budget_usd": Arg(
+        "budget_usd", "Refuse the next prompt (budget_exhausted) once the lease's runs cost this many dollars."
+    ),
+    "budget_tokens": Arg("budget_tokens", "Refuse the next prompt once the lease's runs spent this many tokens."),
+    "max_turns": Arg("max_turns", "At most this many model turns per run (and in all, for the lease)."),
 }
+LIMITS = ("budget_usd", "budget_tokens", "max_turns")
 
 
 @_t(
@@ -412,6 +418,7 @@ def _reviewer_start(call: Call, a: dict[str, Any]) -> dict[str, Any]:
         a["host"],
         a.get("model"),
         a.get("effort"),
+        **{k: a.get(k) for k in LIMITS},
     )
     return {"lease": call.service.reviewer_start(inp).to_dict()}
 
@@ -562,6 +569,13 @@ def _relay(call: Call, a: dict[str, Any]) -> dict[str, Any]:
         "controller": CONTROLLER,
         "target": Arg(None, "The leased agent's name.", schema=STR, required=True),
         "text": Arg(None, TEXT.description, schema=STR, required=True),
+        "schema": Arg(
+            None,
+            "A JSON Schema the agent's final answer must match (claude, codex): the verdict is validated and"
+            " recorded on the receipt.",
+            schema=ANY_OBJ,
+            required=False,
+        ),
         "timeout": TIMEOUT,
         "lines": LINES,
     },
@@ -569,9 +583,12 @@ def _relay(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     agent_output=True,
 )
 async def _ask(call: Call, a: dict[str, Any]) -> dict[str, Any]:
+    import json
+
     c = a["controller"]
     credential = await call.in_thread(call.credential, c)
-    relay = RelayInput(c, credential, a["target"], a["text"])
+    schema = a.get("schema")
+    relay = RelayInput(c, credential, a["target"], a["text"], schema=None if schema is None else json.dumps(schema))
     call.watching(lambda: {"target": a["target"], **call.agent_status(a["target"])})
     result = await call.service.ask(relay, a["timeout"], a["lines"])
     return dict(result.to_dict())
@@ -884,7 +901,7 @@ def _writer_start(call: Call, a: dict[str, Any]) -> dict[str, Any]:
         c, call.credential(c), a["name"], a["kind"], a["worktree"], a["branch"], _lower(a["base_commit"]),
         _lower(a["expect_head"]), _lower(a["expect_status"]), tuple(a["own"]), a["purpose"], a["ticket"],
         a["authority_ref"], _lower(a["authority_sha256"]), tuple(a["lock"]), only or protect, a["host"],
-        a.get("model"), a.get("effort"), protect_defaults=not only,
+        a.get("model"), a.get("effort"), protect_defaults=not only, **{k: a.get(k) for k in LIMITS},
     )  # fmt: skip
     return {"lease": call.service.writer_start(inp).to_dict()}
 

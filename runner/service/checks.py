@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 from runner import scopes
 from runner.agents.abc import NAME_PATTERN
@@ -135,6 +136,31 @@ def check_agent(kind: str, host: str, model: str | None, effort: str | None) -> 
     for option, value in (("model", model), ("effort", effort)):
         if value is not None and not OPTION.match(value):
             raise InputError(option, f"{value!r} is not a plain option value")
+
+
+def check_budget(budget_usd: float | None, budget_tokens: int | None, max_turns: int | None) -> None:
+    """A lease's limits: a positive amount of dollars, a positive number of tokens, 1-10,000 turns."""
+    if budget_usd is not None and (
+        not isinstance(budget_usd, (int, float)) or isinstance(budget_usd, bool) or not 0 < budget_usd <= 1e6
+    ):
+        raise InputError("budget_usd", f"{budget_usd!r} is not an amount of dollars (0 < usd <= 1000000)")
+    if budget_tokens is not None and (
+        not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or not 0 < budget_tokens <= 10**12
+    ):
+        raise InputError("budget_tokens", f"{budget_tokens!r} is not a number of tokens (1 ..= 10^12)")
+    if max_turns is not None and (
+        not isinstance(max_turns, int) or isinstance(max_turns, bool) or not 0 < max_turns <= 10_000
+    ):
+        raise InputError("max_turns", f"{max_turns!r} is not a number of turns (1 ..= 10000)")
+
+
+def budget_options(budget_usd: float | None, budget_tokens: int | None, max_turns: int | None) -> dict[str, Any]:
+    """The limits as a lease's recorded start options (only those given)."""
+    return {
+        k: v
+        for k, v in (("budget_usd", budget_usd), ("budget_tokens", budget_tokens), ("max_turns", max_turns))
+        if v is not None
+    }
 
 
 def check_timeout(value: float) -> None:

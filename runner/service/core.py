@@ -291,7 +291,43 @@ class Core:
         of at most ``limit`` after the instance id ``after`` (``next_after``: the last one's id)."""
         keep = None if controller_id is None else (lambda i: i.data.get("controller_id") == controller_id)
         found, more = self.page(machine, states, after=after, limit=limit, keep=keep)
-        return Page([self.lease_view(i) for i in found], found[-1].id if more else None)
+        return Page(self.with_runs([self.lease_view(i) for i in found]), found[-1].id if more else None)
+
+    def with_runs(self, views: list[AgentLeaseView]) -> list[AgentLeaseView]:
+        """The views of leases whose agents a driver runs (claude, codex), each with what its runs
+        learnt: the conversation's ``session_id``, its ``spend``, and how its permissions are enforced
+        (``confinement``: ``unconfined`` for a kind that widens them). One slot read per host."""
+        from runner.agents.drivers import driver
+
+        driven: dict[str, list[AgentLeaseView]] = {}
+        for view in views:
+            kind = view.data.get("kind")
+            if (
+                view.state in ("active", "closing", "close_failed", "releasing", "release_failed")
+                and isinstance(kind, str)
+                and kind in self.kinds.names()
+                and driver(self.kinds.get(kind).driver).structured
+                and view.data.get("host") == "process"
+                and isinstance(view.data.get("pane_id"), str)
+            ):
+                driven.setdefault("process", []).append(view)
+        if not driven or not self.has_hosts:
+            return views
+        enriched: dict[str, AgentLeaseView] = {}
+        for host_name, group in driven.items():
+            seen = self.host(host_name).get_many([str(v.data["pane_id"]) for v in group])
+            for view in group:
+                observed = seen.get(str(view.data["pane_id"]))
+                kind = self.kinds.get(str(view.data["kind"]))
+                extra = {
+                    "session_id": observed.session_id if observed is not None else None,
+                    "spend": dict(observed.spend) if observed is not None and observed.spend else None,
+                    "confinement": "unconfined" if kind.unconfined else "cli-permissions",
+                }
+                enriched[view.id] = AgentLeaseView(
+                    view.id, view.machine, view.state, view.version, {**view.data, **extra}
+                )
+        return [enriched.get(v.id, v) for v in views]
 
     def page(
         self,
@@ -334,7 +370,30 @@ class Core:
             )
         return view
 
-    def agent_options(self, kind: str, model: str | None, effort: str | None, host: str = "process") -> dict[str, str]:
+    def agent_options(
+        self,
+        kind: str,
+        model: str | None,
+        effort: str | None,
+        host: str = "process",
+        *,
+        role: str | None = None,
+        limits: Mapping[str, Any] | None = None,
+        owned: tuple[str, ...] = (),
+        locked: tuple[str, ...] = (),
+    ) -> dict[str, Any]:
+        """The start options a lease records and its agent's driver reads: model and effort (checked
+        against the kind), the role, a writer's scopes, the limits."""
+        recorded: dict[str, Any] = dict(self._agent_options(kind, model, effort, host))
+        if role is not None:
+            recorded["role"] = role
+        if role == "writer":
+            recorded["owned"] = list(owned)
+            recorded["locked"] = list(locked)
+        recorded.update(limits or {})
+        return recorded
+
+    def _agent_options(self, kind: str, model: str | None, effort: str | None, host: str = "process") -> dict[str, str]:
         """The start options to record; --model/--effort are refused for a kind that does not take them
         (unknown kinds: the guard says so). On the process host the kind's executable must exist: a
         missing one would only show as a run that exits 127, which looks like a finished review."""

@@ -20,6 +20,7 @@ from runner.context import Instance
 from runner.engine import Request, Result
 from runner.errors import (
     AgentRunFailedError,
+    AgentSessionLostError,
     AuthorityMovedError,
     ConflictError,
     CorralError,
@@ -106,9 +107,15 @@ class Receipts:
             f"receipt/{receipt_id}",
             "relay",
             inp.credential,
-            {"target": lease.id, "token": token, "prompt_sha256": sha256(inp.text), "batch_id": inp.batch_id},
+            {
+                "target": lease.id,
+                "token": token,
+                "prompt_sha256": sha256(inp.text),
+                "batch_id": inp.batch_id,
+                **({"schema_sha256": sha256(inp.schema)} if inp.schema is not None else {}),
+            },
             {"agent": self.core.observe(host, lease.data.get("pane_id"))},
-            secrets={"prompt": inp.text},
+            secrets={"prompt": inp.text, **({"schema": inp.schema} if inp.schema is not None else {})},
             host=host,
         )
 
@@ -184,14 +191,11 @@ class Receipts:
     ) -> CollectResult:
         """Capture the output at the settled cursor and record the collect; refused unless it completed."""
         before, output, after = self.core.capture(host, receipt.data["pane_id"], inp.lines, settled)
-        result = self.core.fire_on(
-            "receipt",
-            receipt.id,
-            "collect",
-            inp.credential,
-            {},
-            {"agent": before, "agent_after": after, "capture_sha256": sha256(output)},
-        )
+        observations: dict[str, Any] = {"agent": before, "agent_after": after, "capture_sha256": sha256(output)}
+        run = self._run_of(host, receipt, before)
+        if run is not None:
+            observations["run"] = run
+        result = self.core.fire_on("receipt", receipt.id, "collect", inp.credential, {}, observations)
         view = self.core.receipt_view(result.instance)
         if result.instance.state != "completed":
             raise RefusedError(
@@ -233,8 +237,39 @@ class Receipts:
         return None if same_identity(observed, receipt.data) else observed
 
     @staticmethod
+    def _run_of(host: AgentHost, receipt: Instance, settled: dict[str, Any]) -> dict[str, Any] | None:
+        """The structured result of the run the receipt's prompt started (its driver's reading), when
+        the host keeps one and the agent sits at the receipt's settled cursor."""
+        reader = getattr(host, "run_result", None)
+        if reader is None or not settled.get("exists"):
+            return None
+        try:
+            found = reader(receipt.data["pane_id"])
+        except AgentGoneError:
+            return None
+        return found if isinstance(found, dict) else None
+
+    @staticmethod
     def _check_run(collected: CollectResult) -> None:
-        """A run that exited non-zero is a failure, not a finished review (its output says why)."""
+        """A run that exited non-zero, or whose CLI said it failed, is a failure, not a finished review
+        (its output says why); a conversation that could not be resumed says so."""
+        data = collected.receipt.data
+        if data.get("run_error") is not None and collected.receipt.state == "completed":
+            name = data.get("name")
+            error_class = AgentSessionLostError if data.get("session_lost") else AgentRunFailedError
+            lost = data.get("session_lost")
+            raise error_class(
+                f"the agent {name!r}'s run failed: {data.get('run_error')}"
+                + (
+                    "; its conversation cannot be resumed: close the lease and start a new one"
+                    if lost
+                    else "; its output is in details"
+                ),
+                receipt=collected.receipt.to_dict(),
+                output=collected.output,
+                exit_status=data.get("exit_status"),
+                agent_error=data.get("run_error"),
+            )
         status = collected.receipt.data.get("exit_status")
         blocked = collected.receipt.data.get("settled_status") == "blocked"  # a question, not a failure
         if status not in (None, 0) and not blocked and collected.receipt.state == "completed":

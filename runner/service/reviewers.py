@@ -10,6 +10,7 @@ import os
 import uuid
 
 from runner.guards.agents import LIVE_LEASE_STATES
+from runner.service.checks import budget_options
 from runner.service.core import Core
 from runner.service.inputs.reviewers import ReviewerCloseInput, ReviewerListInput, ReviewerStartInput
 from runner.service.views.leases import AgentLeaseView, CloseResult
@@ -35,7 +36,14 @@ class Reviewers:
             "cwd": {"given": inp.cwd, "real": real, "is_dir": os.path.isdir(real)},
             "kinds": core.kinds.names(),
         }
-        options = core.agent_options(inp.kind, inp.model, inp.effort, inp.host)
+        options = core.agent_options(
+            inp.kind,
+            inp.model,
+            inp.effort,
+            inp.host,
+            role="reviewer",
+            limits=budget_options(inp.budget_usd, inp.budget_tokens, inp.max_turns),
+        )
         result = core.fire_on(
             "reviewer",
             f"reviewer/{inp.lease_id or uuid.uuid4()}",

@@ -21,7 +21,7 @@ from runner.context import Instance
 from runner.errors import ConflictError, InputError, RefusedError
 from runner.guards.agents import same_identity
 from runner.guards.git import LANE_STATES, inside, scope_conflicting
-from runner.service.checks import check_controller_id
+from runner.service.checks import budget_options, check_controller_id
 from runner.service.core import Core
 from runner.service.inputs.base import check_page
 from runner.service.inputs.writers import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
@@ -65,7 +65,16 @@ class Writers:
         """Start a lane. Refused with the git fact or scope that is wrong (``git_*``, ``scope_*``…)."""
         from runner.git import preflight
 
-        options = self.core.agent_options(inp.kind, inp.model, inp.effort, inp.host)  # cheap: before git and the host
+        options = self.core.agent_options(  # cheap: before git and the host
+            inp.kind,
+            inp.model,
+            inp.effort,
+            inp.host,
+            role="writer",
+            limits=budget_options(inp.budget_usd, inp.budget_tokens, inp.max_turns),
+            owned=tuple(inp.owned_scopes),
+            locked=tuple(inp.locked_scopes),
+        )
         facts = self._git(inp.worktree)
         try:
             facts["base_is_ancestor"] = preflight.is_ancestor(inp.worktree, inp.base_commit, facts["head"])

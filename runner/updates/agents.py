@@ -105,6 +105,7 @@ def record_receipt(ctx: Context) -> Update:
             "host": lease.data.get("host"),
             "batch_id": ctx.params.get("batch_id"),
             "prompt_sha256": ctx.params["prompt_sha256"],
+            **({"schema_sha256": ctx.params["schema_sha256"]} if ctx.params.get("schema_sha256") else {}),
             "before_seq": _observed(ctx)["seq"],
             "before_revision": _observed(ctx).get("revision"),
             "terminal_id": lease.data.get("terminal_id"),
@@ -123,8 +124,30 @@ def record_completion(ctx: Context) -> Update:
             "exit_status": _observed(ctx).get("exit_status"),
             "settled_status": _observed(ctx).get("status"),
             "completed_at": format_time(ctx.now),
+            **_run_facts(ctx.observations.get("run")),
         }
     )
+
+
+def _run_facts(run: Any) -> dict[str, Any]:
+    """What a driven run's result says, as the receipt records it (no text: paths and counts only)."""
+    if not isinstance(run, dict):
+        return {}
+    facts: dict[str, Any] = {
+        "session_id": run.get("session_id"),
+        "usage": run.get("usage") or {},
+        "cost_usd": run.get("cost_usd"),
+        "turns": run.get("turns"),
+        "duration_ms": run.get("duration_ms"),
+        "tool_calls": run.get("tool_calls"),
+        "file_changes": list(run.get("file_changes") or []),
+        "denials": list(run.get("denials") or []),
+        "denied": bool(run.get("denials")),
+        "run_error": run.get("error"),
+        "session_lost": bool(run.get("session_lost")),
+        "verdict": run.get("structured") if isinstance(run.get("structured"), dict) else None,
+    }
+    return {k: v for k, v in facts.items() if v is not None}
 
 
 @UPDATES.register("record_failure")

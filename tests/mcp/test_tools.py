@@ -28,9 +28,16 @@ MESH_TOOLS = frozenset({"agent_checkin", "agents_list", "agent_send", "agent_inb
 SNAPSHOT = Path(__file__).parent / "snapshots" / "tools.json"
 REGENERATE = "CORRAL_UPDATE_SNAPSHOTS=1 python -m pytest tests/mcp/test_tools.py"
 SECRET_WORDS = re.compile(r"credential|token|secret|fence|password", re.IGNORECASE)
-NOT_SECRETS = frozenset({("agent_inbox", "wake_token")})
+NOT_SECRETS = frozenset(
+    {
+        ("agent_inbox", "wake_token"),
+        ("corral_reviewer_start", "budget_tokens"),
+        ("corral_writer_start", "budget_tokens"),
+    }
+)
 """Arguments a secret word names that carry no controller secret: a mesh wake token is the single-use
-capability the wake-up prompt itself hands the agent (issue 17), never a fence token."""
+capability the wake-up prompt itself hands the agent (issue 17), never a fence token; a budget of
+tokens is a count of model tokens."""
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,31 @@ from runner.service.checks import (
 )
 from runner.service.inputs.base import FencedInput, check_page
 
+SCHEMA_MAX = 64 * 1024
+
+
+def check_verdict_schema(text: str) -> str:
+    """A verdict schema: JSON text of at most 64 KiB holding a valid JSON Schema object (checked against
+    its metaschema); returned in a canonical compact form."""
+    import json
+
+    if not isinstance(text, str) or len(text.encode("utf-8")) > SCHEMA_MAX:
+        raise InputError("schema", f"the schema must be JSON text of at most {SCHEMA_MAX} bytes")
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise InputError("schema", f"the schema is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InputError("schema", "the schema must be a JSON object (a JSON Schema)")
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(value).check_schema(value)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(the schema)"
+        raise InputError("schema", f"not a valid JSON Schema at {where}: {exc.message}") from None
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
 
 @dataclass(frozen=True)
 class RelayInput(FencedInput):
@@ -32,12 +57,16 @@ class RelayInput(FencedInput):
     batch_id: str | None = None
     receipt_id: str | None = None
     """An idempotency key: the receipt is ``receipt/<receipt_id>`` (plans derive it from the step)."""
+    schema: str | None = None
+    """A JSON Schema (as JSON text) the agent's final answer must match: a structured verdict."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_name("target", self.target)
         check_text(self.text)
         check_key("receipt_id", self.receipt_id)
+        if self.schema is not None:
+            object.__setattr__(self, "schema", check_verdict_schema(self.schema))
 
 
 @dataclass(frozen=True)

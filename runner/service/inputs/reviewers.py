@@ -9,6 +9,7 @@ from runner.service.checks import (
     CAPTURE_LINES_DEFAULT,
     check_agent,
     check_blocked_reason,
+    check_budget,
     check_cursor,
     check_instance_id,
     check_key,
@@ -31,12 +32,20 @@ class ReviewerStartInput(FencedInput):
     effort: str | None = None
     lease_id: str | None = None
     """An idempotency key: the lease instance is ``reviewer/<lease_id>`` (plans derive it from the step)."""
+    budget_usd: float | None = None
+    """Stop prompting once the lease's runs cost this much (the CLI also stops a run at it, where it can)."""
+    budget_tokens: int | None = None
+    """Stop prompting once the lease's runs spent this many tokens (input, output and cache)."""
+    max_turns: int | None = None
+    """At most this many model turns per run (passed to CLIs that enforce it; corral also stops prompting
+    once the lease's runs used this many turns in all)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_name("name", self.name)
         check_key("lease_id", self.lease_id)
         check_agent(self.kind, self.host, self.model, self.effort)
+        check_budget(self.budget_usd, self.budget_tokens, self.max_turns)
         if not isinstance(self.cwd, str) or not self.cwd:
             raise InputError("cwd", "the working directory is required")
 

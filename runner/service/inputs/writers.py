@@ -12,6 +12,7 @@ from runner.service.checks import (
     check_agent,
     check_blocked_reason,
     check_branch,
+    check_budget,
     check_cursor,
     check_instance_id,
     check_key,
@@ -52,6 +53,13 @@ class WriterStartInput(FencedInput):
     """An idempotency key: the lane instance is ``writer/<lease_id>``."""
     protect_defaults: bool = True
     """False: ``protected_branches`` replaces the default set instead of adding to it."""
+    budget_usd: float | None = None
+    """Stop prompting once the lease's runs cost this much (the CLI also stops a run at it, where it can)."""
+    budget_tokens: int | None = None
+    """Stop prompting once the lease's runs spent this many tokens (input, output and cache)."""
+    max_turns: int | None = None
+    """At most this many model turns per run (passed to CLIs that enforce it; corral also stops prompting
+    once the lease's runs used this many turns in all)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -59,6 +67,7 @@ class WriterStartInput(FencedInput):
         if not self.protect_defaults and not self.protected_branches:
             raise InputError("protected_branches", "name the protected branches that replace the default set")
         check_agent(self.kind, self.host, self.model, self.effort)
+        check_budget(self.budget_usd, self.budget_tokens, self.max_turns)
         check_key("lease_id", self.lease_id)
         if not isinstance(self.worktree, str) or not self.worktree.startswith("/"):
             raise InputError("worktree", f"{self.worktree!r} is not an absolute path")

@@ -40,7 +40,18 @@ class CollectResult(Record):
         self._set(receipt=receipt, output=output, replayed=replayed)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"receipt": self.receipt.to_dict(), "output": self.output, "replayed": self.replayed}
+        out: dict[str, Any] = {"receipt": self.receipt.to_dict(), "output": self.output, "replayed": self.replayed}
+        data = self.receipt.data
+        if "denials" in data:  # a driven run (claude, codex): what it did and what was refused
+            out["denials"] = list(data.get("denials") or [])
+            out["run"] = {
+                k: data.get(k)
+                for k in ("session_id", "usage", "cost_usd", "turns", "duration_ms", "tool_calls", "file_changes")
+                if k in data
+            }
+        if "verdict" in data:
+            out["verdict"] = data["verdict"]
+        return out
 
 
 class AskManyResult(Record):
