@@ -100,6 +100,26 @@ def plan_summary(plan: Instance) -> dict[str, Any]:
     }
 
 
+def runner_lease(plan: Instance, now: datetime) -> dict[str, Any]:
+    """The runner's lease on a plan as ``plans show`` reports it (issue 24): ``status`` ``active`` (held:
+    its lease has not expired by the store's clock, and its process is not known gone), ``expired``
+    (it stopped renewing, paused or ended, or its process is gone from this machine: any runner may
+    take the plan) or ``absent`` (no runner ever took it); its ``host``, ``pid`` and ``expires_at``.
+    The record holds no credential, and nothing else of it is shown."""
+    recorded = plan.data.get("runner")
+    if not isinstance(recorded, Mapping) or not recorded:
+        return {"status": "absent", "host": None, "pid": None, "expires_at": None}
+    expires = recorded.get("expires_at")
+    expired = isinstance(expires, str) and parse_time(expires) <= now
+    gone = lockstatus.status(recorded) == "stale"
+    return {
+        "status": "expired" if expired or gone else "active",
+        "host": recorded.get("host"),
+        "pid": recorded.get("pid"),
+        "expires_at": expires if isinstance(expires, str) else None,
+    }
+
+
 def plan_view(header: Instance, parts: Mapping[str, Mapping[str, Any]]) -> Instance:
     """The plan as readers know it: its data with ``steps`` and ``private`` filled in from its parts.
 
@@ -244,11 +264,15 @@ class Submitted:
 @dataclass(frozen=True)
 class PlanDetail:
     """A plan as ``plans show`` gives it: ``live`` (each open receipt of a running or waiting step: its
-    agent's status, the time left) and ``collected`` (the agent output text its steps kept)."""
+    agent's status, the time left), ``collected`` (the agent output text its steps kept) and
+    ``runner`` (the runner's lease: :func:`runner_lease`)."""
 
     plan: Instance
     live: list[dict[str, Any]]
     collected: dict[str, dict[str, Any]] = field(repr=False)
+    runner: dict[str, Any] = field(
+        default_factory=lambda: {"status": "absent", "host": None, "pid": None, "expires_at": None}
+    )
 
 
 class Plans:
@@ -315,7 +339,7 @@ class Plans:
             for step, private in (plan.data.get("private") or {}).items()
             if isinstance(private, dict)
         }
-        return PlanDetail(plan, self._live(plan), collected)
+        return PlanDetail(plan, self._live(plan), collected, runner_lease(plan, self.service.now()))
 
     def _live(self, plan: Instance) -> list[dict[str, Any]]:
         """What a running or paused plan's steps wait on: each open receipt, its agent, the time left."""
