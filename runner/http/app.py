@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -195,15 +195,17 @@ def _scalar(name: str, text: str, kinds: list[Any]) -> Any:
     return text
 
 
-def contain_paths(args: dict[str, Any], root: Path | None) -> None:
-    """Path arguments: never a raw ``..``; under ``root`` (symlinks resolved) when one is set.
+def contain_paths(args: dict[str, Any], root: Path | None, names: Iterable[str] | None = None) -> None:
+    """Path arguments (``names``, default :data:`runner.http.routes.PATH_ARGS`): never a raw ``..``;
+    under ``root`` (symlinks resolved) when one is set. A ``subdir`` is checked joined to the
+    ``repository`` beside it (or to ``root``), so a symlinked sub-directory cannot lead out.
 
     Raises:
         InputError: ``path_traversal`` or ``path_outside_root``, naming the argument.
     """
     from runner.http.routes import PATH_ARGS
 
-    for name in PATH_ARGS:
+    for name in PATH_ARGS if names is None else names:
         value = args.get(name)
         if not isinstance(value, str):
             continue
@@ -211,8 +213,11 @@ def contain_paths(args: dict[str, Any], root: Path | None) -> None:
             raise InputError(name, f"{value!r} has a '..' segment: give the path itself", code="path_traversal")
         if root is None:
             continue
-        resolved = os.path.realpath(value)
         base = os.path.realpath(root)
+        if name == "subdir":
+            repository = args.get("repository")
+            value = os.path.join(repository if isinstance(repository, str) else base, value)
+        resolved = os.path.realpath(value)
         if resolved != base and not resolved.startswith(base.rstrip("/") + "/"):
             raise InputError(
                 name, f"{value!r} is outside the server's working-directory root {base}", code="path_outside_root"
@@ -230,6 +235,13 @@ class Server:
         self.options = options
         self.group: Any = None
         self.started = time.monotonic()
+        # A plan's documents name paths too (issue 24): its steps' path arguments are contained as a
+        # request's are, at submission and again before each step the server runs.
+        runtime.contain_plan_paths = self.contain_step_paths
+
+    def contain_step_paths(self, args: dict[str, Any], names: tuple[str, ...]) -> None:
+        """:func:`contain_paths` for the path parameters ``names`` of one plan step's arguments."""
+        contain_paths(args, self.options.workdir_root, names)
 
     @property
     def service(self) -> Any:

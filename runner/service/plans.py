@@ -287,8 +287,12 @@ class Plans:
         operations: OperationLookup,
         scratch: Path | None = None,
         runner_ttl: float = PLAN_RUNNER_TTL,
+        paths: Callable[[dict[str, Any], tuple[str, ...]], None] | None = None,
     ) -> None:
         self.service = service
+        # Issue 24: a surface that confines paths (corral serve --workdir-root) checks every step's path
+        # arguments (the catalogue's path=True), at submission and before each step runs; it raises to refuse.
+        self.paths = paths
         self.recipes = recipes
         self.credentials = credentials
         self.operations = operations
@@ -384,14 +388,45 @@ class Plans:
         recipe = self.recipes.get(checked["recipe"])
         return CheckedPlan(checked, recipe, validate_inputs(recipe, dict(checked.get("inputs") or {})))
 
+    def contain(self, do: str, args: Mapping[str, Any]) -> None:
+        """Check the path arguments of one step (operation ``do``, ``args`` resolved) with :attr:`paths`.
+
+        Raises:
+            InputError: what :attr:`paths` raises (``path_outside_root``, ``path_traversal``).
+        """
+        if self.paths is None:
+            return
+        implementation = self.operations.get(do)
+        if implementation is None:
+            return
+        names = tuple(p.name for p in implementation.spec.params if p.path)
+        if names:
+            self.paths(dict(args), names)
+
+    def _contain_plan(self, recipe: Recipe, inputs: Mapping[str, Any]) -> None:
+        """Every step's path arguments that the plan's inputs decide (those naming an earlier step's
+        outputs are checked when the step runs)."""
+        if self.paths is None:
+            return
+        for step in recipe.steps:
+            known: dict[str, Any] = {}
+            for name, value in step.args.items():
+                try:
+                    known[name] = resolve(value, inputs, {})
+                except CorralError:
+                    continue  # an earlier step's output: checked before this step runs
+            self.contain(step.do, known)
+
     def submit(self, inp: PlanSubmitInput) -> Submitted:
         """Record the plan (or find it): the same id with the same content is the same plan.
 
         Raises:
             PlanConflictError: ``plan_conflict``, the id is taken by other content.
+            InputError: a step's path outside the surface's confinement (:attr:`paths`); nothing written.
         """
         checked = self.check(inp)
         doc, recipe, inputs = checked.document, checked.recipe, checked.inputs
+        self._contain_plan(recipe, inputs)
         content = {
             "plan": doc["plan"],
             "recipe": recipe.name,
@@ -798,6 +833,7 @@ class _Run:
             return self._failed(plan, step, {"attempt": attempt}, unknown, 0.0)
         try:
             args = resolve(step.args, inputs, outputs)
+            self.plans.contain(step.do, args)
         except CorralError as exc:
             referenced = exc.details.get("step")
             if (
