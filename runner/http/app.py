@@ -287,10 +287,15 @@ async def _body(request: Any) -> dict[str, Any]:
     raw = await request.body()
     if not raw:
         return {}
+    from runner import jsonvalues
+
     try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise InputError("body", "the request body is not JSON", code="body_invalid") from None
+        # The strict reader (issue 24): nesting past jsonvalues.MAX_DEPTH was a RecursionError, a 500.
+        doc = jsonvalues.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(
+            "body", f"the request body is not JSON values corral takes: {exc}", code="body_invalid"
+        ) from None
     if not isinstance(doc, dict):
         raise InputError("body", "the request body is not a JSON object", code="body_invalid")
     return doc
