@@ -5,11 +5,13 @@ Tried here (the counts are those of the parametrized cases): bodies nested deepe
 may be (arrays and objects, under the size cap), forged ``Last-Event-ID`` values (negative, huge,
 another store's epoch, garbage, empty), FTS query syntax in ``memory search`` (unbalanced quotes,
 operators alone, column filters, NEAR, a lone ``*``), and an ``Idempotency-Key`` reused with another
-body, concurrently, and across a ``kill -9`` of the server.
+body, concurrently, and across a ``kill -9`` of the server; 30 slow clients and 30 SSE subscribers
+that never read, for 12 s (``slow``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from pathlib import Path
@@ -110,3 +112,45 @@ def test_an_idempotency_key_reused_with_another_body_concurrently_and_after_a_ki
         replayed = client.post("/api/controllers/c1/acquire", json=body, headers={"Idempotency-Key": "k-1"})
         assert replayed.status_code == 200 and replayed.headers.get("Idempotent-Replayed") == "true", replayed.text
         assert replayed.json()["credential"] in credentials, "the kill -9 lost nothing"
+
+
+@pytest.mark.slow
+def test_slow_clients_and_sse_subscribers_that_never_read_do_not_starve_the_server(serve: Any) -> None:
+    """30 connections that send their headers a byte at a time, and 30 SSE subscribers that never read
+    while events are written, for about 12 s: every ordinary request meanwhile is answered promptly."""
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    served: Served = serve()
+    where = urlsplit(served.base_url)
+    host, port = where.hostname or "127.0.0.1", where.port or 80
+    slow = [socket.create_connection((host, port)) for _ in range(30)]
+    readers = []
+    for _ in range(30):
+        sock = socket.create_connection((host, port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(f"GET /api/events HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: text/event-stream\r\n\r\n".encode())
+        readers.append(sock)
+    request = f"GET /api/status HTTP/1.1\r\nHost: {host}:{port}\r\n".encode()
+    worst = 0.0
+    try:
+        with served.client() as client:
+            began = time.monotonic()
+            i = 0
+            while time.monotonic() - began < 12:
+                for sock in slow:
+                    with contextlib.suppress(OSError):
+                        sock.send(request[i % len(request) : i % len(request) + 1])
+                i += 1
+                client.post(f"/api/controllers/c{i % 50}/acquire", json={"authority_ref": "T", "authority_sha256": SHA})
+                asked = time.monotonic()
+                assert client.get("/api/status").status_code == 200
+                worst = max(worst, time.monotonic() - asked)
+                time.sleep(0.2)
+    finally:
+        for sock in slow + readers:
+            sock.close()
+    assert worst < 5.0, f"a status request took {worst:.1f} s"
+    with served.client() as client:
+        assert client.get("/api/status").status_code == 200
