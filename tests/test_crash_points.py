@@ -443,3 +443,18 @@ def test_writer_release_through_the_executable_can_require_the_reviewed_content(
     released = cli.ok(*args, "--expect-content", now["content_sha256"])
     assert released["lease"]["state"] == "released"
     assert (worktree / "src" / "app.py").read_text() == "print('edited again')\n"
+
+
+def test_on_herdr_the_dry_run_names_the_journalled_pane_and_closes_nothing(cli: Cli, fake_herdr: FakeHerdr) -> None:
+    cli.env["PATH"] = f"{fake_herdr.bin}{os.pathsep}{cli.env['PATH']}"
+    cli.env["FAKE_HERDR_STATE"] = os.environ["FAKE_HERDR_STATE"]
+    cli.env["CORRAL_AGENT_HOST"] = "herdr"
+    own = set(fake_herdr.state()["panes"])
+    cli.start(fault="agent.start:pane")
+    (left,) = set(fake_herdr.state()["panes"]) - own
+    planned = cli.ok("reviewer", "reconcile", "--controller", "ctl")["actions"]
+    assert [(a["to"], a.get("would_close_pane")) for a in planned] == [("failed_closed", left)], planned
+    assert left in fake_herdr.state()["panes"], "a dry run closes nothing"
+    applied = cli.reconcile()
+    assert [(a["to"], a.get("closed_pane")) for a in applied] == [("failed_closed", left)], applied
+    assert set(fake_herdr.state()["panes"]) == own
