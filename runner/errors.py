@@ -23,9 +23,14 @@ on), a human ``message`` and structured ``details``. The category decides the ex
     │   ├── StoreBusyError                                   the store stayed locked past the deadline
     │   ├── StoreUnavailableError                            the store's server cannot be reached
     │   └── EventsPrunedError                                the events asked for were pruned (retention)
-    └── AgentRunFailedError           agent_failed  exit 6   the agent's run failed (it exited non-zero,
-        │                                                    or its CLI reported an error: is_error, turn.failed)
-        └── AgentSessionLostError                            the lease's conversation cannot be resumed
+    ├── AgentRunFailedError           agent_failed  exit 6   the agent's run failed (it exited non-zero,
+    │   │                                                    or its CLI reported an error: is_error, turn.failed)
+    │   └── AgentSessionLostError                            the lease's conversation cannot be resumed
+    └── (AgentOperationError)         agent_operation exit 7 starting or closing an agent failed on its host
+                                                             (runner.service.core; the lease's state is in details)
+
+Exit 1 is for bugs only: an agent host that failed to start or close a pane is ``agent_operation``
+(exit 7, HTTP 502), not ``internal`` (issue 24; before it, such failures exited 1).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ STATUS: Final[dict[str, Status]] = {
     "refused": Status(exit=4, http=409),
     "conflict": Status(exit=5, http=409),
     "agent_failed": Status(exit=6, http=502),
+    "agent_operation": Status(exit=7, http=502),
 }
 
 

@@ -106,6 +106,9 @@ class Runtime:
         self._service: Service | None = None
         self._hosts: dict[str, AgentHost] = {}
         self._credentials: CredentialFiles | None = None
+        self.contain_plan_paths: Callable[[dict[str, Any], tuple[str, ...]], None] | None = None
+        """Set by a surface that confines paths (``corral serve``): the plans component calls it with each
+        step's path arguments (issue 24); it raises to refuse. None: paths are not confined."""
 
     @classmethod
     def open(cls, config: Config | None = None) -> Runtime:
@@ -184,7 +187,20 @@ class Runtime:
         from runner.service.plans import Plans
 
         scratch = self.home.root / "snapshots"
-        return Plans(service, RecipeLibrary(), self.credentials.keeper(), OPERATIONS, scratch=scratch)
+        return Plans(
+            service,
+            RecipeLibrary(),
+            self.credentials.keeper(),
+            OPERATIONS,
+            scratch=scratch,
+            paths=self._contain_plan_paths,
+        )
+
+    def _contain_plan_paths(self, args: dict[str, Any], names: tuple[str, ...]) -> None:
+        """:attr:`contain_plan_paths`, read when a step is checked (a surface may set it after the plans
+        component was made)."""
+        if self.contain_plan_paths is not None:
+            self.contain_plan_paths(args, names)
 
     def host(self, name: str) -> AgentHost:
         """The agent host called ``name``, opened once per runtime through the host registry.

@@ -12,6 +12,7 @@ transition without a crash case fails here.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_herdr import FakeHerdr
 
 from runner.definitions.library import Library
 from tests.support.gitrepo import git
@@ -268,6 +270,52 @@ def writer_start(cli: Cli, point: str) -> None:
     assert cli.ok(*writer_start_args(cli, "beta"))["lease"]["state"] == "active", "the worktree is free again"
 
 
+def writer_start_pane(cli: Cli, point: str) -> None:
+    """Issue 24: killed inside the host's start, the pane created and no lease recording it yet."""
+    cli.crash(point, *writer_start_args(cli))
+    assert [a["to"] for a in cli.reconcile("writer")] == ["failed_closed"]
+    cli.settled()
+    assert cli.panes() == [], "the pane the killed start created is closed"
+    assert cli.ok(*writer_start_args(cli, "beta"))["lease"]["state"] == "active", "the worktree is free again"
+
+
+def reviewer_start_pane(cli: Cli, point: str) -> None:
+    cli.start(fault=point)
+    assert [a["to"] for a in cli.reconcile()] == ["failed_closed"]
+    cli.settled()
+    assert cli.panes() == [], "the pane the killed start created is closed"
+    assert cli.start()["state"] == "active", "the name and directory are free again"
+
+
+@pytest.mark.parametrize("point", ["agent.start:pane"])
+@pytest.mark.parametrize("case", [writer_start_pane, reviewer_start_pane], ids=["writer", "reviewer"])
+def test_a_kill_after_the_pane_is_created_before_the_lease_records_it_is_settled(
+    cli: Cli, case: Callable[[Cli, str], None], point: str
+) -> None:
+    case(cli, point)
+
+
+@pytest.mark.parametrize("point", ["agent.start:pane", "agent.start:agent"])
+@pytest.mark.parametrize("case", [writer_start_pane, reviewer_start_pane], ids=["writer", "reviewer"])
+def test_on_herdr_a_kill_after_the_pane_is_created_before_the_lease_records_it_is_settled(
+    cli: Cli, fake_herdr: FakeHerdr, case: Callable[[Cli, str], None], point: str
+) -> None:
+    cli.env["PATH"] = f"{fake_herdr.bin}{os.pathsep}{cli.env['PATH']}"
+    cli.env["FAKE_HERDR_STATE"] = os.environ["FAKE_HERDR_STATE"]
+    cli.env["CORRAL_AGENT_HOST"] = "herdr"
+    own = set(fake_herdr.state()["panes"])  # the coordinator's own pane
+    real_panes = cli.panes
+
+    def panes() -> list[dict[str, Any]]:
+        return [p for p in real_panes() if p["pane_id"] not in own]
+
+    cli.panes = panes  # type: ignore[method-assign]
+    case(cli, point)
+    assert len(fake_herdr.calls("tab", "create")) == 2, "both starts went through Herdr"
+    (live,) = cli.panes()
+    assert set(fake_herdr.state()["panes"]) - own == {live["pane_id"]}, "only the second start's pane is open"
+
+
 def writer_release(cli: Cli, point: str) -> None:
     cli.ok(*writer_start_args(cli))
     worktree, facts = lane(cli)
@@ -395,3 +443,18 @@ def test_writer_release_through_the_executable_can_require_the_reviewed_content(
     released = cli.ok(*args, "--expect-content", now["content_sha256"])
     assert released["lease"]["state"] == "released"
     assert (worktree / "src" / "app.py").read_text() == "print('edited again')\n"
+
+
+def test_on_herdr_the_dry_run_names_the_journalled_pane_and_closes_nothing(cli: Cli, fake_herdr: FakeHerdr) -> None:
+    cli.env["PATH"] = f"{fake_herdr.bin}{os.pathsep}{cli.env['PATH']}"
+    cli.env["FAKE_HERDR_STATE"] = os.environ["FAKE_HERDR_STATE"]
+    cli.env["CORRAL_AGENT_HOST"] = "herdr"
+    own = set(fake_herdr.state()["panes"])
+    cli.start(fault="agent.start:pane")
+    (left,) = set(fake_herdr.state()["panes"]) - own
+    planned = cli.ok("reviewer", "reconcile", "--controller", "ctl")["actions"]
+    assert [(a["to"], a.get("would_close_pane")) for a in planned] == [("failed_closed", left)], planned
+    assert left in fake_herdr.state()["panes"], "a dry run closes nothing"
+    applied = cli.reconcile()
+    assert [(a["to"], a.get("closed_pane")) for a in applied] == [("failed_closed", left)], applied
+    assert set(fake_herdr.state()["panes"]) == own

@@ -360,6 +360,17 @@ class AgentHost(ABC):
             if (o.name, o.kind, o.cwd) == (name, kind, cwd) and (nonce is None or o.nonce in (None, nonce))
         ]
 
+    def started_pane(self, nonce: str) -> str | None:
+        """The pane a start with ``nonce`` created, if the host journals starts (issue 24) and that start
+        never finished: a pane that holds no agent yet, which :meth:`find` cannot see. None by default
+        (the process host's slot carries the nonce itself, so :meth:`find` sees it)."""
+        return None
+
+    def abandon_start(self, nonce: str) -> str | None:
+        """Close the pane of the unfinished start ``nonce`` (see :meth:`started_pane`) and forget it;
+        returns the pane closed, or None. Reconcile calls it only when the start's process is gone."""
+        return None
+
     def describe(self) -> dict[str, Any]:
         """What this host is, for ``corral status``."""
         return {"name": self.name}

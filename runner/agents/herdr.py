@@ -45,8 +45,9 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
@@ -271,8 +272,12 @@ class HerdrHost(AgentHost):
         call_timeout: float = 30.0,
         wait_slice: float = 3.0,
         conditional_close: bool | None = None,
+        journal: Callable[[], Path] | None = None,
     ) -> None:
         self.kinds = kinds
+        # Issue 24: where a start records the pane it created before the agent in it exists (a pane
+        # without an agent is invisible to `agent list`), so reconcile can close it after a kill -9.
+        self._journal = journal
         self.binary = herdr_binary(binary)
         self.workspace = workspace or os.environ.get("HERDR_WORKSPACE_ID") or None
         # The pane corral itself runs in, when it runs inside Herdr: reported by describe() so that
@@ -409,7 +414,8 @@ class HerdrHost(AgentHost):
         gate: Gate | None = None,
         nonce: str | None = None,
     ) -> Observation:
-        # Herdr keeps no start nonce: reconcile finds a half-started pane by name, kind and cwd.
+        # Herdr keeps no start nonce: reconcile finds a half-started agent by name, kind and cwd, and a
+        # pane whose agent never started through the start journal (issue 24: started_pane).
         spec = self.kinds.get(kind)
         spec.check_options(options)
         herdr_kind = self._herdr_kind(spec)
@@ -425,16 +431,26 @@ class HerdrHost(AgentHost):
         pane_id = created.get("pane_id") if isinstance(created, dict) else None
         if not isinstance(pane_id, str) or not pane_id:
             raise _protocol(["tab", "create"], "result.root_pane.pane_id is missing")
+        from runner import faults  # test-only crash points: the pane exists, no lease records it yet
+
+        self._note_start(nonce, pane_id)
+        faults.point("agent.start:pane")
         try:
             self._start_in(pane_id, name, spec, herdr_kind, options)
-            return self.get(pane_id)
+            faults.point("agent.start:agent")
+            observed = self.get(pane_id)
+            self._forget_start(nonce)
+            return observed
         except AgentKindError:
             self._close_after_failed_start(pane_id)
+            self._forget_start(nonce)
             raise
         except AgentError as exc:
-            exc.details["pane_id"] = pane_id
+            exc.details["pane_id"] = pane_id  # the caller closes it: the journal need not remember it
+            self._forget_start(nonce)
             raise
         except CorralError as exc:
+            self._forget_start(nonce)
             raise AgentError(
                 f"agent {name!r} did not start in pane {pane_id}: {exc.message}",
                 code="agent_start_failed",
@@ -498,6 +514,53 @@ class HerdrHost(AgentHost):
                         herdr_code="agent_pane_busy",
                     ) from None
             time.sleep(BUSY_RETRY)
+
+    # --- the start journal (issue 24) -------------------------------------------------------------------
+
+    def _journal_file(self, nonce: str | None) -> Path | None:
+        if self._journal is None or nonce is None or not nonce.isalnum():
+            return None
+        return self._journal() / f"start-{nonce}.json"
+
+    def _note_start(self, nonce: str | None, pane_id: str) -> None:
+        """Record the pane of start ``nonce`` before its agent starts (written whole, then renamed)."""
+        path = self._journal_file(nonce)
+        if path is None:
+            return
+        partial = path.with_suffix(".tmp")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump({"pane_id": pane_id}, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+
+    def _forget_start(self, nonce: str | None) -> None:
+        path = self._journal_file(nonce)
+        if path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def started_pane(self, nonce: str) -> str | None:
+        path = self._journal_file(nonce)
+        if path is None:
+            return None
+        try:
+            with open(path, encoding="utf-8") as handle:
+                pane_id = json.load(handle).get("pane_id")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return pane_id if isinstance(pane_id, str) and pane_id else None
+
+    def abandon_start(self, nonce: str) -> str | None:
+        pane_id = self.started_pane(nonce)
+        if pane_id is None:
+            return None
+        if pane_id == self.own_pane:
+            raise AgentError(f"the journal names corral's own pane {pane_id}", code="pane_protected", pane_id=pane_id)
+        self.close(pane_id)  # a pane already gone is fine
+        self._forget_start(nonce)
+        return pane_id
 
     def _close_after_failed_start(self, pane_id: str) -> None:
         """Close the pane of a start Herdr refused for its kind; if that fails the caller must close it."""

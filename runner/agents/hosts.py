@@ -51,7 +51,7 @@ def herdr_host(ctx: HostContext) -> AgentHost:
     """Agents in Herdr panes, driven through the herdr CLI ($CORRAL_HERDR, $HERDR_BIN_PATH, herdr)."""
     from runner.agents.herdr import HerdrHost
 
-    return HerdrHost(ctx.kinds)
+    return HerdrHost(ctx.kinds, journal=lambda: ctx.state_dir("herdr"))
 
 
 def open_host(name: str, ctx: HostContext) -> AgentHost:

@@ -415,6 +415,9 @@ class ProcessHost(AgentHost):
                 AgentSlot(pane_id, name, kind, cwd, "idle", 0, options=opts, dir=str(self.root.absolute() / pane_id)),
                 expected_seq=None,
             )
+        from runner import faults  # test-only crash point: the pane exists, no lease records it yet
+
+        faults.point("agent.start:pane")
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._dir(slot).mkdir(mode=0o700)

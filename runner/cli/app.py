@@ -38,8 +38,8 @@ def json_option(fn: F) -> F:
 
 
 def http_server_options(default_port: int, *, when: str = "", token_for: str) -> Callable[[F], F]:
-    """``--listen``, ``--auth-token-file`` and ``--max-request-size``: what every HTTP server of corral
-    takes (``corral serve``; ``corral mcp --http``, whose help says ``when``: "With --http: ")."""
+    """``--listen``, ``--auth-token-file``, ``--allow-host`` and ``--max-request-size``: what every HTTP server
+    of corral takes (``corral serve``; ``corral mcp --http``, whose help says ``when``: "With --http: ")."""
 
     def said(text: str) -> str:
         return when + text if when else text[0].upper() + text[1:]
@@ -60,6 +60,16 @@ def http_server_options(default_port: int, *, when: str = "", token_for: str) ->
                     "--auth-token-file",
                     type=click.Path(dir_okay=False, path_type=Path),
                     help=said(f"a private file (chmod 600) holding the bearer token {token_for}."),
+                ),
+                click.option(
+                    "--allow-host",
+                    "allow_hosts",
+                    metavar="NAME",
+                    multiple=True,
+                    help=said(
+                        "also answer requests whose Host (or Origin) names NAME (repeatable); any other name than "
+                        "the listen address and localhost is refused 421 (DNS rebinding)."
+                    ),
                 ),
                 click.option(
                     "--max-request-size",

@@ -21,7 +21,14 @@ SCOPES = ("project", "user")
 @click.option("--http", "http", is_flag=True, help="Serve streamable HTTP (path /mcp) instead of stdio.")
 @http_server_options(8420, when="With --http: ", token_for="clients must send")
 @click.pass_context
-def mcp(ctx: click.Context, http: bool, listen: str, auth_token_file: Path | None, max_request_size: int) -> None:
+def mcp(
+    ctx: click.Context,
+    http: bool,
+    listen: str,
+    auth_token_file: Path | None,
+    allow_hosts: tuple[str, ...],
+    max_request_size: int,
+) -> None:
     """Serve corral's tools over MCP: stdio by default (what a coordinator launches), or --http."""
     if ctx.invoked_subcommand is not None:
         return
@@ -32,7 +39,14 @@ def mcp(ctx: click.Context, http: bool, listen: str, auth_token_file: Path | Non
     from runner.runtime import Runtime
 
     with Runtime.open(replace(app.config, surface="mcp")) as runtime:  # events name the surface that acted
-        serve(runtime, http=http, listen=listen, auth_token_file=auth_token_file, max_request_size=max_request_size)
+        serve(
+            runtime,
+            http=http,
+            listen=listen,
+            auth_token_file=auth_token_file,
+            max_request_size=max_request_size,
+            allow_hosts=allow_hosts,
+        )
 
 
 @mcp.command(name="config")
@@ -75,7 +89,7 @@ def config(ctx: click.Context, client: str, scope: str, write: bool, directory: 
     assert parent is not None and parent.parent is not None, "config is a subcommand of corral mcp"
     if any(
         parent.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
-        for name in ("http", "listen", "auth_token_file", "max_request_size")
+        for name in ("http", "listen", "auth_token_file", "allow_hosts", "max_request_size")
     ):
         raise UsageError(
             "the options of `corral mcp` (--http, --listen, ...) do not go with `corral mcp config`", code="usage"

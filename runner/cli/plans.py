@@ -374,15 +374,23 @@ def plans_show(app: App, plan_id: str, as_json: bool) -> None:
     from runner.service.plans import PlanShowInput
 
     detail = _plans(app, runs=False).show(PlanShowInput(plan_id))
-    plan, live, collected = detail.plan, detail.live, detail.collected
+    plan, live, collected, runner = detail.plan, detail.live, detail.collected, detail.runner
     if as_json:
         # Never the inputs (they may hold prompt text); the collected agent output is the one reply that
         # hands it out (it is kept out of the event log).
-        render.emit_json({**_summary(plan), "live": live, "collected": collected, "spend": detail.spend})
+        render.emit_json(
+            {**_summary(plan), "runner": runner, "live": live, "collected": collected, "spend": detail.spend}
+        )
         return
     from runner.definitions.recipes import RecipeLibrary
 
     _print_summary(plan, [s.id for s in RecipeLibrary().get(str(plan.data["recipe"])).steps])
+    if runner["status"] == "absent":
+        click.echo("runner: absent (no runner has taken the plan)")
+    else:
+        click.echo(
+            f"runner: {runner['status']}, pid {runner['pid']} on {runner['host']}, lease until {runner['expires_at']}"
+        )
     for entry in live:
         click.echo(
             f"step {entry['step']} waits on receipt {entry['receipt']} ({entry['receipt_state']}): "

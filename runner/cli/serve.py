@@ -33,6 +33,7 @@ def serve(
     app: App,
     listen: str,
     auth_token_file: Path | None,
+    allow_hosts: tuple[str, ...],
     max_request_size: int,
     workdir_root: Path | None,
     idempotency_ttl: int,
@@ -57,4 +58,5 @@ def serve(
             heartbeat=heartbeat,
             subscriber_buffer=subscriber_buffer,
             subscriber_grace=subscriber_grace,
+            allow_hosts=allow_hosts,
         )

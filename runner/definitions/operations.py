@@ -32,6 +32,9 @@ class Param:
     kind: str = "any"  # string, integer, number, boolean, array, object, any
     required: bool = False
     description: str = ""
+    path: bool = False
+    """A path on the runner's machine that the operation opens: a surface that confines paths (``corral
+    serve --workdir-root``) checks it at submission and before the step runs (issue 24)."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,8 @@ class OperationSpec:
         self.param_index.update({p.name: p for p in self.params})
 
 
-def _p(name: str, kind: str = "string", required: bool = False, description: str = "") -> Param:
-    return Param(name, kind, required, description)
+def _p(name: str, kind: str = "string", required: bool = False, description: str = "", path: bool = False) -> Param:
+    return Param(name, kind, required, description, path)
 
 
 _AGENT = (
@@ -88,7 +91,7 @@ OPERATIONS: dict[str, OperationSpec] = {
         OperationSpec(
             "reviewer.start",
             "Start a reviewer agent leased to the plan's controller.",
-            (_p("name", required=True), _p("kind", required=True), _p("cwd", required=True), *_AGENT),
+            (_p("name", required=True), _p("kind", required=True), _p("cwd", required=True, path=True), *_AGENT),
             ("lease", "pane_id", "seq"),
             machine="reviewer",
         ),
@@ -167,7 +170,7 @@ OPERATIONS: dict[str, OperationSpec] = {
         OperationSpec(
             "git.preflight",
             "Read a worktree's git facts (branch, HEAD, status digest, linked).",
-            (_p("worktree", required=True),),
+            (_p("worktree", required=True, path=True),),
             ("branch", "head", "status_sha256", "linked", "default_branch", "common_dir"),
             safe_to_retry=True,
         ),
@@ -191,8 +194,8 @@ OPERATIONS: dict[str, OperationSpec] = {
                 _p("verify"),
                 _p("status"),
                 _p("auto_files", "boolean"),
-                _p("repository"),
-                _p("subdir"),
+                _p("repository", path=True),
+                _p("subdir", path=True),
                 _p("fallback_ref", description="With fallback_sha256: the ref the step gives when it cannot write."),
                 _p("fallback_sha256", description="With fallback_ref: its digest."),
             ),
@@ -205,7 +208,7 @@ OPERATIONS: dict[str, OperationSpec] = {
             (
                 _p("name", required=True),
                 _p("kind", required=True),
-                _p("worktree", required=True),
+                _p("worktree", required=True, path=True),
                 _p("branch", required=True),
                 _p("base_commit", required=True),
                 _p("expected_head", required=True),

@@ -52,15 +52,18 @@ def start_agent(ctx: Context) -> EffectResult:
             nonce=data.get("start_nonce"),
         )
     except AgentError as exc:
+        # failure_code: the host's code, so the caller is told e.g. agent_kind_unknown (a refusal: Herdr
+        # does not run the kind) rather than a generic agent_start_failed.
+        failed = {"failure": exc.message, "failure_code": exc.code}
         pane_id = exc.details.get("pane_id")
         if pane_id is None:
-            return EffectResult("failure", {"failure": exc.message}, message=exc.message)
+            return EffectResult("failure", failed, message=exc.message)
         try:
             host.close(pane_id)
         except AgentError as close_exc:
             why = f"{exc.message}; closing its pane {pane_id} failed too: {close_exc.message}"
             return EffectResult("ambiguous", {"pane_id": pane_id, "failure": why}, message=why)
-        return EffectResult("failure", {"pane_id": pane_id, "failure": exc.message}, message=exc.message)
+        return EffectResult("failure", {"pane_id": pane_id, **failed}, message=exc.message)
     if (started.name, started.kind) != (data["name"], data["kind"]):
         why = f"the started agent reports itself as {started.name}/{started.kind}"
         return EffectResult("ambiguous", {"pane_id": started.pane_id, "failure": why}, message=why)

@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,6 +85,10 @@ class Options:
     subscriber_grace: float = 5.0
     """How long a subscriber's full buffer may stay full before it is disconnected."""
     loopback: bool = True
+    allowed_hosts: frozenset[str] = frozenset({"localhost", "127.0.0.1", "::1"})
+    """The ``Host`` (and ``Origin``) names answered (:mod:`runner.mcp.hosts`); others are 421/403."""
+    check_host: bool = True
+    """False on a unix socket, which no browser reaches (the ``Origin`` is still checked)."""
 
 
 class HeaderKeeper:
@@ -191,15 +195,17 @@ def _scalar(name: str, text: str, kinds: list[Any]) -> Any:
     return text
 
 
-def contain_paths(args: dict[str, Any], root: Path | None) -> None:
-    """Path arguments: never a raw ``..``; under ``root`` (symlinks resolved) when one is set.
+def contain_paths(args: dict[str, Any], root: Path | None, names: Iterable[str] | None = None) -> None:
+    """Path arguments (``names``, default :data:`runner.http.routes.PATH_ARGS`): never a raw ``..``;
+    under ``root`` (symlinks resolved) when one is set. A ``subdir`` is checked joined to the
+    ``repository`` beside it (or to ``root``), so a symlinked sub-directory cannot lead out.
 
     Raises:
         InputError: ``path_traversal`` or ``path_outside_root``, naming the argument.
     """
     from runner.http.routes import PATH_ARGS
 
-    for name in PATH_ARGS:
+    for name in PATH_ARGS if names is None else names:
         value = args.get(name)
         if not isinstance(value, str):
             continue
@@ -207,8 +213,11 @@ def contain_paths(args: dict[str, Any], root: Path | None) -> None:
             raise InputError(name, f"{value!r} has a '..' segment: give the path itself", code="path_traversal")
         if root is None:
             continue
-        resolved = os.path.realpath(value)
         base = os.path.realpath(root)
+        if name == "subdir":
+            repository = args.get("repository")
+            value = os.path.join(repository if isinstance(repository, str) else base, value)
+        resolved = os.path.realpath(value)
         if resolved != base and not resolved.startswith(base.rstrip("/") + "/"):
             raise InputError(
                 name, f"{value!r} is outside the server's working-directory root {base}", code="path_outside_root"
@@ -226,6 +235,13 @@ class Server:
         self.options = options
         self.group: Any = None
         self.started = time.monotonic()
+        # A plan's documents name paths too (issue 24): its steps' path arguments are contained as a
+        # request's are, at submission and again before each step the server runs.
+        runtime.contain_plan_paths = self.contain_step_paths
+
+    def contain_step_paths(self, args: dict[str, Any], names: tuple[str, ...]) -> None:
+        """:func:`contain_paths` for the path parameters ``names`` of one plan step's arguments."""
+        contain_paths(args, self.options.workdir_root, names)
 
     @property
     def service(self) -> Any:
@@ -271,10 +287,15 @@ async def _body(request: Any) -> dict[str, Any]:
     raw = await request.body()
     if not raw:
         return {}
+    from runner import jsonvalues
+
     try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise InputError("body", "the request body is not JSON", code="body_invalid") from None
+        # The strict reader (issue 24): nesting past jsonvalues.MAX_DEPTH was a RecursionError, a 500.
+        doc = jsonvalues.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(
+            "body", f"the request body is not JSON values corral takes: {exc}", code="body_invalid"
+        ) from None
     if not isinstance(doc, dict):
         raise InputError("body", "the request body is not a JSON object", code="body_invalid")
     return doc
@@ -423,7 +444,11 @@ def build_app(runtime: Runtime, options: Options) -> Any:
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.corral = server
     # The body cap is outside Idempotency, which reads a keyed request's body whole to digest it.
-    return Guard(BodyLimit(Idempotency(app, server), options.max_request_size), options)
+    # The host check is outermost: a forged Host or Origin reaches nothing, token or no token.
+    from runner.mcp.hosts import HostGuard
+
+    guarded = Guard(BodyLimit(Idempotency(app, server), options.max_request_size), options)
+    return HostGuard(guarded, options.allowed_hosts, check_host=options.check_host)
 
 
 def _dashboard_routes() -> list[Any]:
@@ -675,8 +700,8 @@ def _conflict(error: CorralError) -> Any:
 
 
 class Guard:
-    """The bearer token (constant-time) on ``/api``, and ``Origin``: only a page of this server (or, on
-    loopback, a loopback page) may call it from a browser."""
+    """The bearer token (constant-time) on ``/api``. The ``Host`` and ``Origin`` checks are in front of
+    it (:class:`runner.mcp.hosts.HostGuard`)."""
 
     def __init__(self, app: Any, options: Options) -> None:
         self.app, self.options = app, options
@@ -688,13 +713,6 @@ class Guard:
         import hmac
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        origin = headers.get("origin")
-        if origin is not None and not _origin_allowed(origin, headers.get("host", ""), self.options.loopback):
-            error = RefusedError(f"requests from the page at {origin} are not allowed", code="origin_forbidden")
-            from starlette.responses import JSONResponse
-
-            await JSONResponse({"error": error.to_dict()}, status_code=403)(scope, receive, send)
-            return
         token = self.options.token
         if token is not None and scope["path"].startswith("/api/"):
             scheme, _, value = headers.get("authorization", "").partition(" ")
@@ -708,21 +726,3 @@ class Guard:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def _origin_allowed(origin: str, host: str, loopback: bool) -> bool:
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(origin)
-    if parts.netloc and parts.netloc == host:
-        return True  # the dashboard this server serves
-    if not loopback:
-        return False
-    name = parts.hostname or ""
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False

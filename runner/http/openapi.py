@@ -32,7 +32,7 @@ ERROR_STATUSES = {
     "409": "Refused by a guard, or the world changed underneath (re-read, decide again).",
     "413": "The request body is over --max-request-size.",
     "422": "An invalid input; nothing was written.",
-    "502": "The agent's run failed.",
+    "502": "The agent's run failed, or its host failed to start or close it.",
     "503": "The store stayed busy or is unavailable (Retry-After).",
 }
 

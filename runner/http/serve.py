@@ -28,12 +28,15 @@ def serve(
     heartbeat: float = 15.0,
     subscriber_buffer: int = 1000,
     subscriber_grace: float = 5.0,
+    allow_hosts: tuple[str, ...] = (),
 ) -> None:
     """Check the options, bind the socket, and serve until stopped (SIGINT/SIGTERM end it cleanly)."""
     from runner.http.app import Options
+    from runner.mcp.hosts import allowed_names
     from runner.mcp.listen import serving
 
     endpoint, token = serving(listen, auth_token_file, max_request_size)
+    names = allowed_names(endpoint.host, endpoint.loopback, allow_hosts)
     if not 60 <= idempotency_ttl <= 7 * 86400:
         raise InputError("idempotency_ttl", f"{idempotency_ttl} is not from 60 s to 7 days")
     if not 0.01 <= heartbeat <= 3600:
@@ -50,6 +53,8 @@ def serve(
         workdir_root=workdir_root.resolve() if workdir_root is not None else None,
         idempotency_ttl=idempotency_ttl,
         loopback=endpoint.loopback,
+        allowed_hosts=names,
+        check_host=endpoint.kind == "tcp",
         heartbeat=heartbeat,
         subscriber_buffer=subscriber_buffer,
         subscriber_grace=subscriber_grace,

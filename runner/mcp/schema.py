@@ -168,4 +168,14 @@ PLAN = obj(
     required=["plan", "recipe", "state", "steps"],
 )
 """A plan's summary, as ``corral plans show --json`` prints it."""
+RUNNER_LEASE = obj(
+    {
+        "status": {"type": "string", "enum": ["active", "expired", "absent"]},
+        "host": NULLABLE_STR,
+        "pid": {"type": ["integer", "null"]},
+        "expires_at": NULLABLE_STR,
+    },
+    open_=False,
+)
+"""``plans show``'s ``runner``: the runner's lease on the plan (``runner.service.plans.runner_lease``)."""
 PAGE = {"next_after": NULLABLE_STR}

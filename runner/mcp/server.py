@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import ipaddress
 import json
 import sys
 import threading
@@ -506,18 +505,28 @@ def _failed(types: Any, error: CorralError) -> Any:
 # --- transports ----------------------------------------------------------------------------------------
 
 
-def serve(runtime: App, *, http: bool, listen: str, auth_token_file: Path | None, max_request_size: int) -> None:
+def serve(
+    runtime: App,
+    *,
+    http: bool,
+    listen: str,
+    auth_token_file: Path | None,
+    max_request_size: int,
+    allow_hosts: tuple[str, ...] = (),
+) -> None:
     """Serve until stdin closes (stdio) or the process is stopped (HTTP)."""
     if not http:
-        for given, name in ((auth_token_file, "--auth-token-file"),):
+        for given, name in ((auth_token_file, "--auth-token-file"), (allow_hosts or None, "--allow-host")):
             if given is not None:
                 raise InputError("http", f"{name} goes with --http")
         anyio.run(_serve_stdio, runtime)
         return
+    from runner.mcp.hosts import allowed_names
     from runner.mcp.listen import serving
 
     endpoint, token = serving(listen, auth_token_file, max_request_size)
-    anyio.run(_serve_http, runtime, endpoint, token, max_request_size)
+    names = allowed_names(endpoint.host, endpoint.loopback, allow_hosts)
+    anyio.run(_serve_http, runtime, endpoint, token, max_request_size, names)
 
 
 async def _serve_stdio(runtime: App) -> None:
@@ -529,7 +538,8 @@ async def _serve_stdio(runtime: App) -> None:
 
 
 class Guard:
-    """ASGI middleware in front of the MCP app: bearer token (constant-time) and ``Origin`` checks."""
+    """ASGI middleware in front of the MCP app: bearer token (constant-time), and no browser calls off
+    loopback (behind :class:`runner.mcp.hosts.HostGuard`, which checks ``Host`` and ``Origin`` names)."""
 
     def __init__(self, app: Any, token: str | None, loopback: bool) -> None:
         self.app, self.token, self.loopback = app, token, loopback
@@ -552,18 +562,9 @@ class Guard:
         await self.app(scope, receive, send)
 
     def _origin_allowed(self, origin: str) -> bool:
-        """Only a loopback page may call a loopback server; a remote server takes no browser calls."""
-        from urllib.parse import urlsplit
-
-        if not self.loopback:
-            return False
-        host = urlsplit(origin).hostname or ""
-        if host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False
+        """A remote server takes no browser calls; on loopback the page's name was checked already
+        (:class:`runner.mcp.hosts.HostGuard`, in front of this guard)."""
+        return self.loopback
 
 
 async def _plain(send: Any, status: int, text: str, extra: dict[str, str] | None = None) -> None:
@@ -574,28 +575,25 @@ async def _plain(send: Any, status: int, text: str, extra: dict[str, str] | None
     await send({"type": "http.response.body", "body": body})
 
 
-async def _serve_http(runtime: App, endpoint: Any, token: str | None, max_request_size: int) -> None:
+async def _serve_http(
+    runtime: App, endpoint: Any, token: str | None, max_request_size: int, names: frozenset[str]
+) -> None:
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
+    from runner.mcp.hosts import HostGuard
+
     server = build_server(runtime)
-    # Host checks (DNS rebinding) on loopback; off loopback the bearer token is the gate.
-    security = (
-        TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-        )
-        if endpoint.loopback and endpoint.kind == "tcp"
-        else TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    )
+    # The Host and Origin checks (DNS rebinding) are corral's own HostGuard, shared with `corral serve`
+    # and in front of the token: the SDK's would refuse the --allow-host names.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
         max_request_body_size=max_request_size,
         transport_security=security,
         host=endpoint.host or "127.0.0.1",
     )
-    guarded = Guard(app, token, endpoint.loopback)
+    guarded = HostGuard(Guard(app, token, endpoint.loopback), names, check_host=endpoint.kind == "tcp")
     config = uvicorn.Config(guarded, log_level="warning", access_log=False, lifespan="on", ws="none")
     web = uvicorn.Server(config)
     from runner.mcp.listen import bound, hostport

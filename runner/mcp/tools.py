@@ -32,6 +32,7 @@ from runner.mcp.schema import (
     PAGE,
     PLAN,
     RECEIPT,
+    RUNNER_LEASE,
     STR,
     WINNER,
     Arg,
@@ -1279,14 +1280,20 @@ async def _plan_submit(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     PlanShowInput,
     args={"plan_id": PLAN_ID},
     output=obj(
-        {**PLAN["properties"], "live": array(ANY_OBJ), "collected": ANY_OBJ, "spend": ANY_OBJ},
-        required=["plan", "state"],
+        {**PLAN["properties"], "runner": RUNNER_LEASE, "live": array(ANY_OBJ), "collected": ANY_OBJ, "spend": ANY_OBJ},
+        required=["plan", "state", "runner"],
     ),
     agent_output=True,
 )
 def _plan_show(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     detail = call.plans(runs=False).show(PlanShowInput(a["plan_id"]))
-    return {**call.summary(detail.plan), "live": detail.live, "collected": detail.collected, "spend": detail.spend}
+    return {
+        **call.summary(detail.plan),
+        "runner": detail.runner,
+        "live": detail.live,
+        "collected": detail.collected,
+        "spend": detail.spend,
+    }
 
 
 @_t(

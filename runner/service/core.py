@@ -36,8 +36,12 @@ AGENT_MACHINES = frozenset({"reviewer", "writer", "adopted", "pane"})  # machine
 
 class AgentOperationError(CorralError):
     """Starting or closing an agent failed; ``details`` says where the lease was left. Inspect the
-    host (``corral agents``), then ``reconcile`` or close again."""
+    host (``corral agents``), then ``reconcile`` or close again.
 
+    Its own category (``agent_operation``: exit 7, HTTP 502), so a coordinator tells an agent host's
+    failure from a bug (exit 1, ``internal``)."""
+
+    category = "agent_operation"
     default_code = "agent_operation_failed"
 
 
@@ -366,6 +370,16 @@ class Core:
     def settled(self, result: Result, code: str, doing: str) -> AgentLeaseView:
         """The lease after a two-phase start or close; :class:`AgentOperationError` unless it succeeded."""
         view = self.lease_view(result.instance)
+        if result.outcome == "failure" and result.instance.data.get("failure_code") == "agent_kind_unknown":
+            # The host refused the kind (Herdr does not run it) and closed the pane it had made: nothing
+            # is left behind, so it is the guard's refusal, not an agent operation that failed.
+            raise RefusedError(
+                f"{doing} was refused: {result.instance.data.get('failure')}",
+                code="agent_kind_unknown",
+                kind=result.instance.data.get("kind"),
+                started=False,
+                lease=view.to_dict(),
+            )
         if result.outcome != "success":
             raise AgentOperationError(
                 f"{doing} failed; the lease is {result.instance.state}: {result.instance.data.get('failure')}",

@@ -463,7 +463,21 @@ class Inventory:
             else:
                 starter = lockstatus.status(lease.data.get("starter")) if lease.state == "provisioning" else None
                 observations = {"agent": observed, "starter": starter}
+                # Issue 24: a start killed after its pane was created but before an agent ran in it left a
+                # pane no listing shows; the host's start journal names it. Closed only once the start's
+                # process is gone (a live start is left alone, as the guards leave it).
+                nonce = lease.data.get("start_nonce")
+                orphan = (
+                    host.started_pane(nonce)
+                    if starter == "stale" and isinstance(nonce, str) and not observed.get("exists")
+                    else None
+                )
                 try:
+                    if orphan is not None and inp.apply:
+                        host.abandon_start(str(nonce))
+                        action.update(closed_pane=orphan)
+                    elif orphan is not None:
+                        action.update(would_close_pane=orphan)
                     if inp.apply:
                         result = self.core.fire_on(
                             machine, lease.id, "reconcile", inp.credential, {}, observations, host=host

@@ -100,6 +100,26 @@ def plan_summary(plan: Instance) -> dict[str, Any]:
     }
 
 
+def runner_lease(plan: Instance, now: datetime) -> dict[str, Any]:
+    """The runner's lease on a plan as ``plans show`` reports it (issue 24): ``status`` ``active`` (held:
+    its lease has not expired by the store's clock, and its process is not known gone), ``expired``
+    (it stopped renewing, paused or ended, or its process is gone from this machine: any runner may
+    take the plan) or ``absent`` (no runner ever took it); its ``host``, ``pid`` and ``expires_at``.
+    The record holds no credential, and nothing else of it is shown."""
+    recorded = plan.data.get("runner")
+    if not isinstance(recorded, Mapping) or not recorded:
+        return {"status": "absent", "host": None, "pid": None, "expires_at": None}
+    expires = recorded.get("expires_at")
+    expired = isinstance(expires, str) and parse_time(expires) <= now
+    gone = lockstatus.status(recorded) == "stale"
+    return {
+        "status": "expired" if expired or gone else "active",
+        "host": recorded.get("host"),
+        "pid": recorded.get("pid"),
+        "expires_at": expires if isinstance(expires, str) else None,
+    }
+
+
 def plan_view(header: Instance, parts: Mapping[str, Mapping[str, Any]]) -> Instance:
     """The plan as readers know it: its data with ``steps`` and ``private`` filled in from its parts.
 
@@ -244,13 +264,17 @@ class Submitted:
 @dataclass(frozen=True)
 class PlanDetail:
     """A plan as ``plans show`` gives it: ``live`` (each open receipt of a running or waiting step: its
-    agent's status, the time left) and ``collected`` (the agent output text its steps kept)."""
+    agent's status, the time left), ``collected`` (the agent output text its steps kept) and
+    ``runner`` (the runner's lease: :func:`runner_lease`)."""
 
     plan: Instance
     live: list[dict[str, Any]]
     collected: dict[str, dict[str, Any]] = field(repr=False)
     spend: dict[str, Any] = field(default_factory=dict)
     """What the agents the plan leased spent (:meth:`Plans.spend`)."""
+    runner: dict[str, Any] = field(
+        default_factory=lambda: {"status": "absent", "host": None, "pid": None, "expires_at": None}
+    )
 
 
 class Plans:
@@ -265,8 +289,12 @@ class Plans:
         operations: OperationLookup,
         scratch: Path | None = None,
         runner_ttl: float = PLAN_RUNNER_TTL,
+        paths: Callable[[dict[str, Any], tuple[str, ...]], None] | None = None,
     ) -> None:
         self.service = service
+        # Issue 24: a surface that confines paths (corral serve --workdir-root) checks every step's path
+        # arguments (the catalogue's path=True), at submission and before each step runs; it raises to refuse.
+        self.paths = paths
         self.recipes = recipes
         self.credentials = credentials
         self.operations = operations
@@ -317,7 +345,7 @@ class Plans:
             for step, private in (plan.data.get("private") or {}).items()
             if isinstance(private, dict)
         }
-        return PlanDetail(plan, self._live(plan), collected, self.spend(plan))
+        return PlanDetail(plan, self._live(plan), collected, self.spend(plan), runner_lease(plan, self.service.now()))
 
     def spend(self, plan: Instance) -> dict[str, Any]:
         """What the agents this plan leased spent, against each lease's budget.
@@ -427,14 +455,45 @@ class Plans:
         recipe = self.recipes.get(checked["recipe"])
         return CheckedPlan(checked, recipe, validate_inputs(recipe, dict(checked.get("inputs") or {})))
 
+    def contain(self, do: str, args: Mapping[str, Any]) -> None:
+        """Check the path arguments of one step (operation ``do``, ``args`` resolved) with :attr:`paths`.
+
+        Raises:
+            InputError: what :attr:`paths` raises (``path_outside_root``, ``path_traversal``).
+        """
+        if self.paths is None:
+            return
+        implementation = self.operations.get(do)
+        if implementation is None:
+            return
+        names = tuple(p.name for p in implementation.spec.params if p.path)
+        if names:
+            self.paths(dict(args), names)
+
+    def _contain_plan(self, recipe: Recipe, inputs: Mapping[str, Any]) -> None:
+        """Every step's path arguments that the plan's inputs decide (those naming an earlier step's
+        outputs are checked when the step runs)."""
+        if self.paths is None:
+            return
+        for step in recipe.steps:
+            known: dict[str, Any] = {}
+            for name, value in step.args.items():
+                try:
+                    known[name] = resolve(value, inputs, {})
+                except CorralError:
+                    continue  # an earlier step's output: checked before this step runs
+            self.contain(step.do, known)
+
     def submit(self, inp: PlanSubmitInput) -> Submitted:
         """Record the plan (or find it): the same id with the same content is the same plan.
 
         Raises:
             PlanConflictError: ``plan_conflict``, the id is taken by other content.
+            InputError: a step's path outside the surface's confinement (:attr:`paths`); nothing written.
         """
         checked = self.check(inp)
         doc, recipe, inputs = checked.document, checked.recipe, checked.inputs
+        self._contain_plan(recipe, inputs)
         content = {
             "plan": doc["plan"],
             "recipe": recipe.name,
@@ -845,6 +904,7 @@ class _Run:
             return self._failed(plan, step, {"attempt": attempt}, unknown, 0.0)
         try:
             args = resolve(step.args, inputs, outputs)
+            self.plans.contain(step.do, args)
         except CorralError as exc:
             referenced = exc.details.get("step")
             if (

@@ -282,6 +282,9 @@ def test_a_plan_is_drawn_as_a_step_waterfall(serve: Served, browser: Any, tmp_pa
     page.wait_for_selector('#plans .plan[data-plan="p-dash"] [data-step="verify"]', timeout=LIVE_TIMEOUT_MS)
     shown = page.locator('#plans .plan[data-plan="p-dash"]')
     assert "failed" in shown.locator("h3").inner_text()
+    # The runner's lease (issue 24): the plan failed, so its runner's lease ended.
+    assert shown.locator("h3 .runner-expired").count() == 1
+    assert "runner expired: pid" in shown.locator("h3").inner_text()
     assert [shown.locator("[data-step]").nth(i).inner_text() for i in range(2)] == ["acquire", "verify"]
     bars = shown.locator(".bar")
     assert bars.nth(0).get_attribute("class") == "bar step-succeeded"

@@ -240,7 +240,8 @@ def test_conformance_run_leaks_no_secret(stdio: StdioRunner, project: Path, tmp_
         plan = await ok("corral_plan_submit", {"plan": _plan(project)})
         assert plan["state"] == "succeeded", plan
         keep("planctl")
-        await ok("corral_plan_show", {"plan_id": "mcp-plan-1"})
+        shown = await ok("corral_plan_show", {"plan_id": "mcp-plan-1"})
+        assert shown["runner"]["status"] == "expired", shown  # issue 24: the runner's lease ended with the plan
         await ok("corral_plan_list", {"all": True})
         await refused("corral_plan_retry", {"plan_id": "mcp-plan-1"}, "plan_not_failed")
         await refused(

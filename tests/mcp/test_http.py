@@ -103,3 +103,21 @@ def test_the_unix_socket_is_private(mcp_home: Path, tmp_path: Path) -> None:
     done = corral_cli(server_env(mcp_home), "mcp", "--http", "--listen", f"unix://{plain}")
     assert done.returncode == 3 and "not a socket" in done.stderr, done.stderr
     assert plain.read_text() == "keep me"
+
+
+def test_a_forged_host_is_refused_before_the_token_and_allow_host_adds_one(mcp_home: Path, tmp_path: Path) -> None:
+    """DNS rebinding: the Host check (shared with `corral serve`, runner/mcp/hosts.py) comes first, so a
+    forged Host is 421 host_not_allowed even with the right token; an --allow-host name is served."""
+    args = ("--auth-token-file", str(token_file(tmp_path)), "--allow-host", "corral.test")
+    with http_server(mcp_home, "127.0.0.1:0", *args) as server:
+        body = json.dumps(INITIALIZE).encode()
+        bearer = f"Bearer {TOKEN}"
+        port = server.wait_ready().rsplit(":", 1)[1].split("/")[0]
+        for host in (f"evil.example:{port}", "127.0.0.1.evil.example", f"corral.test.evil:{port}"):
+            refused = post(server, body, Authorization=bearer, Host=host, Origin=f"http://{host}")
+            assert refused.status_code == 421, (host, refused.text)
+            assert refused.json()["error"]["code"] == "host_not_allowed"
+        allowed = post(server, body, Authorization=bearer, Host=f"corral.test:{port}", Origin="http://corral.test")
+        assert allowed.status_code == 200, allowed.text
+        foreign = post(server, body, Authorization=bearer, Host=f"corral.test:{port}", Origin="http://evil.example")
+        assert foreign.status_code == 403

@@ -313,6 +313,11 @@ def test_review_through_corral_run_is_idempotent_by_plan_id(tmp_path: Path, cli:
     assert [(p["plan"], p["state"], p["steps"]) for p in listed] == [("cli-1", "succeeded", 5)]
     shown = json.loads(corral(env, tmp_path, "plans", "show", "cli-1", "--json").stdout)
     assert shown["state"] == "succeeded" and set(shown["steps"]) == {"acquire", "start", "relay", "collect", "close"}
+    # Issue 24: the runner's lease, ended with the plan; host, pid and expiry only, never a credential.
+    assert shown["runner"]["status"] == "expired" and set(shown["runner"]) == {"status", "host", "pid", "expires_at"}
+    assert isinstance(shown["runner"]["pid"], int) and shown["runner"]["expires_at"]
+    text = corral(env, tmp_path, "plans", "show", "cli-1")
+    assert f"runner: expired, pid {shown['runner']['pid']} on {shown['runner']['host']}" in text.stdout
     assert "from the cli" not in json.dumps(shown["steps"]), "agent output is never shown"
     unknown = corral(env, tmp_path, "plans", "show", "nope", "--json")
     assert unknown.returncode == 3 and json.loads(unknown.stdout)["error"]["code"] == "plan_unknown"

@@ -24,7 +24,7 @@ from runner.errors import RefusedError
 from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS, Operation, StepOperation
 from runner.service import Service
-from runner.service.plans import PlanResumeInput, PlanRunInput, Plans, PlanSubmitInput
+from runner.service.plans import PlanResumeInput, PlanRunInput, Plans, PlanShowInput, PlanSubmitInput
 from runner.store import Store
 from tests.conftest import FakeClock
 from tests.plans.test_approval import Crash, Crashing, recipes_in
@@ -145,3 +145,43 @@ def test_a_runner_renews_its_lease_while_a_step_runs_and_keeps_the_plan(rig: Rig
     expiries = [parse_time(e.payload["changed"]["runner"]["expires_at"]) for e in renewals if e.payload["changed"]]
     assert len(expiries) >= 2 and expiries == sorted(expiries) and expiries[-1] > expiries[0], renewals
     assert refusals and set(refusals) == {"plan_busy"}, refusals
+
+
+def test_plans_show_reports_the_runners_lease_absent_active_expired_and_never_a_credential(rig: Rig) -> None:
+    """Issue 24: ``plans show`` says whether a runner holds the plan (host, pid, expiry), by the store's clock."""
+    dead = rig.plans(Crashing())
+    dead.submit(PlanSubmitInput({"plan": "p4", "recipe": "gate", "controller": "ctl", "inputs": {}}))
+    assert dead.show(PlanShowInput("p4")).runner == {"status": "absent", "host": None, "pid": None, "expires_at": None}
+
+    with pytest.raises(Crash):
+        anyio.run(dead.run, PlanRunInput("p4"))
+    recorded = dead.plan("p4").data["runner"]
+    held = dead.show(PlanShowInput("p4")).runner
+    assert held == {"status": "active", "host": recorded["host"], "pid": recorded["pid"],
+                    "expires_at": recorded["expires_at"]}  # fmt: skip
+    assert set(held) == {"status", "host", "pid", "expires_at"}, "only these; no boot id, no credential"
+
+    rig.clock.advance(60)  # the dead runner never renewed
+    assert dead.show(PlanShowInput("p4")).runner["status"] == "expired"
+
+    taken = anyio.run(rig.plans(me=ELSEWHERE).resume, PlanResumeInput("p4"))
+    assert taken.state == "paused"
+    after = dead.show(PlanShowInput("p4")).runner
+    assert after["status"] == "expired" and after["host"] == "another-machine", "a pause ends the lease"
+
+
+def test_plans_show_calls_a_runner_whose_process_is_gone_expired_before_its_lease_runs_out(rig: Rig) -> None:
+    import subprocess
+    import sys
+
+    from runner import lockstatus
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
+    me = lockstatus.current(int(gone.stdout))  # a real process of this machine, now exited
+    plans = rig.plans(Crashing(), me={**me, "start_time": me["start_time"] or 1})
+    plans.submit(PlanSubmitInput({"plan": "p5", "recipe": "gate", "controller": "ctl", "inputs": {}}))
+    with pytest.raises(Crash):
+        anyio.run(plans.run, PlanRunInput("p5"))
+    assert plans.show(PlanShowInput("p5")).runner["status"] == "expired"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runner.agents.kinds import Kinds
-from runner.errors import InputError
+from runner.errors import InputError, RefusedError
 from runner.service import (
     ControllerInput,
     RelayInput,
@@ -99,8 +99,10 @@ def test_failed_start_closes_its_pane_or_is_orphaned_until_reconciled(tmp_path: 
 
 def test_a_host_refusing_the_kind_fails_the_start_cleanly(tmp_path: Path) -> None:
     world = World(tmp_path, lambda store, agents: KindlessHost(store, agents, Kinds.load([])))
-    error = refused("agent_start_failed", world.start)
-    assert error.details["lease"]["state"] == "failed_closed"
+    # A refusal (issue 24: it was agent_start_failed, exit 1): nothing started, nothing left behind.
+    error = refused("agent_kind_unknown", world.start)
+    assert isinstance(error, RefusedError) and error.details["started"] is False
+    assert error.details["lease"]["state"] == "failed_closed" and world.host.list() == []
     assert "no agent kind" in error.details["lease"]["failure"]
 
 

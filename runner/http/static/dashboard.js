@@ -249,6 +249,12 @@ function waterfall(plan) {
   return grid;
 }
 
+// The runner's lease on a plan (issue 24): held and live, expired (any runner may take it), or absent.
+function runnerNote(runner) {
+  if (runner.status === "absent") return " · no runner";
+  return ` · runner ${runner.status}: pid ${runner.pid} on ${runner.host}, lease until ${runner.expires_at || "-"}`;
+}
+
 async function plans() {
   const doc = await get("/api/plans");
   const listed = doc.plans || [];
@@ -261,7 +267,8 @@ async function plans() {
   box.replaceChildren(...shown.map((plan) => el("div", { class: "plan", data: { plan: plan.plan } },
     el("h3", {}, el("code", { text: plan.plan }), " ", el("span", { class: "muted", text: plan.recipe || "" }), " ",
       el("span", { class: `state state-${plan.state}`, text: plan.state }),
-      plan.paused_reason ? el("span", { class: "muted", text: ` — ${plan.paused_reason}` }) : ""),
+      plan.paused_reason ? el("span", { class: "muted", text: ` — ${plan.paused_reason}` }) : "",
+      plan.runner ? el("span", { class: `muted runner runner-${plan.runner.status}`, text: runnerNote(plan.runner) }) : ""),
     waterfall(plan))));
   if (listed.length > PLANS_DRAWN) box.append(el("p", { class: "muted", text: `and ${listed.length - PLANS_DRAWN} more` }));
 }
