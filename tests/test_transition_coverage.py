@@ -88,10 +88,12 @@ class FaultyHost(ProcessHost):
         if self.close_fault == "die_after":
             raise RunnerDied(f"killed after closing {pane_id}")
 
-    def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Any = None) -> Observation:
+    def prompt(
+        self, pane_id: str, text: str, expect: Expect | None = None, gate: Any = None, schema: str | None = None
+    ) -> Observation:
         if self.busy_on_prompt:
             raise AgentBusyError("the agent started working on something else", pane_id=pane_id)
-        return super().prompt(pane_id, text, expect, gate)
+        return super().prompt(pane_id, text, expect, gate, schema)
 
 
 class World:
@@ -365,7 +367,8 @@ def test_a_plan_runs_to_success(world: World) -> None:
     """plan submit, start submitted -> running, step, finish."""
     plans = Plans(world)
     plans.submit("ok")
-    assert plans.run("ok").state == "succeeded"
+    ran = plans.run("ok")
+    assert ran.state == "succeeded", ran.data.get("failure")
     edges = plans.edges("ok")
     assert plan_moves(edges) == [
         ("submit", "absent", "submitted"),

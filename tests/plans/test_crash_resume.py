@@ -447,8 +447,10 @@ def test_kill_while_the_collect_waits_then_resume_after_the_agent_finished(
 class UnconfirmedHost(ProcessHost):
     """Delivers the prompt for real, then loses the confirmation (the two-phase relay stays ``reserved``)."""
 
-    def prompt(self, pane_id: str, text: str, expect: Expect | None = None, gate: Any = None) -> Observation:
-        super().prompt(pane_id, text, expect, gate)
+    def prompt(
+        self, pane_id: str, text: str, expect: Expect | None = None, gate: Any = None, schema: str | None = None
+    ) -> Observation:
+        super().prompt(pane_id, text, expect, gate, schema)
         raise AgentError("the confirmation of the delivery was lost", code="agent_prompt_unconfirmed")
 
 

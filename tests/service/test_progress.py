@@ -134,6 +134,7 @@ def test_plans_show_sums_what_the_plan_leases_spent(world: StreamWorld) -> None:
         "cwd": str(world.work),
         "prompt": "read lib.py\nreviewed",
         "kind": "streamer",
+        "verdict_schema": None,  # the scripted stream agent answers in text
         "timeout": 60,
         "authority_ref": "T-1",
         "authority_sha256": SHA,
