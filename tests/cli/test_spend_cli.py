@@ -56,8 +56,8 @@ def test_plans_show_prints_what_the_plan_leases_spent(corral: Any, project: Path
     home.mkdir(parents=True, exist_ok=True)
     (home / "agents.yaml").write_text(stream_agent.kind_yaml())
     inputs = {
-        "cwd": str(project), "prompt": "read lib.py\nreviewed", "kind": "streamer", "timeout": 60, "verdict_schema": None,
-        "authority_ref": "T-1", "authority_sha256": SHA,
+        "cwd": str(project), "prompt": "read lib.py\nreviewed", "kind": "streamer", "timeout": 60,
+        "verdict_schema": None, "authority_ref": "T-1", "authority_sha256": SHA,
     }  # fmt: skip
     plan = tmp_path / "plan.yaml"
     plan.write_text(json.dumps({"plan": "rev-1", "recipe": "review", "controller": "ctl", "inputs": inputs}))
