@@ -603,13 +603,16 @@ class Idempotency:
 
         status: list[int] = []
         sent: list[bytes] = []
+        held: list[Any] = []
 
         async def recording(message: Any) -> None:
+            # Held back until the record is complete: a client that retries the moment it has its
+            # answer must find the answer recorded, never "still in progress".
             if message["type"] == "http.response.start":
                 status.append(int(message["status"]))
             elif message["type"] == "http.response.body":
                 sent.append(message.get("body", b""))
-            await send(message)
+            held.append(message)
 
         try:
             await self.app(scope, again, recording)
@@ -620,9 +623,11 @@ class Idempotency:
         code = status[0] if status else 500
         if code >= 500:  # nothing was decided: let a retry run again
             await anyio.to_thread.run_sync(store.release_idempotency, key)
-            return
-        recorded = _seal(b"".join(sent).decode("utf-8", "replace"), raw_key, digest)
-        await anyio.to_thread.run_sync(store.complete_idempotency, key, code, recorded)
+        else:
+            recorded = _seal(b"".join(sent).decode("utf-8", "replace"), raw_key, digest)
+            await anyio.to_thread.run_sync(store.complete_idempotency, key, code, recorded)
+        for message in held:
+            await send(message)
 
     async def _answer_existing(
         self, found: Any, raw_key: str, digest: str, scope: Any, receive: Any, send: Any
