@@ -20,6 +20,11 @@ SCOPES = ("project", "user")
 @cli.group(invoke_without_command=True)
 @click.option("--http", "http", is_flag=True, help="Serve streamable HTTP (path /mcp) instead of stdio.")
 @http_server_options(8420, when="With --http: ", token_for="clients must send")
+@click.option(
+    "--workdir-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Every path argument (cwd, worktree, a plan's step paths...) must resolve under this directory.",
+)
 @click.pass_context
 def mcp(
     ctx: click.Context,
@@ -28,6 +33,7 @@ def mcp(
     auth_token_file: Path | None,
     allow_hosts: tuple[str, ...],
     max_request_size: int,
+    workdir_root: Path | None,
 ) -> None:
     """Serve corral's tools over MCP: stdio by default (what a coordinator launches), or --http."""
     if ctx.invoked_subcommand is not None:
@@ -46,6 +52,7 @@ def mcp(
             auth_token_file=auth_token_file,
             max_request_size=max_request_size,
             allow_hosts=allow_hosts,
+            workdir_root=workdir_root,
         )
 
 
@@ -89,7 +96,7 @@ def config(ctx: click.Context, client: str, scope: str, write: bool, directory: 
     assert parent is not None and parent.parent is not None, "config is a subcommand of corral mcp"
     if any(
         parent.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
-        for name in ("http", "listen", "auth_token_file", "allow_hosts", "max_request_size")
+        for name in ("http", "listen", "auth_token_file", "allow_hosts", "max_request_size", "workdir_root")
     ):
         raise UsageError(
             "the options of `corral mcp` (--http, --listen, ...) do not go with `corral mcp config`", code="usage"

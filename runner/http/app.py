@@ -22,9 +22,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ import anyio.to_thread
 
 from runner.errors import CorralError, CredentialError, InputError, RefusedError
 from runner.log import get_logger
+from runner.mcp.paths import contain_paths
 
 if TYPE_CHECKING:
     from runner.fence import Credential
@@ -193,35 +193,6 @@ def _scalar(name: str, text: str, kinds: list[Any]) -> Any:
     if text == "" and "null" in kinds:
         return None
     return text
-
-
-def contain_paths(args: dict[str, Any], root: Path | None, names: Iterable[str] | None = None) -> None:
-    """Path arguments (``names``, default :data:`runner.http.routes.PATH_ARGS`): never a raw ``..``;
-    under ``root`` (symlinks resolved) when one is set. A ``subdir`` is checked joined to the
-    ``repository`` beside it (or to ``root``), so a symlinked sub-directory cannot lead out.
-
-    Raises:
-        InputError: ``path_traversal`` or ``path_outside_root``, naming the argument.
-    """
-    from runner.http.routes import PATH_ARGS
-
-    for name in PATH_ARGS if names is None else names:
-        value = args.get(name)
-        if not isinstance(value, str):
-            continue
-        if ".." in value.split("/"):
-            raise InputError(name, f"{value!r} has a '..' segment: give the path itself", code="path_traversal")
-        if root is None:
-            continue
-        base = os.path.realpath(root)
-        if name == "subdir":
-            repository = args.get("repository")
-            value = os.path.join(repository if isinstance(repository, str) else base, value)
-        resolved = os.path.realpath(value)
-        if resolved != base and not resolved.startswith(base.rstrip("/") + "/"):
-            raise InputError(
-                name, f"{value!r} is outside the server's working-directory root {base}", code="path_outside_root"
-            )
 
 
 # --- the app -----------------------------------------------------------------------------------------------

@@ -117,28 +117,3 @@ ROUTES: tuple[Route, ...] = (
     R("GET", "/api/memory/projects/{project}/readiness", "memory_readiness", path_args={"project": "project"}),
     R("POST", "/api/memory/sessions/close", "memory_session_close"),
 )
-
-PATH_ARGS: dict[str, str] = {
-    "cwd": "an agent's working directory (reviewer start)",
-    "worktree": "a writer lane's linked worktree (writer start, preflight, scopes check)",
-    "expect_cwd": "the working directory an agent close or adoption expects",
-    "repository": "a memory project's repository (checkpoint, bootstrap)",
-    "subdir": "a memory project's sub-directory, contained joined to its repository (symlinks resolved)",
-    "plan": "a plan document: each path parameter of its steps (the step catalogue's path=True), "
-    "checked at submission where the plan's inputs decide it and again before each step runs",
-}
-"""The tool arguments that are paths on the server's machine (issue 24): each is contained under
-``--workdir-root`` by :func:`runner.http.app.contain_paths`, and a raw ``..`` is always refused.
-``tests/http/test_paths.py`` fails for a tool argument that looks like a path and is in neither this
-table nor :data:`NOT_PATH_ARGS`."""
-
-NOT_PATH_ARGS: dict[str, str] = {
-    "own": "scopes: repo-relative, no '..', no absolute path, checked by runner.scopes inside the worktree",
-    "lock": "scopes, as own",
-    "files": "a checkpoint's list of files: recorded as text, never opened",
-    "auto_files": "a flag: git status is read under the project's (contained) repository and subdir",
-    "instance": "an instance id (corral_draw), not a path",
-    "repo": "the mesh's repository label: text that groups agents, never opened",
-    "project": "a memory project's name (by default its repository directory's name), never opened",
-}
-"""Tool arguments whose names or descriptions look like paths but that the server never opens as one."""

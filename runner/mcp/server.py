@@ -428,8 +428,9 @@ def _as_json(doc: Any) -> Any:
     return json.loads(json.dumps(doc, default=str))
 
 
-def build_server(runtime: App) -> Any:
-    """The low-level MCP server over the tool table."""
+def build_server(runtime: App, contain: Callable[[dict[str, Any]], None] | None = None) -> Any:
+    """The low-level MCP server over the tool table; ``contain`` checks each call's path arguments
+    before its tool runs (:func:`runner.mcp.paths.contain_paths`)."""
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
@@ -466,6 +467,8 @@ def build_server(runtime: App) -> Any:
         try:
             if tool is None:
                 raise InputError("name", f"no tool named {params.name!r}", code="tool_unknown")
+            if contain is not None and isinstance(params.arguments, dict):
+                contain(params.arguments)
             structured = _as_json(await call_tool(runtime, tool, params.arguments, report))
         except CorralError as exc:
             return _failed(types, exc)
@@ -513,26 +516,46 @@ def serve(
     auth_token_file: Path | None,
     max_request_size: int,
     allow_hosts: tuple[str, ...] = (),
+    workdir_root: Path | None = None,
 ) -> None:
-    """Serve until stdin closes (stdio) or the process is stopped (HTTP)."""
+    """Serve until stdin closes (stdio) or the process is stopped (HTTP).
+
+    Path arguments (issue 24): over HTTP, always held to :func:`runner.mcp.paths.contain_paths` (never a
+    raw ``..``; under ``workdir_root`` when given), a plan's step paths too, before each step runs; over
+    stdio only when ``workdir_root`` is given (the coordinator that launched the server confines itself).
+    """
+    contain = None
+    if workdir_root is not None:
+        if not workdir_root.is_dir():
+            raise InputError("workdir_root", f"{workdir_root} is not a directory")
+        workdir_root = workdir_root.resolve()
+    if http or workdir_root is not None:
+        from runner.mcp.paths import contain_paths
+
+        root = workdir_root
+
+        def contain(args: dict[str, Any], names: tuple[str, ...] | None = None) -> None:
+            contain_paths(args, root, names)
+
+        runtime.contain_plan_paths = contain
     if not http:
         for given, name in ((auth_token_file, "--auth-token-file"), (allow_hosts or None, "--allow-host")):
             if given is not None:
                 raise InputError("http", f"{name} goes with --http")
-        anyio.run(_serve_stdio, runtime)
+        anyio.run(_serve_stdio, runtime, contain)
         return
     from runner.mcp.hosts import allowed_names
     from runner.mcp.listen import serving
 
     endpoint, token = serving(listen, auth_token_file, max_request_size)
     names = allowed_names(endpoint.host, endpoint.loopback, allow_hosts)
-    anyio.run(_serve_http, runtime, endpoint, token, max_request_size, names)
+    anyio.run(_serve_http, runtime, endpoint, token, max_request_size, names, contain)
 
 
-async def _serve_stdio(runtime: App) -> None:
+async def _serve_stdio(runtime: App, contain: Callable[[dict[str, Any]], None] | None) -> None:
     from mcp.server.stdio import stdio_server
 
-    server = build_server(runtime)
+    server = build_server(runtime, contain)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
@@ -576,14 +599,19 @@ async def _plain(send: Any, status: int, text: str, extra: dict[str, str] | None
 
 
 async def _serve_http(
-    runtime: App, endpoint: Any, token: str | None, max_request_size: int, names: frozenset[str]
+    runtime: App,
+    endpoint: Any,
+    token: str | None,
+    max_request_size: int,
+    names: frozenset[str],
+    contain: Callable[[dict[str, Any]], None] | None,
 ) -> None:
     import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
     from runner.mcp.hosts import HostGuard
 
-    server = build_server(runtime)
+    server = build_server(runtime, contain)
     # The Host and Origin checks (DNS rebinding) are corral's own HostGuard, shared with `corral serve`
     # and in front of the token: the SDK's would refuse the --allow-host names.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)

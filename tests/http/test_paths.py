@@ -1,8 +1,8 @@
 """Containment of every path an HTTP request can name (issue 24), plans' documents included.
 
-The table of path arguments (:data:`runner.http.routes.PATH_ARGS`) is held to the tool table and the
+The table of path arguments (:data:`runner.mcp.paths.PATH_ARGS`) is held to the tool table and the
 step catalogue: a tool argument or a step parameter that looks like a path and is in neither the
-table nor :data:`runner.http.routes.NOT_PATH_ARGS` fails here. Then through a real ``corral serve``
+table nor :data:`runner.mcp.paths.NOT_PATH_ARGS` fails here. Then through a real ``corral serve``
 with ``--workdir-root``: a memory project's ``subdir`` that leads out by a symlink, and a plan
 document whose steps name paths outside the root, are refused before anything is recorded.
 """
@@ -18,7 +18,7 @@ import anyio
 import httpx
 
 from runner.definitions import operations as catalogue
-from runner.http.routes import NOT_PATH_ARGS, PATH_ARGS
+from runner.mcp.paths import NOT_PATH_ARGS, PATH_ARGS
 from tests.http.conftest import SHA, Served
 from tests.support.gitrepo import GIT_ENV
 

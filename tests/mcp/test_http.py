@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.mcp.conftest import HttpServer, Session, corral_cli, http_server, run_http, server_env
+from tests.mcp.conftest import SHA, HttpServer, Session, corral_cli, http_server, run_http, server_env
 
 pytestmark = pytest.mark.slow
 
@@ -121,3 +121,61 @@ def test_a_forged_host_is_refused_before_the_token_and_allow_host_adds_one(mcp_h
         assert allowed.status_code == 200, allowed.text
         foreign = post(server, body, Authorization=bearer, Host=f"corral.test:{port}", Origin="http://evil.example")
         assert foreign.status_code == 403
+
+
+def test_workdir_root_confines_every_path_argument_and_a_plans_step_paths(mcp_home: Path, tmp_path: Path) -> None:
+    """Issue 24: ``corral mcp --http --workdir-root DIR`` holds the path arguments of every call to the
+    table ``corral serve`` uses (runner.mcp.paths.PATH_ARGS): outside DIR (or out by a symlink) is
+    ``path_outside_root``, a raw ``..`` is ``path_traversal`` even without a root, a plan document's
+    step paths are checked before it is recorded; inside DIR the call goes on."""
+    root = tmp_path / "root"
+    (root / "inside").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "escape").symlink_to(outside)
+    acquire = {"controller": "ctl", "authority_ref": "TICKET-24", "authority_sha256": SHA, "ttl": 300}
+
+    def start(cwd: Path | str, name: str = "rev") -> dict[str, Any]:
+        return {"controller": "ctl", "name": name, "kind": "script", "cwd": str(cwd)}
+
+    def plan(plan_id: str, cwd: Path | str) -> dict[str, Any]:
+        inputs = {"cwd": str(cwd), "prompt": "echo hi", "kind": "script", "timeout": 30,
+                  "authority_ref": "T-1", "authority_sha256": SHA}  # fmt: skip
+        return {"plan": {"plan": plan_id, "recipe": "review", "controller": "ctl2", "inputs": inputs}, "run": False}
+
+    async def scenario(s: Session) -> None:
+        await s.ok("corral_controller_acquire", acquire)
+        for cwd, code in (
+            (outside, "path_outside_root"),
+            (root / "escape", "path_outside_root"),
+            (f"{root}/inside/../../outside", "path_traversal"),
+        ):
+            error = await s.refused("corral_reviewer_start", start(cwd), code)
+            assert error["details"]["field"] == "cwd", error
+        for plan_id, cwd, code in (
+            ("p-out", outside, "path_outside_root"),
+            ("p-link", root / "escape", "path_outside_root"),
+        ):
+            error = await s.refused("corral_plan_submit", plan(plan_id, cwd), code)
+            assert error["details"]["field"] == "cwd", error
+            await s.refused("corral_plan_show", {"plan_id": plan_id}, "plan_unknown")
+        assert (await s.ok("corral_reviewer_list", {"all": True}))["reviewers"] == [], "nothing was started"
+        started = await s.ok("corral_reviewer_start", start(root / "inside"))
+        assert started["lease"]["state"] == "active"
+        assert (await s.ok("corral_plan_submit", plan("p-in", root / "inside")))["created"] is True
+
+    with http_server(mcp_home, "127.0.0.1:0", "--workdir-root", str(root)) as server:
+        run_http(server, scenario)
+    assert "Traceback" not in server.stderr()
+
+
+def test_without_a_root_a_raw_dot_dot_is_still_refused_over_http(mcp_home: Path, tmp_path: Path) -> None:
+    acquire = {"controller": "ctl", "authority_ref": "TICKET-24", "authority_sha256": SHA, "ttl": 300}
+
+    async def scenario(s: Session) -> None:
+        await s.ok("corral_controller_acquire", acquire)
+        args = {"controller": "ctl", "name": "rev", "kind": "script", "cwd": f"{tmp_path}/a/../b"}
+        assert (await s.refused("corral_reviewer_start", args, "path_traversal"))["details"]["field"] == "cwd"
+
+    with http_server(mcp_home) as server:
+        run_http(server, scenario)
