@@ -270,6 +270,25 @@ def test_list_pages_and_search(service: Service) -> None:
     assert m.search(SearchInput("parser", project="other"))["checkpoints"] == []
 
 
+@pytest.mark.parametrize(
+    "query",
+    ['"unbalanced', "AND", "OR NOT", "summary:parser", "NEAR(alpha parser", "*", "alpha AND (parser", "^x", '""',
+     "-parser", "col:", "parser*", "alpha | parser", "!parser", "parser & alpha", "'parser'", "\\", "%", "_"],
+)  # fmt: skip
+def test_search_reads_fts_syntax_as_words_on_every_store(service: Service, query: str) -> None:
+    """Issue 24: a query is words, never the store's query syntax (FTS5's MATCH, PostgreSQL's tsquery):
+    an operator or a stray quote is searched as text or answers nothing, never a store error."""
+    m = memory(service)
+    m.checkpoint(cp(summary="alpha parser"))
+    found = m.search(SearchInput(query))
+    assert found["query"] == query and isinstance(found["checkpoints"], list)
+    words = [w for w in "".join(c if c.isalnum() else " " for c in query).split() if w]
+    if words and all(w.lower() in ("alpha", "parser") for w in words):
+        assert [c["summary"] for c in found["checkpoints"]] == ["alpha parser"], "the words are still found"
+    elif words:
+        assert found["checkpoints"] == [], "words the checkpoint lacks find nothing"
+
+
 # --- auto_files against a real git repository ---------------------------------------------------------------
 
 
