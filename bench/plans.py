@@ -77,7 +77,8 @@ def run_plan_steps(n: int, directory: str | Path) -> dict[str, Any]:
     from runner.plans.keeper import MemoryKeeper
     from runner.plans.ops import OPERATIONS
     from runner.service import Service
-    from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
+    from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
+    from runner.service.plans import Plans
     from runner.store.sqlite import SQLiteStore
 
     root = Path(tempfile.mkdtemp(prefix=f"plan-{n}-", dir=directory))

@@ -140,7 +140,8 @@ def plan(url: str, cache: Path, steps: int) -> float:
     from runner.definitions.recipes import RecipeLibrary
     from runner.plans.keeper import MemoryKeeper
     from runner.plans.ops import OPERATIONS
-    from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
+    from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
+    from runner.service.plans import Plans
 
     recipes = cache / f"recipes-{steps}"
     recipes.mkdir(parents=True, exist_ok=True)

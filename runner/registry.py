@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from runner.log import get_logger
 
@@ -55,6 +55,13 @@ class Registry(Generic[F]):
         summary = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
         self._entries[name] = Entry(name, fn, summary)
 
+    def lazy(self, name: str, target: str, summary: str) -> None:
+        """Register the callable ``target`` (``"package.module:name"``, a fixed string of corral's own
+        code, never one read from a definition) under ``name``, imported the first time it is called:
+        so a port names its built-in adapters without importing them (no import circle, no cost
+        until one is used)."""
+        self.add(name, cast("F", _Deferred(target, summary)))
+
     def get(self, name: str) -> Entry[F] | None:
         """The entry named ``name``, loading plugins on the first miss; None if nobody has it."""
         entry = self._entries.get(name)
@@ -86,3 +93,20 @@ class Registry(Generic[F]):
                 self.add(point.name, point.load())
             except Exception:  # a broken plugin must not take the built-ins down with it
                 logger.exception("could not load %s %r from %s", self.kind, point.name, point.value)
+
+
+class _Deferred:
+    """A callable that imports ``module:name`` on its first call and calls that (:meth:`Registry.lazy`)."""
+
+    def __init__(self, target: str, summary: str) -> None:
+        self.target = target
+        self.__doc__ = summary
+        self._fn: Callable[..., Any] | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._fn is None:
+            from importlib import import_module
+
+            module, _, attr = self.target.partition(":")
+            self._fn = getattr(import_module(module), attr)
+        return self._fn(*args, **kwargs)

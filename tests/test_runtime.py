@@ -9,7 +9,7 @@ import pytest
 from runner.errors import CredentialError, InputError
 from runner.runtime import Config, Runtime
 from runner.service import AcquireInput, RenewInput
-from runner.service.plans import PlanListInput
+from runner.service.inputs.plans import PlanListInput
 
 SHA = "0" * 64
 

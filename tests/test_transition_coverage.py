@@ -47,7 +47,7 @@ from runner.service import (
     WriterReleaseInput,
     WriterStartInput,
 )
-from runner.service.plans import PlanCancelInput, PlanDecideInput, PlanRunInput, PlanSubmitInput
+from runner.service.inputs.plans import PlanCancelInput, PlanDecideInput, PlanRunInput, PlanSubmitInput
 from runner.service.plans import Plans as PlansComponent
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import feature_worktree

@@ -152,20 +152,17 @@ SLOT_STORES: Registry[SlotStoreFactory] = Registry("slot store", "corral.slot_st
 """Slot adapters by the scheme of the store they live in."""
 
 
-@SLOT_STORES.register("sqlite")
-def sqlite_slots(store: Store) -> SlotStore:
-    """Slots in the table ``agent_slots`` of the SQLite store's own file and connection."""
-    from runner.agents.sqlite_slots import SQLiteSlots
-
-    return SQLiteSlots(store)
-
-
-@SLOT_STORES.register("postgresql")
-def postgres_slots(store: Store) -> SlotStore:
-    """Slots in the table ``agent_slots`` of the PostgreSQL store's own schema and connection."""
-    from runner.agents.postgres_slots import PostgresSlots
-
-    return PostgresSlots(store)
+# The built-in adapters, named (not imported) by this port: each is imported when first used.
+SLOT_STORES.lazy(
+    "sqlite",
+    "runner.agents.sqlite_slots:SQLiteSlots",
+    "Slots in the table ``agent_slots`` of the SQLite store's own file and connection.",
+)
+SLOT_STORES.lazy(
+    "postgresql",
+    "runner.agents.postgres_slots:PostgresSlots",
+    "Slots in the table ``agent_slots`` of the PostgreSQL store's own schema and connection.",
+)
 
 
 def slot_store(store: Store) -> SlotStore:

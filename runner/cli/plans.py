@@ -178,7 +178,7 @@ def _outputs_note(outputs: dict[str, Any]) -> str:
 
 
 def _summary(plan: Any) -> dict[str, Any]:
-    from runner.service.plans import plan_summary
+    from runner.service.plan_state import plan_summary
 
     return plan_summary(plan)
 
@@ -259,7 +259,7 @@ def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
     """
     import anyio
 
-    from runner.service.plans import PlanRunInput, PlanSubmitInput
+    from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
 
     read = [(path, *_read_plan(path)) for path in plan_files]
     docs = [doc for _, doc, _ in read]
@@ -336,7 +336,7 @@ def plans() -> None:
 def plans_list(app: App, include_ended: bool, limit: int | None, after: str | None, as_json: bool) -> None:
     """Plans not finished (with --all, succeeded and cancelled ones too) with their state; pages in
     plan id order with --limit and --after."""
-    from runner.service.plans import PlanListInput
+    from runner.service.inputs.plans import PlanListInput
 
     found = _plans(app, runs=False).list(PlanListInput(include_ended, after, limit))
     if as_json:
@@ -371,7 +371,7 @@ def plans_list(app: App, include_ended: bool, limit: int | None, after: str | No
 @click.pass_obj
 def plans_show(app: App, plan_id: str, as_json: bool) -> None:
     """One plan: its steps, their outcomes and outputs (agent output text excluded)."""
-    from runner.service.plans import PlanShowInput
+    from runner.service.inputs.plans import PlanShowInput
 
     detail = _plans(app, runs=False).show(PlanShowInput(plan_id))
     plan, live, collected, runner = detail.plan, detail.live, detail.collected, detail.runner
@@ -416,7 +416,7 @@ def plans_show(app: App, plan_id: str, as_json: bool) -> None:
 @click.pass_obj
 def plans_cancel(app: App, plan_id: str, as_json: bool) -> None:
     """Cancel a plan: no further step runs (a step in flight finishes; its runner then stops)."""
-    from runner.service.plans import PlanCancelInput
+    from runner.service.inputs.plans import PlanCancelInput
 
     plan = _plans(app).cancel(PlanCancelInput(plan_id))
     if as_json:
@@ -436,7 +436,7 @@ def plans_retry(app: App, plan_id: str, as_json: bool) -> None:
     """
     import anyio
 
-    from runner.service.plans import PlanResumeInput, PlanRetryInput
+    from runner.service.inputs.plans import PlanResumeInput, PlanRetryInput
 
     progress = Progress(as_json)
     component = _plans(app)
@@ -456,7 +456,7 @@ def plans_resume(app: App, plan_id: str, as_json: bool) -> None:
     """Continue a paused or interrupted plan from its last recorded step."""
     import anyio
 
-    from runner.service.plans import PlanResumeInput
+    from runner.service.inputs.plans import PlanResumeInput
 
     progress = Progress(as_json)
     component = _plans(app)
@@ -482,7 +482,7 @@ def plans_decide(app: App, plan_id: str, step_id: str, approve: bool | None, rea
     """
     import anyio
 
-    from runner.service.plans import PlanDecideInput, PlanResumeInput
+    from runner.service.inputs.plans import PlanDecideInput, PlanResumeInput
 
     if approve is None:
         raise UsageError("say --approve or --reject", code="usage")

@@ -232,7 +232,7 @@ class Server:
         """Run (or resume) a plan in the server; its event stream shows it, ``GET /api/plans/ID`` its state."""
 
         async def run() -> None:
-            from runner.service.plans import PlanResumeInput, PlanRunInput
+            from runner.service.inputs.plans import PlanResumeInput, PlanRunInput
 
             plans = await anyio.to_thread.run_sync(self._plans)
             try:
@@ -341,7 +341,7 @@ async def _background(server: Server, route: Any, args: dict[str, Any], keeper: 
         return _json_response(submitted, 202, {"Location": f"/api/plans/{plan_id}"})
     plans = await anyio.to_thread.run_sync(server._plans)
     if route.tool == "corral_plan_retry":
-        from runner.service.plans import PlanRetryInput
+        from runner.service.inputs.plans import PlanRetryInput
 
         await anyio.to_thread.run_sync(plans.retry, PlanRetryInput(plan_id))
     shown = await server.call("corral_plan_show", {"plan_id": plan_id}, keeper)

@@ -158,7 +158,7 @@ def endpoint(server: Server, scope: str) -> Any:
             if scope == "instance":
                 instance_id = request.path_params["id"]
             elif scope == "plan":
-                from runner.service.plans import plan_instance_id
+                from runner.service.plan_state import plan_instance_id
 
                 instance_id = plan_instance_id(request.path_params["plan_id"])
             snapshot = None

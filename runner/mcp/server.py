@@ -255,7 +255,7 @@ class Call:
 
     @staticmethod
     def summary(plan: Any) -> dict[str, Any]:
-        from runner.service.plans import plan_summary
+        from runner.service.plan_state import plan_summary
 
         return plan_summary(plan)
 

@@ -224,13 +224,13 @@ AdoptedCloseInput = _in(_INPUTS + "adopted.AdoptedCloseInput")
 AdoptedReleaseInput = _in(_INPUTS + "adopted.AdoptedReleaseInput")
 AdoptedListInput = _in(_INPUTS + "adopted.AdoptedListInput")
 EventsInput = _in(_INPUTS + "events.EventsInput")
-PlanSubmitInput = _in("runner.service.plans.PlanSubmitInput")
-PlanShowInput = _in("runner.service.plans.PlanShowInput")
-PlanDecideInput = _in("runner.service.plans.PlanDecideInput")
-PlanListInput = _in("runner.service.plans.PlanListInput")
-PlanRetryInput = _in("runner.service.plans.PlanRetryInput")
-PlanCancelInput = _in("runner.service.plans.PlanCancelInput")
-PlanResumeInput = _in("runner.service.plans.PlanResumeInput")
+PlanSubmitInput = _in("runner.service.inputs.plans.PlanSubmitInput")
+PlanShowInput = _in("runner.service.inputs.plans.PlanShowInput")
+PlanDecideInput = _in("runner.service.inputs.plans.PlanDecideInput")
+PlanListInput = _in("runner.service.inputs.plans.PlanListInput")
+PlanRetryInput = _in("runner.service.inputs.plans.PlanRetryInput")
+PlanCancelInput = _in("runner.service.inputs.plans.PlanCancelInput")
+PlanResumeInput = _in("runner.service.inputs.plans.PlanResumeInput")
 
 NEXT_REFUSED = (
     " A refusal is final for that request: re-read (corral_status, corral_controller_list) and decide again;"
@@ -1265,7 +1265,7 @@ async def _plan_submit(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     plan = submitted.plan
     if a["run"] and plan.state not in ("succeeded", "cancelled", "failed"):
         plan = await plans.run(
-            _in("runner.service.plans.PlanRunInput")(str(plan.data["plan_id"])), call.plan_progress()
+            _in("runner.service.inputs.plans.PlanRunInput")(str(plan.data["plan_id"])), call.plan_progress()
         )
     return {**call.summary(plan), "created": submitted.created}
 

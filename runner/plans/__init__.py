@@ -7,6 +7,6 @@ credential keepers (:mod:`runner.plans.keeper`).
 
 from __future__ import annotations
 
-from runner.service.plans import plan_instance_id
+from runner.service.plan_state import plan_instance_id
 
 __all__ = ["plan_instance_id"]

@@ -119,7 +119,7 @@ class Decisions:
                 ``approval_timeout`` (the approval's deadline passed: resume the plan).
             InputError: the reason or actor.
         """
-        from runner.service.plans import PlanDecideInput
+        from runner.service.inputs.plans import PlanDecideInput
 
         kind, subject, step_id = parse_decision_id(inp.decision_id)
         if kind != "plan":
@@ -158,7 +158,7 @@ class Decisions:
     # --- list --------------------------------------------------------------------------------------
 
     def _plan_decisions(self, now: datetime) -> list[dict[str, Any]]:
-        from runner.service.plans import approval_expired
+        from runner.service.plan_run import approval_expired
 
         out: list[dict[str, Any]] = []
         for plan in self.core.store.find("plan", ["paused"]):

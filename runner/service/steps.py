@@ -22,7 +22,7 @@ in the event log; ``private`` values (agent output text) are kept with the plan 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -33,9 +33,81 @@ from runner.errors import CorralError, CredentialError
 
 if TYPE_CHECKING:
     from runner.context import Instance
+    from runner.definitions.model import MachineSpec
+    from runner.definitions.recipes import Recipe
     from runner.fence import Credential
     from runner.service import Service
-    from runner.service.plans import CredentialKeeper, Plans, Progress
+    from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
+
+Progress = Callable[[dict[str, Any]], None]
+"""Where a plan run reports each plan and step event as it lands."""
+
+
+class CredentialKeeper(Protocol):
+    """Where a plan's controller credential lives between steps (the CLI: the state home's files)."""
+
+    def load(self, controller_id: str) -> Credential | None: ...
+
+    def save(self, credential: Credential) -> None: ...
+
+    def remove(self, controller_id: str, held: Credential | None = None) -> None:
+        """Forget the credential; with ``held``, only if what is kept is still that grant."""
+        ...
+
+
+class OperationLookup(Protocol):
+    """The step operations a component runs (e.g. :class:`runner.service.steps.OperationRegistry`)."""
+
+    def get(self, name: str) -> StepOperation | None: ...
+
+
+class PlansPort(Protocol):
+    """What a step operation may use of the plans component (``OpContext.plans``):
+    :class:`runner.service.plans.Plans` is the one implementation."""
+
+    @property
+    def service(self) -> Service: ...
+
+    @property
+    def credentials(self) -> CredentialKeeper: ...
+
+    @property
+    def scratch(self) -> Path | None: ...
+
+    def plan(self, plan_id: str) -> Instance: ...
+
+    def submit(self, inp: PlanSubmitInput) -> Any: ...
+
+    async def run(self, inp: PlanRunInput, progress: Progress | None = None) -> Instance: ...
+
+    def spend(self, plan: Instance) -> dict[str, Any]: ...
+
+
+class RunHost(PlansPort, Protocol):
+    """What a plan's step loop (:class:`runner.service.plan_run.PlanRun`) uses of the component."""
+
+    @property
+    def spec(self) -> MachineSpec: ...
+
+    @property
+    def operations(self) -> OperationLookup: ...
+
+    @property
+    def runner_ttl(self) -> float: ...
+
+    def recipe_of(self, plan: Instance) -> Recipe: ...
+
+    def contain(self, do: str, args: Mapping[str, Any]) -> None: ...
+
+    def _fire(
+        self,
+        plan_id: str,
+        trigger: str,
+        params: Mapping[str, Any] | None = None,
+        secrets: Mapping[str, str] | None = None,
+        observations: Mapping[str, Any] | None = None,
+    ) -> Instance: ...
+
 
 SUBKEYS = 8  # the most instances one step creates (receipt.ask_many's requests)
 
@@ -137,7 +209,7 @@ class OpContext:
     """What an operation may use: the service's public methods, the plans component, the plan, the step,
     and the controller's credential."""
 
-    plans: Plans
+    plans: PlansPort
     plan_id: str
     step_id: str
     attempt: int

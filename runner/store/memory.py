@@ -312,20 +312,17 @@ MEMORY_STORES: Registry[MemoryStoreFactory] = Registry("memory store", "corral.m
 """Memory adapters by the scheme of the store they live in."""
 
 
-@MEMORY_STORES.register("sqlite")
-def sqlite_memory(store: Store) -> MemoryStore:
-    """Memory in the tables ``memory_*`` of the SQLite store's own file and connection."""
-    from runner.store.memory_sqlite import SQLiteMemory
-
-    return SQLiteMemory(store)
-
-
-@MEMORY_STORES.register("postgresql")
-def postgres_memory(store: Store) -> MemoryStore:
-    """Memory in the tables ``memory_*`` of the PostgreSQL store's own schema and connection."""
-    from runner.store.memory_postgres import PostgresMemory
-
-    return PostgresMemory(store)
+# The built-in adapters, named (not imported) by this port: each is imported when first used.
+MEMORY_STORES.lazy(
+    "sqlite",
+    "runner.store.memory_sqlite:SQLiteMemory",
+    "Memory in the tables ``memory_*`` of the SQLite store's own file and connection.",
+)
+MEMORY_STORES.lazy(
+    "postgresql",
+    "runner.store.memory_postgres:PostgresMemory",
+    "Memory in the tables ``memory_*`` of the PostgreSQL store's own schema and connection.",
+)
 
 
 def memory_store(store: Store) -> MemoryStore:

@@ -240,7 +240,7 @@ def racing(home: Path, controller: str) -> Iterator[Racer]:
 SUBMIT = """
 import json, sys
 from runner.runtime import Config, Runtime
-from runner.service.plans import PlanSubmitInput
+from runner.service.inputs.plans import PlanSubmitInput
 
 with Runtime.open(Config.load(home=sys.argv[1], actor="submitter")) as runtime:
     runtime.home.ensure("credentials")

@@ -132,7 +132,8 @@ def test_a_step_whose_path_only_a_run_decides_is_checked_before_it_runs(tmp_path
     from runner.plans.keeper import MemoryKeeper
     from runner.plans.ops import OPERATIONS
     from runner.service import Service
-    from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
+    from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
+    from runner.service.plans import Plans
     from tests.support.stores import open_test_store
 
     refused: list[tuple[str, ...]] = []

@@ -24,7 +24,8 @@ from runner.errors import InputError
 from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS
 from runner.service import Service
-from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
+from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
+from runner.service.plans import Plans
 from runner.store.sqlite import SQLiteStore
 from tests.support import stream_agent
 

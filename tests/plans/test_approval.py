@@ -28,14 +28,8 @@ from runner.errors import InputError, RefusedError
 from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS, Operation, StepOperation
 from runner.service import Service
-from runner.service.plans import (
-    PlanDecideInput,
-    PlanResumeInput,
-    PlanRunInput,
-    Plans,
-    PlanShowInput,
-    PlanSubmitInput,
-)
+from runner.service.inputs.plans import PlanDecideInput, PlanResumeInput, PlanRunInput, PlanShowInput, PlanSubmitInput
+from runner.service.plans import Plans
 from runner.store.sqlite import SQLiteStore
 from tests.conftest import FakeClock
 from tests.support.plans import step_records

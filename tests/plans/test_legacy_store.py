@@ -22,7 +22,8 @@ from runner.definitions.recipes import RecipeLibrary
 from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS
 from runner.service import Service
-from runner.service.plans import PlanListInput, PlanRetryInput, PlanRunInput, Plans, PlanShowInput
+from runner.service.inputs.plans import PlanListInput, PlanRetryInput, PlanRunInput, PlanShowInput
+from runner.service.plans import Plans
 from runner.store.sqlite import SCHEMA_VERSION, SQLiteStore
 from tests.support.plans import step_records
 

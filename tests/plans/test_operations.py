@@ -117,7 +117,8 @@ from runner.errors import CorralError
 from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS
 from runner.service import Service
-from runner.service.plans import PlanRunInput, PlanSubmitInput, Plans
+from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
+from runner.service.plans import Plans
 from runner.store.sqlite import SQLiteStore
 
 root = Path(sys.argv[1])

@@ -37,7 +37,8 @@ from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS, OpContext
 from runner.service import AcquireInput, Service, WriterStartInput
 from runner.service.inputs.memory import CheckpointInput, ShowInput
-from runner.service.plans import PlanCancelInput, PlanConflictError, PlanRunInput, Plans, PlanSubmitInput
+from runner.service.inputs.plans import PlanCancelInput, PlanRunInput, PlanSubmitInput
+from runner.service.plans import PlanConflictError, Plans
 from runner.store.sqlite import SQLiteStore
 from tests.support.gitrepo import git, status_digest
 from tests.support.plans import step_records

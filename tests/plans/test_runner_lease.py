@@ -24,7 +24,8 @@ from runner.errors import RefusedError
 from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS, Operation, StepOperation
 from runner.service import Service
-from runner.service.plans import PlanResumeInput, PlanRunInput, Plans, PlanShowInput, PlanSubmitInput
+from runner.service.inputs.plans import PlanResumeInput, PlanRunInput, PlanShowInput, PlanSubmitInput
+from runner.service.plans import Plans
 from runner.store import Store
 from tests.conftest import FakeClock
 from tests.plans.test_approval import Crash, Crashing, recipes_in

@@ -17,7 +17,7 @@ import pytest
 
 from runner.errors import CorralError
 from runner.service import AcquireInput, ReviewerStartInput, WriterStartInput
-from runner.service.plans import PlanRetryInput, PlanRunInput, PlanSubmitInput
+from runner.service.inputs.plans import PlanRetryInput, PlanRunInput, PlanSubmitInput
 from tests.plans.test_run import AUTHORITY, GOOD_CHANGE, Rig, corral, json_lines, make_lane, recipe_dir, writer_plan
 from tests.support.gitrepo import git, status_digest
 from tests.support.plans import step_records

@@ -39,7 +39,8 @@ from runner.presentation.draw import (
     trail,
 )
 from runner.service import Grant, ReleaseInput, RenewInput, Service
-from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
+from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
+from runner.service.plans import Plans
 from runner.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parents[2]

@@ -24,7 +24,8 @@ from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS
 from runner.service import AbandonInput, DecideInput, DecisionNotPlanError, Service
 from runner.service.decisions import RESERVED_STALE_SECONDS, ambiguity, parse_decision_id
-from runner.service.plans import PlanResumeInput, PlanRunInput, Plans, PlanSubmitInput
+from runner.service.inputs.plans import PlanResumeInput, PlanRunInput, PlanSubmitInput
+from runner.service.plans import Plans
 from tests.conftest import FakeClock
 from tests.plans.test_approval import recipes_in
 from tests.service.agents_world import LostReplyHost, World, refused

@@ -22,7 +22,7 @@ from runner.service import (
     ReviewerListInput,
     Service,
 )
-from runner.service.plans import PlanListInput
+from runner.service.inputs.plans import PlanListInput
 from runner.store import Store
 
 SHA = "a" * 64

@@ -126,7 +126,8 @@ def test_plans_show_sums_what_the_plan_leases_spent(world: StreamWorld) -> None:
     from runner.definitions.recipes import RecipeLibrary
     from runner.plans.keeper import MemoryKeeper
     from runner.plans.ops import OPERATIONS
-    from runner.service.plans import PlanRunInput, Plans, PlanShowInput, PlanSubmitInput
+    from runner.service.inputs.plans import PlanRunInput, PlanShowInput, PlanSubmitInput
+    from runner.service.plans import Plans
 
     (world.root / "scratch").mkdir()
     plans = Plans(world.service, RecipeLibrary([]), MemoryKeeper(), OPERATIONS, scratch=world.root / "scratch")

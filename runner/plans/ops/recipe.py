@@ -10,7 +10,7 @@ from runner.service.steps import OpContext, Outputs, StepFailed
 
 @operation("recipe.call")
 async def recipe_call(ctx: OpContext, args: dict[str, Any]) -> Outputs:
-    from runner.service.plans import PlanRunInput, PlanSubmitInput
+    from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
 
     child_id = f"{ctx.plan_id}.{ctx.step_id}"
     document = {

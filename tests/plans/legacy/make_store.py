@@ -25,7 +25,8 @@ from runner.definitions.recipes import RecipeLibrary
 from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS
 from runner.service import Service
-from runner.service.plans import PlanRunInput, Plans, PlanSubmitInput
+from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
+from runner.service.plans import Plans
 from runner.store.sqlite import SQLiteStore
 
 HERE = Path(__file__).parent
