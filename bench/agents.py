@@ -29,6 +29,22 @@ Measured in one run, on a real SQLite store in a temporary directory (WAL, ``syn
    median and p99. It measures the adapter's process-per-call design (every wait and observation
    is one ``herdr`` process, here a Python one), not Herdr's own latency.
 
+4. The real drivers (issue 23): for ``claude`` and ``codex`` (each skipped, in one line, when its CLI
+   under ``tests/agentcli`` or ``node`` is absent), a scripted model server in this process on
+   loopback (``tests/support/anthropic_model.py``, ``responses_model.py``) answering a plain text at
+   once; interleaved, ``--driver-runs`` prompts (20) of (a) the bare CLI as the supervisor runs it for a
+   reviewer's first prompt (``Kind.run_argv`` of the host's ``run_spec``, ``Kind.environment``, the
+   prompt on stdin), spawn to exit, and (b) ``Service.relay`` then ``Service.collect`` of the same
+   prompt to a fresh reviewer of that kind. Figure: overhead = median(b) - median(a), target < 50 ms;
+   p90s beside. Not met here (about 70-100 ms): a timeline of single round trips puts the steady part
+   before the CLI's spawn (relay's writes; the supervisor's launcher, a Python start plus ``import
+   json`` to read its job, about 8 ms of ``re``; ``import subprocess`` in the detached half) and after
+   its exit (the driver's import and parse of the output, the outcome commit, the wake-up, capture).
+   ``--only-drivers`` runs this section alone.
+
+``--quick`` (for ``bench/summary.py``) shortens every section; ``--json`` prints a ``figures`` list
+(section 4's, one per driver) with the rest.
+
 For scale, the same run times a cold ``python -c pass`` and a cold demo agent doing ``echo hi``: a
 round trip starts at least two interpreters one after the other (the supervisor's launcher, then the
 agent) and the supervisor's own store write. Everything is interleaved over ``--rounds`` rounds so
@@ -194,6 +210,25 @@ class TimedHost(ProcessHost):
         start = time.perf_counter_ns()
         try:
             return await super().wait(pane_id, after_seq, timeout)
+        finally:
+            self.last_wait_ns = time.perf_counter_ns() - start
+            self.last_wait_end_wall_ns = time.time_ns()
+
+    def _arm(self, targets: Any) -> None:
+        began = time.monotonic_ns()
+        for pane_id in targets:
+            self.wait_began[pane_id] = began
+            hook = self.armed.pop(pane_id, None)
+            if hook is not None:
+                hook()
+
+    def wait_many_blocking(self, targets: Any, timeout: float, stop: Any) -> Any:
+        """The service's ``wait_any`` on a single host waits here, in its worker thread: armed like
+        :meth:`wait_many` (without this the writer was never told and the wait timed out)."""
+        self._arm(targets)
+        start = time.perf_counter_ns()
+        try:
+            return super().wait_many_blocking(targets, timeout, stop)
         finally:
             self.last_wait_ns = time.perf_counter_ns() - start
             self.last_wait_end_wall_ns = time.time_ns()
