@@ -37,9 +37,10 @@ Measured in one run, on a real SQLite store in a temporary directory (WAL, ``syn
    prompt on stdin), spawn to exit, and (b) ``Service.relay`` then ``Service.collect`` of the same
    prompt to a fresh reviewer of that kind. Figure: overhead = median(b) - median(a), target < 50 ms;
    p90s beside. Not met here (about 70-115 ms on a 2-CPU shared machine): a timeline of single round
-   trips puts the steady part before the CLI's spawn (relay's writes; the supervisor's launcher, a Python start plus ``import
-   json`` to read its job, about 8 ms of ``re``; ``import subprocess`` in the detached half) and after
-   its exit (the driver's import and parse of the output, the outcome commit, the wake-up, capture).
+   trips puts the steady part before the CLI's spawn (relay's writes; the supervisor's launcher, a
+   Python start plus ``import json`` to read its job, about 8 ms of ``re``; ``import subprocess`` in
+   the detached half) and after its exit (the driver's import and parse of the output, the outcome
+   commit, the wake-up, capture).
    ``--only-drivers`` runs this section alone.
 
 ``--quick`` (for ``bench/summary.py``) shortens every section; ``--json`` prints a ``figures`` list
