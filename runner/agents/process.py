@@ -524,7 +524,7 @@ class ProcessHost(AgentHost):
             if spec.schema_path is not None and schema is not None:
                 Path(spec.schema_path).write_text(schema, encoding="utf-8")
             launched = subprocess.run(
-                [sys.executable, "-m", "runner.agents.supervisor"],
+                [sys.executable, "-S", str(Path(__file__).with_name("supervisor.py"))],  # -S: see supervisor.py
                 input=json.dumps(job).encode("utf-8"),
                 capture_output=True,
                 cwd=slot.cwd,

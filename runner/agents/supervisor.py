@@ -16,9 +16,17 @@ it runs (both measured on the relay+collect critical path: bench/agents.py).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+if __name__ == "__main__":
+    # Started as a script with ``python -S`` (:meth:`ProcessHost.prompt`): no site (its .pth files cost
+    # ~20 ms on the relay's path) and, instead of this file's folder (whose module names could shadow
+    # the standard library's), the folder that holds the ``runner`` package. The detached half loads
+    # the site once the agent runs (:func:`_full_path`).
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import json
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~8 ms on the relay's critical path
 if TYPE_CHECKING:
@@ -166,6 +174,15 @@ def _learnt(options: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+def _full_path() -> None:
+    """The site this interpreter skipped (``-S``): site-packages (and the virtual environment's prefix)
+    for the imports of the detached half, loaded while the agent runs."""
+    if sys.flags.no_site:
+        import site
+
+        site.main()
+
+
 def main() -> None:
     """Read the job, detach, print the detached pid for the prompter, run and record."""
     job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
@@ -180,6 +197,7 @@ def main() -> None:
         os.dup2(devnull, fd)
     try:
         child = start(job)
+        _full_path()
         import runner.agents.sqlite_slots  # noqa: F401  (the slot port and store: loaded while the agent runs)
 
         code = 127 if child is None else child.wait()
