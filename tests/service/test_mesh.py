@@ -195,7 +195,9 @@ def test_a_wake_is_delivered_once_to_an_idle_leased_agent(world: MeshWorld) -> N
     with pytest.raises(CorralError) as foreign:
         world.mesh.inbox(InboxInput("boss", 50, token, agent_token=world.tokens["boss"]))
     assert foreign.value.code == "wake_token_unknown"
-    assert [m["body"] for m in world.mesh.inbox(InboxInput("rev-agent", agent_token=world.tokens["rev-agent"]))["messages"]] == ["one", "two", "three"]
+    assert [
+        m["body"] for m in world.mesh.inbox(InboxInput("rev-agent", agent_token=world.tokens["rev-agent"]))["messages"]
+    ] == ["one", "two", "three"]
     # a new wake may follow once the token was used (and the rate limit passed)
     world.clock.advance(WAKE_INTERVAL_SECONDS)
     assert only_wake(world.send(body="four"))["wake"] == "delivered"
@@ -278,9 +280,7 @@ def test_two_coordinators_on_one_store(world: MeshWorld) -> None:
     assert first["wake"] == "delivered" and only_wake(second)["wake"] == "skipped"
     read = other.inbox(InboxInput("rev-agent", agent_token=world.tokens["rev-agent"]))
     assert [m["body"] for m in read["messages"]] == ["from one", "from two"]
-    world.mesh.ack(
-        AckInput("rev-agent", tuple(m["message_id"] for m in read["messages"]), world.tokens["rev-agent"])
-    )
+    world.mesh.ack(AckInput("rev-agent", tuple(m["message_id"] for m in read["messages"]), world.tokens["rev-agent"]))
     assert other.inbox(InboxInput("rev-agent", agent_token=world.tokens["rev-agent"]))["messages"] == []
     assert len(world.prompts()) == 1
 
@@ -305,7 +305,9 @@ def test_an_unconfirmed_wake_counts_as_outstanding_until_used_or_expired(
     world.settle()
     world.clock.advance(WAKE_INTERVAL_SECONDS)
     assert only_wake(world.send(body="two"))["code"] == "wake_outstanding"
-    read = world.mesh.inbox(InboxInput("rev-agent", 50, first, agent_token=world.tokens["rev-agent"]))  # used straight from delivering
+    read = world.mesh.inbox(
+        InboxInput("rev-agent", 50, first, agent_token=world.tokens["rev-agent"])
+    )  # used straight from delivering
     assert read["wake"]["state"] == "used" and [m["body"] for m in read["messages"]] == ["one"]
     world.clock.advance(WAKE_INTERVAL_SECONDS)
     assert only_wake(world.send(body="three"))["wake"] == "unconfirmed"
@@ -386,7 +388,9 @@ def test_the_first_checkin_answers_a_token_once_and_later_ones_need_it(world: Me
 def test_a_checkin_over_a_live_agent_is_refused_and_changes_nothing(world: MeshWorld) -> None:
     before = mesh_state(world)
     world.clock.advance(5)
-    assert refused(lambda: world.mesh.checkin(CheckinInput("rev-agent", status="spoofed"))) == "mesh_agent_token_missing"
+    assert (
+        refused(lambda: world.mesh.checkin(CheckinInput("rev-agent", status="spoofed"))) == "mesh_agent_token_missing"
+    )
     spoof = CheckinInput("rev-agent", pane="%99", agent_token=world.tokens["boss"])
     assert refused(lambda: world.mesh.checkin(spoof)) == "mesh_agent_token_invalid"
     assert mesh_state(world) == before  # no renewal, no new status or pane, no event
@@ -453,9 +457,7 @@ def test_a_token_is_never_in_events_listings_or_other_results(world: MeshWorld) 
     sent = world.send()
     read = world.mesh.inbox(InboxInput("rev-agent", agent_token=world.tokens["rev-agent"]))
     listed = world.mesh.agents(AgentsInput(include_expired=True))
-    text = json.dumps(
-        [[e.payload for e in world.store.events()], listed, sent, read], default=str
-    )
+    text = json.dumps([[e.payload for e in world.store.events()], listed, sent, read], default=str)
     for token in world.tokens.values():
         assert token not in text and str(token_sha256(token)) not in text
     assert "token_sha256" not in text
