@@ -153,6 +153,9 @@ def checkin(
     from runner.service.inputs.mesh import CheckinInput
 
     token = agent_token(agent_token_file, may_be_absent=True)
+    if agent_token_file is not None and token is None and not agent_token_file.parent.is_dir():
+        # checked before the check-in: a token issued and then not writable would be lost
+        raise _token_file_error(agent_token_file, "agent_token_file_missing", "its directory does not exist")
     inp = CheckinInput(agent_id, role, repo, caps or None, status, ttl_seconds, pane, token)
     done = app.service.mesh.checkin(inp)
     issued = done.get("agent_token")

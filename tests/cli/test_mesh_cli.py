@@ -173,5 +173,9 @@ def test_an_agent_token_file_must_be_private(mesh_cli: Run, tmp_path: Path) -> N
             "agent_token_file_missing")  # fmt: skip
     path.chmod(0o600)
     assert ok(mesh_cli("mesh", "inbox", "--agent-id", "a", "--agent-token-file", str(path), "--json"))["unacked"] == 0
+    nowhere = str(tmp_path / "no-such-dir" / "c.token")
+    refused(mesh_cli("mesh", "checkin", "--agent-id", "c", "--agent-token-file", nowhere, "--json"), 3,
+            "agent_token_file_missing")  # fmt: skip
+    assert "c" not in [a["agent_id"] for a in ok(mesh_cli("mesh", "agents", "--all", "--json"))["agents"]]
     shown = ok(mesh_cli("mesh", "checkin", "--agent-id", "b"))
     assert "agent token (shown once" in shown and "CORRAL_AGENT_TOKEN" in shown
