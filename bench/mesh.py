@@ -50,18 +50,18 @@ def send_to_inbox(service: Any, samples: int) -> dict[str, Any]:
     from runner.service.inputs.mesh import AckInput, CheckinInput, InboxInput, SendInput
 
     mesh = service.mesh
-    mesh.checkin(CheckinInput("sender", role="builder"))
-    mesh.checkin(CheckinInput("reader", role="reviewer"))
+    sender = mesh.checkin(CheckinInput("sender", role="builder"))["agent_token"]
+    reader = mesh.checkin(CheckinInput("reader", role="reviewer"))["agent_token"]
     took: list[float] = []
     for n in range(samples):
         started = time.perf_counter()
-        sent = mesh.send(SendInput("sender", "note", f"note {n}", to="reader"))
+        sent = mesh.send(SendInput("sender", "note", f"note {n}", to="reader", agent_token=sender))
         while True:
-            read = mesh.inbox(InboxInput("reader", 50))
+            read = mesh.inbox(InboxInput("reader", 50, agent_token=reader))
             if any(m["message_id"] == sent["message_id"] for m in read["messages"]):
                 break
         took.append((time.perf_counter() - started) * 1000)
-        mesh.ack(AckInput("reader", (sent["message_id"],)))
+        mesh.ack(AckInput("reader", (sent["message_id"],), reader))
     return {"runs": samples, "median_ms": round(percentile(took, 50), 3), "p99_ms": round(percentile(took, 99), 3)}
 
 
@@ -81,7 +81,7 @@ def _fill(store: Any, agent: str, count: int) -> None:
         for _ in range(count - 1):
             tx.next_number("mesh_message")
         rows = [
-            (first + n, "msg-" + uuid.uuid4().hex, "sender", "agent", agent, "s", f"body {n}", None, 0, stamp, 1)
+            (first + n, "msg-" + uuid.uuid4().hex, "flood-sender", "agent", agent, "s", f"body {n}", None, 0, stamp, 1)
             for n in range(count)
         ]
         marks = ", ".join([mark] * 11)
@@ -101,13 +101,13 @@ def inbox_10k(service: Any, samples: int, count: int = 10_000) -> dict[str, Any]
     from runner.service.inputs.mesh import CheckinInput, InboxInput
 
     mesh = service.mesh
-    mesh.checkin(CheckinInput("sender"))
-    mesh.checkin(CheckinInput("flooded"))
+    mesh.checkin(CheckinInput("flood-sender"))
+    flooded = mesh.checkin(CheckinInput("flooded"))["agent_token"]
     _fill(service.store, "flooded", count)
     took: list[float] = []
     for _ in range(samples):
         started = time.perf_counter()
-        read = mesh.inbox(InboxInput("flooded", 50))
+        read = mesh.inbox(InboxInput("flooded", 50, agent_token=flooded))
         took.append((time.perf_counter() - started) * 1000)
         assert len(read["messages"]) == 50 and read["unacked"] == count, read["unacked"]
     return {
@@ -122,6 +122,7 @@ def checkins(service: Any, agents: int, seconds: int) -> dict[str, Any]:
     from runner.service.inputs.mesh import CheckinInput
 
     mesh = service.mesh
+    tokens: dict[str, str] = {}
     took: list[float] = []
     busy = 0.0
     started = time.perf_counter()
@@ -129,7 +130,11 @@ def checkins(service: Any, agents: int, seconds: int) -> dict[str, Any]:
         tick = started + second
         for n in range(agents):
             t0 = time.perf_counter()
-            mesh.checkin(CheckinInput(f"agent-{n:03d}", role="builder", status=f"tick {second}"))
+            agent_id = f"agent-{n:03d}"
+            done = mesh.checkin(
+                CheckinInput(agent_id, role="builder", status=f"tick {second}", agent_token=tokens.get(agent_id))
+            )
+            tokens.setdefault(agent_id, done.get("agent_token", ""))
             took.append((time.perf_counter() - t0) * 1000)
         spent = time.perf_counter() - tick
         busy += min(spent, 1.0)

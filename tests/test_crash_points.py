@@ -345,11 +345,13 @@ def wake_wake(cli: Cli, point: str) -> None:
     cli.start()
     (pane,) = cli.panes()
     cli.ok("mesh", "wake", "enable", "--controller", "ctl")
-    cli.ok("mesh", "checkin", "--agent-id", "rev-agent", "--pane", str(pane["pane_id"]))
-    cli.ok("mesh", "checkin", "--agent-id", "boss")
-    send = ("mesh", "send", "--from", "boss", "--to", "rev-agent", "--subject", "s")
+    rev = ("--agent-token-file", str(cli.root / "rev-agent.token"))  # each agent's token (issue 24)
+    boss = ("--agent-token-file", str(cli.root / "boss.token"))
+    cli.ok("mesh", "checkin", "--agent-id", "rev-agent", "--pane", str(pane["pane_id"]), *rev)
+    cli.ok("mesh", "checkin", "--agent-id", "boss", *boss)
+    send = ("mesh", "send", "--from", "boss", "--to", "rev-agent", "--subject", "s", *boss)
     cli.crash(f"wake.wake:{point}", *send, "--body", "first")
-    read = cli.ok("mesh", "inbox", "--agent-id", "rev-agent")
+    read = cli.ok("mesh", "inbox", "--agent-id", "rev-agent", *rev)
     assert [m["body"] for m in read["messages"]] == ["first"], "the message outlives its sender"
     (wake,) = [n for n in cli.ok("status")["needs_attention"] if n["machine"] == "wake"]
     assert wake["state"] == "delivering" and "expires at" in wake["next"]

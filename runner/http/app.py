@@ -7,6 +7,9 @@ result documents are the MCP tools' (and the CLI's ``--json``). What is HTTP's o
 - **Credentials**: a grant's response carries ``credential`` once (a string); later calls present it in
   the ``Corral-Credential`` header. It is never in a URL, never logged (there is no access log of
   headers or queries), never in an error.
+- **Agent tokens** (the mesh, issue 24): an agent's first check-in answers ``agent_token`` once; its
+  later mesh calls present it in the ``Corral-Agent-Token`` header (never in the body, a URL or a
+  log), which fills the tools' ``agent_token`` argument.
 - **Errors**: ``{"error": {code, message, details}}`` with the status from :func:`http_status`.
 - **Idempotency**: a POST with ``Idempotency-Key`` is recorded in the store (key, SHA-256 of method,
   path and body, the response) for ``--idempotency-ttl`` (24 h): the same key and body replays the
@@ -42,14 +45,21 @@ if TYPE_CHECKING:
 log = get_logger("corral.http")
 
 CREDENTIAL_HEADER = "corral-credential"
+AGENT_TOKEN_HEADER = "corral-agent-token"
 IDEMPOTENCY_TTL_DEFAULT = 24 * 3600
 BODY_MAX_DEFAULT = 1 << 20
 RETRY_AFTER_BUSY = "1"
 
 _NOT_FOUND = {"not_found", "controller_unknown", "machine_unknown", "target_unknown", "receipt_unknown", "plan_unknown",
               "recipe_unknown", "instance_unknown", "tool_unknown", "lease_unknown", "decision_unknown"}  # fmt: skip
-_FORBIDDEN = {"caller_not_controller", "fence_stale", "not_owner", "path_outside_root"}
-_UNAUTHORIZED = {"credential_missing", "credential_corrupt", "credential_invalid", "unauthorized"}
+_FORBIDDEN = {"caller_not_controller", "fence_stale", "not_owner", "path_outside_root", "mesh_agent_token_invalid"}
+_UNAUTHORIZED = {
+    "credential_missing",
+    "credential_corrupt",
+    "credential_invalid",
+    "unauthorized",
+    "mesh_agent_token_missing",
+}
 
 
 def http_status(error: CorralError) -> int:
@@ -289,6 +299,7 @@ def _endpoint(server: Server, route: Any) -> Any:
                 if arg in args and args[arg] != value:
                     raise InputError(arg, f"{arg} is {value!r} in the path and {args[arg]!r} in the body")
                 args[arg] = value
+            _agent_token(tool, args, request.headers.get(AGENT_TOKEN_HEADER))
             if route.tool == "corral_agent_get" and "wait" in request.query_params:
                 return await _agent_wait(server, request, args, keeper)
             if route.background:
@@ -305,6 +316,20 @@ def _endpoint(server: Server, route: Any) -> Any:
         return _json_response(result)
 
     return endpoint
+
+
+def _agent_token(tool: Any, args: dict[str, Any], header: str | None) -> None:
+    """A mesh tool's ``agent_token`` from the ``Corral-Agent-Token`` header (never the body or query)."""
+    if "agent_token" not in tool.input_schema["properties"]:
+        return
+    if "agent_token" in args:
+        raise InputError(
+            "agent_token",
+            "the agent token goes in the Corral-Agent-Token header, never in the body or a URL",
+            code="agent_token_misplaced",
+        )
+    if header is not None:
+        args["agent_token"] = header.strip()
 
 
 async def _agent_wait(server: Server, request: Any, args: dict[str, Any], keeper: HeaderKeeper) -> Any:
@@ -552,6 +577,8 @@ class Idempotency:
         digest = hashlib.sha256(b"POST\n" + scope["path"].encode() + b"\n" + bytes(body)).hexdigest()
         # A credential is part of the request: a replay must not hand one caller's response to another.
         digest = hashlib.sha256((digest + "\n" + headers.get(CREDENTIAL_HEADER, "")).encode()).hexdigest()
+        if AGENT_TOKEN_HEADER in headers:  # so is an agent token (issue 24)
+            digest = hashlib.sha256((digest + "\n" + headers[AGENT_TOKEN_HEADER]).encode()).hexdigest()
         store = self.server.runtime.store
         raw_key, key = key, _stored_key(key)  # the store never holds the key that unseals a credential
         try:
@@ -638,34 +665,43 @@ def _pad(key: str, digest: str, size: int) -> bytes:
     return hashlib.shake_256(b"corral idempotency seal\0" + key.encode() + b"\0" + digest.encode()).digest(size)
 
 
+_SECRETS = ("credential", "agent_token")
+"""The response fields that are live secrets: a grant's credential, a check-in's agent token."""
+
+
 def _seal(response: str, key: str, digest: str) -> str:
-    """The response to record: a grant's ``credential`` sealed with the Idempotency-Key, so the store
-    (which keeps only token hashes) never holds a live token; a replay with the key unseals it."""
+    """The response to record: a grant's ``credential`` (a check-in's ``agent_token``) sealed with the
+    Idempotency-Key, so the store (which keeps only token hashes) never holds a live token; a replay
+    with the key unseals it. The two never come in one response, so each pad seals one secret."""
     try:
         doc = json.loads(response)
     except ValueError:
         return response
-    credential = doc.get("credential") if isinstance(doc, dict) else None
-    if not isinstance(credential, str):
+    if not isinstance(doc, dict):
         return response
-    plain = credential.encode()
-    doc["credential"] = {
-        "sealed": bytes(a ^ b for a, b in zip(plain, _pad(key, digest, len(plain)), strict=True)).hex()
-    }
+    found = [name for name in _SECRETS if isinstance(doc.get(name), str)]
+    if not found:
+        return response
+    for name in found:
+        plain = doc[name].encode()
+        doc[name] = {"sealed": bytes(a ^ b for a, b in zip(plain, _pad(key, digest, len(plain)), strict=True)).hex()}
     return json.dumps(doc, sort_keys=True, default=str)
 
 
 def _unseal(response: str, key: str, digest: str) -> str:
-    """The recorded response as first answered (a sealed credential opened with the presented key)."""
+    """The recorded response as first answered (a sealed secret opened with the presented key)."""
     try:
         doc = json.loads(response)
     except ValueError:
         return response
-    sealed = doc.get("credential") if isinstance(doc, dict) else None
-    if not (isinstance(sealed, dict) and isinstance(sealed.get("sealed"), str)):
+    if not isinstance(doc, dict):
         return response
-    data = bytes.fromhex(sealed["sealed"])
-    doc["credential"] = bytes(a ^ b for a, b in zip(data, _pad(key, digest, len(data)), strict=True)).decode()
+    found = [name for name in _SECRETS if isinstance(doc.get(name), dict) and isinstance(doc[name].get("sealed"), str)]
+    if not found:
+        return response
+    for name in found:
+        data = bytes.fromhex(doc[name]["sealed"])
+        doc[name] = bytes(a ^ b for a, b in zip(data, _pad(key, digest, len(data)), strict=True)).decode()
     return json.dumps(doc, sort_keys=True, default=str)
 
 

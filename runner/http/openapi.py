@@ -70,6 +70,16 @@ def document() -> dict[str, Any]:
         ]
         for arg in route.path_args.values():
             properties.pop(arg, None)
+        if properties.pop("agent_token", None) is not None:  # a header, never the body (issue 24)
+            parameters.append(
+                {
+                    "name": "Corral-Agent-Token",
+                    "in": "header",
+                    "required": False,
+                    "description": "Your agent token: the secret your first mesh check-in answered (once).",
+                    "schema": {"type": "string"},
+                }
+            )
         operation: dict[str, Any] = {
             "operationId": route.tool.removeprefix("corral_"),
             "summary": tool.title,

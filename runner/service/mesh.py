@@ -18,6 +18,13 @@ the authority of the controller that leases the agent and enabled wake-ups
 refused ``fence_stale`` once that lease moved on, checked again at the moment of the prompt.
 A wake-up that cannot happen is reported in the send's result (``wakes``), never an error of the
 send: the message is recorded either way and the agent finds it when it polls.
+
+**Identity** (issue 24). The first check-in of an agent id answers a fresh secret ``agent_token``
+(:func:`new_agent_token`), in that one reply only; the store keeps its SHA-256. Every later call as
+that agent (check-in, send as its sender, inbox, with or without a wake token, ack) presents the
+token, else it is refused (``mesh_agent_token_missing``, ``mesh_agent_token_invalid``) and nothing
+changes. An id from before identity has no token: its next check-in claims it. An agent that lost
+its token checks in under a new id. The token is never in an event, a listing or the wake prompt.
 """
 
 from __future__ import annotations
@@ -60,6 +67,16 @@ WAKE_WINDOW_SECONDS = 600.0
 """An unused wake token expires after this; until then the agent gets no other wake-up."""
 
 
+def new_agent_token() -> str:
+    """A fresh agent token: 32 random bytes, URL-safe base64 (43 characters)."""
+    return secrets.token_urlsafe(32)
+
+
+def token_sha256(token: str | None) -> str | None:
+    """What the store keeps of (and compares with) an agent token: its SHA-256, hex."""
+    return None if token is None else sha256(token)
+
+
 def wake_prompt(count: int, token: str) -> str:
     """The one prompt a wake-up hands over: fixed text, a count and the token; never a message's text."""
     noun = "message" if count == 1 else "messages"
@@ -88,7 +105,15 @@ class Mesh:
     def checkin(self, inp: CheckinInput) -> dict[str, Any]:
         """Join or renew; answers the presence and whether this agent can be woken (``wake``:
         ``enabled``, ``disabled`` (its controller has not enabled wake-ups, or no lease holds its
-        pane: it polls) or ``unsupported`` (no pane, or a host that cannot prompt))."""
+        pane: it polls) or ``unsupported`` (no pane, or a host that cannot prompt)).
+
+        The check-in that gives the id its token (the first, or the claim of an id from before agent
+        tokens) answers it as ``agent_token``, that once; any other must present it.
+
+        Raises:
+            RefusedError: ``mesh_agent_token_missing``, ``mesh_agent_token_invalid``.
+        """
+        fresh = new_agent_token()
         done = self.port.checkin(
             inp.agent_id,
             role=inp.role,
@@ -98,15 +123,21 @@ class Mesh:
             ttl_seconds=inp.ttl_seconds,
             pane=inp.pane,
             actor=self.core.actor,
+            token_sha256=token_sha256(inp.agent_token),
+            issue_sha256=sha256(fresh),
         )
         wake, why = self._wake_support(done.presence)
-        return {
+        result: dict[str, Any] = {
             "agent": done.presence.to_dict(self.core.now()),
             "joined": done.was == "absent",
             "was": done.was,
             "wake": wake,
             "wake_detail": why,
+            "claimed": done.issued,
         }
+        if done.issued:
+            result["agent_token"] = fresh
+        return result
 
     def agents(self, inp: AgentsInput) -> dict[str, Any]:
         """Live agents (or every one), with the status's age, so peers tell working from stuck."""
@@ -120,7 +151,8 @@ class Mesh:
         """Record the message for its recipients (renewing the sender), then try to wake each one.
 
         Raises:
-            RefusedError: ``mesh_not_checked_in`` (the sender).
+            RefusedError: ``mesh_not_checked_in`` (the sender); ``mesh_agent_token_missing``,
+                ``mesh_agent_token_invalid``, ``mesh_agent_unclaimed`` (the sender's token).
             NotFoundError: ``mesh_unknown_agent``.
         """
         kind, value = inp.recipient
@@ -135,6 +167,7 @@ class Mesh:
             urgent=inp.urgent,
             message_id="msg-" + uuid.uuid4().hex,
             actor=self.core.actor,
+            token_sha256=token_sha256(inp.agent_token),
             retain_before=retain_before,
         )
         wakes = [self.wake(agent) for agent in sent.recipients]
@@ -153,24 +186,21 @@ class Mesh:
         """The agent's unacked messages, oldest first; reading changes nothing but its presence.
 
         With ``wake_token``: the wake it names is marked used (single use) and only the messages it
-        announced (still unacked) are returned.
+        announced (still unacked) are returned; the agent's own token is checked before the wake is spent.
 
         Raises:
-            RefusedError: ``mesh_not_checked_in``; ``wake_token_used`` (used before, or expired).
+            RefusedError: ``mesh_not_checked_in``; the token codes (as :meth:`send`); ``wake_token_used``
+                (used before, or expired).
             NotFoundError: ``wake_token_unknown`` (no such wake for this agent).
         """
         wake = None
         upto = None
+        hashed = token_sha256(inp.agent_token)
         if inp.wake_token is not None:
-            if self.port.presence(inp.agent_id) is None:
-                raise RefusedError(
-                    f"the agent {inp.agent_id!r} has not checked in: call checkin first",
-                    code="mesh_not_checked_in",
-                    agent_id=inp.agent_id,
-                )
+            self.port.authenticate(inp.agent_id, hashed)  # before the single-use wake is spent
             wake = self._use_wake(inp.agent_id, inp.wake_token)
             upto = int(wake.data.get("upto_seq") or 0)
-        read = self.port.inbox(inp.agent_id, inp.limit, upto_seq=upto)
+        read = self.port.inbox(inp.agent_id, inp.limit, token_sha256=hashed, upto_seq=upto)
         return {
             "agent_id": inp.agent_id,
             "messages": [m.to_dict() for m in read.messages],
@@ -185,8 +215,12 @@ class Mesh:
 
     def ack(self, inp: AckInput) -> dict[str, Any]:
         """Acknowledge messages: they never come back. Idempotent; ids not delivered to this agent are
-        reported as ``unknown``."""
-        done = self.port.ack(inp.agent_id, inp.message_ids)
+        reported as ``unknown``.
+
+        Raises:
+            RefusedError: ``mesh_not_checked_in``; the token codes (as :meth:`send`).
+        """
+        done = self.port.ack(inp.agent_id, inp.message_ids, token_sha256=token_sha256(inp.agent_token))
         return {
             "agent_id": inp.agent_id,
             "acked": list(done.acked),

@@ -40,6 +40,8 @@ from runner.store.mesh import (
     check_subject,
     check_thread,
     check_to,
+    check_token,
+    check_token_sha256,
     check_ttl,
     default_ttl,
     event_instance,
@@ -108,16 +110,29 @@ class SQLMesh(MeshStore):
         row = self._run(view, f"SELECT {_AGENT} FROM mesh_agents WHERE agent_id = ?", (agent_id,)).fetchone()
         return None if row is None else self._presence(row)
 
-    def _renew(self, tx: Transaction, agent_id: str, actor: str = "mesh") -> Presence:
-        """Renew the caller's presence (every mesh call does); an expired agent that calls comes back,
-        recorded as a ``return`` event."""
-        found = self._row(tx, agent_id)
+    def _identified(self, view: Reader, agent_id: str) -> tuple[Presence, str | None] | None:
+        """The agent's presence and its token's hash (None: unclaimed); None if it never checked in."""
+        row = self._run(
+            view, f"SELECT {_AGENT}, token_sha256 FROM mesh_agents WHERE agent_id = ?", (agent_id,)
+        ).fetchone()
+        return None if row is None else (self._presence(row), row[13])
+
+    def _me(self, view: Reader, agent_id: str, token_sha256: str | None) -> Presence:
+        """The caller's presence once its token is checked (:func:`check_token`), before any write."""
+        found = self._identified(view, agent_id)
         if found is None:
             raise RefusedError(
                 f"the agent {agent_id!r} has not checked in: call checkin first (corral mesh checkin)",
                 code="mesh_not_checked_in",
                 agent_id=agent_id,
             )
+        check_token(agent_id, found[1], token_sha256)
+        return found[0]
+
+    def _renew(self, tx: Transaction, agent_id: str, token_sha256: str | None, actor: str = "mesh") -> Presence:
+        """Renew the caller's presence (every mesh call does) once its token is checked; an expired agent
+        that calls comes back, recorded as a ``return`` event."""
+        found = self._me(tx, agent_id, token_sha256)
         stamp = format_time(tx.now)
         expires = format_time(tx.now + timedelta(seconds=found.ttl_seconds))
         self._run(
@@ -146,8 +161,12 @@ class SQLMesh(MeshStore):
         ttl_seconds: int | None,
         pane: str | None,
         actor: str,
+        token_sha256: str | None,
+        issue_sha256: str,
     ) -> CheckIn:
         check_agent_id(agent_id)
+        check_token_sha256(token_sha256)
+        issue = check_token_sha256(issue_sha256, "issue_sha256")
         role = None if role is None else check_name(role, "role")
         repo = None if repo is None else check_repo(repo)
         caps = None if caps is None else check_caps(caps)
@@ -158,7 +177,12 @@ class SQLMesh(MeshStore):
         with self.store.write() as tx:
             now = tx.now
             stamp = format_time(now)
-            found = self._row(tx, agent_id)
+            identified = self._identified(tx, agent_id)
+            found = None if identified is None else identified[0]
+            # Invariant: a claimed id is renewed only by its token; nothing is written before this check.
+            issued = identified is None or identified[1] is None
+            if identified is not None and identified[1] is not None:
+                check_token(agent_id, identified[1], token_sha256)
             role = role if role is not None else (found.role if found else None)
             if ttl_seconds is not None:
                 ttl = ttl_seconds
@@ -183,7 +207,7 @@ class SQLMesh(MeshStore):
                 )
                 self._run(
                     tx,
-                    f"INSERT INTO mesh_agents ({_AGENT}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO mesh_agents ({_AGENT}, token_sha256) VALUES ({', '.join('?' * 14)})",
                     (
                         agent_id,
                         role,
@@ -198,6 +222,7 @@ class SQLMesh(MeshStore):
                         expires,
                         1,
                         None,
+                        issue,
                     ),
                 )
             else:
@@ -221,7 +246,8 @@ class SQLMesh(MeshStore):
                 self._run(
                     tx,
                     "UPDATE mesh_agents SET role = ?, repo = ?, caps = ?, status = ?, status_at = ?, pane = ?,"
-                    " ttl_seconds = ?, seen_at = ?, expires_at = ?, version = ? WHERE agent_id = ?",
+                    " ttl_seconds = ?, seen_at = ?, expires_at = ?, version = ?,"
+                    " token_sha256 = coalesce(token_sha256, ?) WHERE agent_id = ?",
                     (
                         presence.role,
                         presence.repo,
@@ -233,10 +259,12 @@ class SQLMesh(MeshStore):
                         stamp,
                         expires,
                         presence.version,
+                        issue,
                         agent_id,
                     ),
                 )
-            # Invariant: the event carries the presence's public facts only (never a message).
+            # Invariant: the event carries the presence's public facts only (never a message, a token or
+            # its hash; ``claimed``: this check-in gave the id its token).
             tx.append(
                 event_instance(agent_id, presence.version),
                 "checkin",
@@ -251,9 +279,10 @@ class SQLMesh(MeshStore):
                     "ttl_seconds": ttl,
                     "pane": presence.pane is not None,
                     "expires_at": expires,
+                    "claimed": issued,
                 },
             )
-            return CheckIn(presence, was)
+            return CheckIn(presence, was, issued)
 
     def presence(self, agent_id: str) -> Presence | None:
         with self.store.read() as view:
@@ -292,9 +321,11 @@ class SQLMesh(MeshStore):
         urgent: bool,
         message_id: str,
         actor: str,
+        token_sha256: str | None,
         retain_before: datetime | None = None,
     ) -> Sent:
         check_agent_id(sender, "from")
+        check_token_sha256(token_sha256)
         to_kind, to_value = check_to(to_kind, to_value)
         check_subject(subject)
         check_body(body)
@@ -302,7 +333,7 @@ class SQLMesh(MeshStore):
             check_thread(thread)
         check_message_id(message_id)
         with self.store.write() as tx:
-            me = self._renew(tx, sender, actor)
+            me = self._renew(tx, sender, token_sha256, actor)
             stamp = format_time(tx.now)
             if to_kind == "agent":
                 if self._row(tx, to_value) is None:
@@ -366,11 +397,12 @@ class SQLMesh(MeshStore):
             pruned = 0 if retain_before is None else self._prune(tx, retain_before, PRUNE_BATCH, keep=seq)
             return Sent(message_id, seq, stamp, tuple(recipients), me, pruned)
 
-    def inbox(self, agent_id: str, limit: int, *, upto_seq: int | None = None) -> Inbox:
+    def inbox(self, agent_id: str, limit: int, *, token_sha256: str | None, upto_seq: int | None = None) -> Inbox:
         check_agent_id(agent_id)
         check_limit(limit)
+        check_token_sha256(token_sha256)
         with self.store.write() as tx:
-            me = self._renew(tx, agent_id)
+            me = self._renew(tx, agent_id, token_sha256)
             sql = (
                 f"SELECT {_MESSAGE} FROM mesh_deliveries d JOIN mesh_messages m ON m.seq = d.seq"
                 " WHERE d.agent_id = ? AND d.acked_at IS NULL"
@@ -386,11 +418,12 @@ class SQLMesh(MeshStore):
         messages = tuple(self._message(r) for r in rows[:limit])
         return Inbox(messages, int(total[0]), me, more=len(rows) > limit)
 
-    def ack(self, agent_id: str, message_ids: Sequence[str]) -> Acked:
+    def ack(self, agent_id: str, message_ids: Sequence[str], *, token_sha256: str | None) -> Acked:
         check_agent_id(agent_id)
+        check_token_sha256(token_sha256)
         wanted = list(dict.fromkeys(check_message_id(m) for m in message_ids))
         with self.store.write() as tx:
-            me = self._renew(tx, agent_id)
+            me = self._renew(tx, agent_id, token_sha256)
             found: dict[str, tuple[int, Any]] = {}
             for start in range(0, len(wanted), _CHUNK):
                 chunk = wanted[start : start + _CHUNK]
@@ -422,6 +455,12 @@ class SQLMesh(MeshStore):
             tuple(m for m in wanted if m not in found),
             me,
         )
+
+    def authenticate(self, agent_id: str, token_sha256: str | None) -> Presence:
+        check_agent_id(agent_id)
+        check_token_sha256(token_sha256)
+        with self.store.read() as view:
+            return self._me(view, agent_id, token_sha256)
 
     def unacked(self, agent_id: str) -> tuple[int, int]:
         with self.store.read() as view:

@@ -83,7 +83,7 @@ COPY_TABLES: dict[str, tuple[str, ...]] = {
     # the next send after a move continues past every copied seq.
     "mesh_agents": (
         "agent_id", "role", "repo", "caps", "status", "status_at", "pane", "ttl_seconds", "joined_at", "seen_at",
-        "expires_at", "version", "wake_at",
+        "expires_at", "version", "wake_at", "token_sha256",
     ),
     "mesh_messages": (
         "seq", "message_id", "sender", "to_kind", "to_value", "subject", "body", "thread", "urgent", "sent_at",

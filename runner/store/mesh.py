@@ -19,6 +19,14 @@ Invariant: an inbox read returns exactly the recipient's deliveries with ``acked
 ``seq`` first, and writes nothing but the reader's presence; so a message comes back on every read
 until acked, and never after.
 
+Identity (issue 24): a presence row keeps ``token_sha256``, the SHA-256 of the secret agent token the
+id's first check-in handed out (the service makes the token; the store never sees it). Every later
+call as that agent (check-in, send as its sender, inbox, ack) presents the token's hash, compared in
+constant time inside the call's write transaction; a wrong or missing one is refused before anything
+is written (:func:`check_token`). A row from before identity (``token_sha256`` NULL) is *unclaimed*:
+the next check-in of its id claims it (and is handed a token); its other calls are refused until then.
+The hash never leaves the store: not in a :class:`Presence`, an event or an export of presence.
+
 Messages are data, never instructions: the store keeps their text and hands it back; nothing in
 corral parses or acts on a subject or a body. Check-ins and sends append events to the store's
 log (on ``mesh/<agent_id>``, machine ``mesh``) that carry ids and counts only, never a subject
@@ -31,6 +39,7 @@ acknowledged is never dropped. Sends prune on their way, a bounded batch at a ti
 
 from __future__ import annotations
 
+import hmac
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -39,7 +48,7 @@ from datetime import datetime
 from typing import Any
 
 from runner.context import Instance, format_time, parse_time
-from runner.errors import InputError
+from runner.errors import InputError, RefusedError
 
 AGENT_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")  # roles and caps
@@ -148,6 +157,46 @@ def check_limit(value: Any) -> int:
 def check_message_id(value: Any) -> str:
     if not isinstance(value, str) or not MESSAGE_ID.match(value):
         raise InputError("message_ids", f"{value!r} is not a message id (msg-<32 hex>, as inbox gives them)")
+    return value
+
+
+def check_token(agent_id: str, stored: str | None, presented: str | None) -> None:
+    """Refuse a call as ``agent_id`` unless ``presented`` (the SHA-256 of the token the caller gave, None
+    if it gave none) is the id's own (``stored``), compared in constant time.
+
+    Raises:
+        RefusedError: ``mesh_agent_token_missing`` (none presented), ``mesh_agent_token_invalid`` (not
+            this agent's), ``mesh_agent_unclaimed`` (the id has no token yet: check in to claim it).
+    """
+    if stored is None:
+        raise RefusedError(
+            f"the agent {agent_id!r} has no agent token yet (it checked in before agent tokens):"
+            " check in to claim it and get one",
+            code="mesh_agent_unclaimed",
+            agent_id=agent_id,
+        )
+    if presented is None:
+        raise RefusedError(
+            f"a call as the agent {agent_id!r} must present its agent token (the one its first check-in"
+            " answered; CORRAL_AGENT_TOKEN, the Corral-Agent-Token header, the agent_token argument)",
+            code="mesh_agent_token_missing",
+            agent_id=agent_id,
+        )
+    if not hmac.compare_digest(stored.encode("ascii"), presented.encode("ascii")):
+        raise RefusedError(
+            f"the agent token presented is not the agent {agent_id!r}'s: nothing was done"
+            " (an agent that lost its token checks in under a new id)",
+            code="mesh_agent_token_invalid",
+            agent_id=agent_id,
+        )
+
+
+def check_token_sha256(value: Any, field_name: str = "token_sha256") -> str | None:
+    """A token's hash as the service hands it to the store: None or 64 lowercase hex digits."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise InputError(field_name, "an agent token's hash is 64 lowercase hex digits")
     return value
 
 
@@ -281,6 +330,9 @@ class CheckIn:
     presence: Presence
     was: str
     """``absent`` (first check-in), ``live`` or ``expired``."""
+    issued: bool = False
+    """Whether this check-in gave the id its token (``issue_sha256``): the first one, or a claim of an
+    unclaimed row; the service hands the token out in that one answer only."""
 
 
 def event_instance(agent_id: str, version: int, state: str = "live") -> Instance:
@@ -307,12 +359,20 @@ class MeshStore(ABC):
         ttl_seconds: int | None,
         pane: str | None,
         actor: str,
+        token_sha256: str | None,
+        issue_sha256: str,
     ) -> CheckIn:
         """Join (first check-in) or renew an agent's presence; given fields replace, omitted ones keep.
 
         The TTL is the one given, else the last one, else the role's default (:func:`default_ttl`); the status's time
         moves only when its text changes. Appends a ``checkin`` event (no status text beyond the
-        one line, never a message).
+        one line, never a message, never a token or its hash).
+
+        Identity: a first check-in (or one of an unclaimed id) stores ``issue_sha256`` as the id's token
+        hash (``issued``); any other must present the id's own (``token_sha256``, :func:`check_token`).
+
+        Raises:
+            RefusedError: ``mesh_agent_token_missing``, ``mesh_agent_token_invalid``; nothing is written.
         """
 
     @abstractmethod
@@ -338,32 +398,43 @@ class MeshStore(ABC):
         urgent: bool,
         message_id: str,
         actor: str,
+        token_sha256: str | None,
         retain_before: datetime | None = None,
     ) -> Sent:
         """Record one message and a delivery per recipient (see the module docstring); renews the sender.
 
         ``retain_before``: prune on the way (:meth:`prune`, at most :data:`PRUNE_BATCH` messages).
+        ``token_sha256``: the sender's token hash (:func:`check_token`).
 
         Raises:
-            RefusedError: ``mesh_not_checked_in`` (the sender never checked in).
+            RefusedError: ``mesh_not_checked_in`` (the sender never checked in); the token codes of
+                :func:`check_token`.
             NotFoundError: ``mesh_unknown_agent`` (a direct message to an agent that never checked in).
         """
 
     @abstractmethod
-    def inbox(self, agent_id: str, limit: int, *, upto_seq: int | None = None) -> Inbox:
+    def inbox(self, agent_id: str, limit: int, *, token_sha256: str | None, upto_seq: int | None = None) -> Inbox:
         """The agent's unacked messages, oldest first (only those with ``seq <= upto_seq``, if given);
         renews its presence and writes nothing else.
 
         Raises:
-            RefusedError: ``mesh_not_checked_in``.
+            RefusedError: ``mesh_not_checked_in``; the token codes of :func:`check_token`.
         """
 
     @abstractmethod
-    def ack(self, agent_id: str, message_ids: Sequence[str]) -> Acked:
+    def ack(self, agent_id: str, message_ids: Sequence[str], *, token_sha256: str | None) -> Acked:
         """Acknowledge messages delivered to the agent (idempotent); renews its presence.
 
         Raises:
-            RefusedError: ``mesh_not_checked_in``.
+            RefusedError: ``mesh_not_checked_in``; the token codes of :func:`check_token`.
+        """
+
+    @abstractmethod
+    def authenticate(self, agent_id: str, token_sha256: str | None) -> Presence:
+        """The agent's presence if ``token_sha256`` is its token's hash (a read: nothing is written).
+
+        Raises:
+            RefusedError: ``mesh_not_checked_in``; the token codes of :func:`check_token`.
         """
 
     @abstractmethod

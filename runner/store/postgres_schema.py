@@ -259,6 +259,10 @@ MIGRATIONS: tuple[str, ...] = (
 
     CREATE INDEX memory_checkpoints_search ON memory_checkpoints USING gin (search) WITH (fastupdate = off)
     """,
+    # issue 24: mesh identity, as in the SQLite store: the SHA-256 of an agent's token (NULL: unclaimed).
+    """
+    ALTER TABLE mesh_agents ADD COLUMN token_sha256 text
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

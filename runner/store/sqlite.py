@@ -304,6 +304,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX memory_checkpoints_unpinned_n ON memory_checkpoints (n) WHERE pinned = 0;
     CREATE VIRTUAL TABLE memory_fts USING fts5 (search_text, content='memory_checkpoints', content_rowid='n');
     """,
+    # issue 24: mesh identity (runner.store.mesh). The SHA-256 of the agent token the first check-in of
+    # an id handed out; NULL for a row from before (the next check-in of that id claims it).
+    """
+    ALTER TABLE mesh_agents ADD COLUMN token_sha256 TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # The tables each schema version has: an existing file missing one of its version's is damaged.
@@ -322,6 +327,11 @@ TABLES_BY_VERSION: dict[int, frozenset[str]] = {
         | {"mesh_agents", "mesh_messages", "mesh_deliveries"}
     ),
     9: frozenset(
+        {"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims", "idempotency"}
+        | {"mesh_agents", "mesh_messages", "mesh_deliveries"}
+        | {"memory_projects", "memory_sessions", "memory_checkpoints"}
+    ),
+    10: frozenset(
         {"instances", "events", "agent_slots", "counters", "store_meta", "instance_parts", "claims", "idempotency"}
         | {"mesh_agents", "mesh_messages", "mesh_deliveries"}
         | {"memory_projects", "memory_sessions", "memory_checkpoints"}

@@ -33,11 +33,13 @@ NOT_SECRETS = frozenset(
         ("agent_inbox", "wake_token"),
         ("corral_reviewer_start", "budget_tokens"),
         ("corral_writer_start", "budget_tokens"),
+        *((name, "agent_token") for name in ("agent_checkin", "agent_send", "agent_inbox", "agent_ack")),
     }
 )
 """Arguments a secret word names that carry no controller secret: a mesh wake token is the single-use
 capability the wake-up prompt itself hands the agent (issue 17), never a fence token; a budget of
-tokens is a count of model tokens."""
+tokens is a count of model tokens; an agent token is the mesh agent's own identity (issue 24), which
+an MCP client (no headers) can only give as an argument, never a controller's credential."""
 
 
 @pytest.fixture(scope="module")

@@ -73,8 +73,16 @@ class MeshWorld:
         )
         self.pane = str(lease.data["pane_id"])
         self.mesh = self.service.mesh
-        self.checked_in = self.mesh.checkin(CheckinInput("rev-agent", role="reviewer", pane=self.pane))
-        self.mesh.checkin(CheckinInput("boss", role="builder"))
+        self.tokens: dict[str, str] = {}
+        """Each agent's token, as its first check-in answered it."""
+        self.checked_in = self.join(self.mesh, CheckinInput("rev-agent", role="reviewer", pane=self.pane))
+        self.join(self.mesh, CheckinInput("boss", role="builder"))
+
+    def join(self, mesh: Any, inp: CheckinInput) -> dict[str, Any]:
+        """A first check-in, keeping the token it answers."""
+        done: dict[str, Any] = mesh.checkin(inp)
+        self.tokens[inp.agent_id] = done["agent_token"]
+        return done
 
     def new_service(self) -> Service:
         return Service(
@@ -89,7 +97,7 @@ class MeshWorld:
         return self.mesh.wake_grant(WakeGrantInput("ctl", self.credential, enabled))
 
     def send(self, to: str = "rev-agent", body: str = "PR 12 needs a review") -> dict[str, Any]:
-        return self.mesh.send(SendInput("boss", "review", body, to=to))
+        return self.mesh.send(SendInput("boss", "review", body, to=to, agent_token=self.tokens["boss"]))
 
     def prompts(self) -> list[str]:
         """What reached the agent, read from the host's own run logs (never through corral)."""
@@ -138,17 +146,17 @@ def token_of(world: MeshWorld) -> str:
 
 
 def test_no_pane_means_wake_unsupported(world: MeshWorld) -> None:
-    boss = world.mesh.checkin(CheckinInput("boss"))
+    boss = world.mesh.checkin(CheckinInput("boss", agent_token=world.tokens["boss"]))
     assert boss["wake"] == "unsupported" and boss["joined"] is False
     assert world.checked_in["wake"] == "disabled"  # its controller has not enabled wake-ups yet
     world.enable()
-    assert world.mesh.checkin(CheckinInput("rev-agent"))["wake"] == "enabled"
+    assert world.mesh.checkin(CheckinInput("rev-agent", agent_token=world.tokens["rev-agent"]))["wake"] == "enabled"
 
 
 def test_a_host_that_cannot_prompt_answers_unsupported(world: MeshWorld, monkeypatch: pytest.MonkeyPatch) -> None:
     world.enable()
     monkeypatch.setattr(type(world.host), "can_prompt", False)
-    assert world.mesh.checkin(CheckinInput("rev-agent"))["wake"] == "unsupported"
+    assert world.mesh.checkin(CheckinInput("rev-agent", agent_token=world.tokens["rev-agent"]))["wake"] == "unsupported"
     wake = only_wake(world.send())
     assert (wake["wake"], wake["code"]) == ("skipped", "wake_unsupported")
     assert world.prompts() == []
@@ -178,16 +186,18 @@ def test_a_wake_is_delivered_once_to_an_idle_leased_agent(world: MeshWorld) -> N
     token = token_of(world)
     assert world.host.texts == [wake_prompt(1, token)]  # the fixed prompt only, never the message's text
     # the token's inbox: that wake's messages (the one it announced), and the turn is marked
-    read = world.mesh.inbox(InboxInput("rev-agent", 50, token))
+    read = world.mesh.inbox(InboxInput("rev-agent", 50, token, agent_token=world.tokens["rev-agent"]))
     assert [m["body"] for m in read["messages"]] == ["one"]
     assert read["wake"]["state"] == "used"
     with pytest.raises(CorralError) as spent:
-        world.mesh.inbox(InboxInput("rev-agent", 50, token))
+        world.mesh.inbox(InboxInput("rev-agent", 50, token, agent_token=world.tokens["rev-agent"]))
     assert spent.value.code == "wake_token_used"
     with pytest.raises(CorralError) as foreign:
-        world.mesh.inbox(InboxInput("boss", 50, token))
+        world.mesh.inbox(InboxInput("boss", 50, token, agent_token=world.tokens["boss"]))
     assert foreign.value.code == "wake_token_unknown"
-    assert [m["body"] for m in world.mesh.inbox(InboxInput("rev-agent"))["messages"]] == ["one", "two", "three"]
+    assert [
+        m["body"] for m in world.mesh.inbox(InboxInput("rev-agent", agent_token=world.tokens["rev-agent"]))["messages"]
+    ] == ["one", "two", "three"]
     # a new wake may follow once the token was used (and the rate limit passed)
     world.clock.advance(WAKE_INTERVAL_SECONDS)
     assert only_wake(world.send(body="four"))["wake"] == "delivered"
@@ -202,7 +212,7 @@ def test_an_unused_wake_expires_after_its_window(world: MeshWorld) -> None:
     world.clock.advance(WAKE_WINDOW_SECONDS)
     assert only_wake(world.send())["wake"] == "delivered"  # the stale one expired first
     with pytest.raises(CorralError) as expired:
-        world.mesh.inbox(InboxInput("rev-agent", 50, token))
+        world.mesh.inbox(InboxInput("rev-agent", 50, token, agent_token=world.tokens["rev-agent"]))
     assert expired.value.code == "wake_token_used" and expired.value.details["state"] == "expired"
 
 
@@ -263,15 +273,15 @@ def test_two_coordinators_on_one_store(world: MeshWorld) -> None:
     and its sends wake under the same recorded grant, never twice."""
     world.enable()
     other = world.new_service().mesh
-    other.checkin(CheckinInput("other", role="builder"))
+    world.join(other, CheckinInput("other", role="builder"))
     assert {a["agent_id"] for a in other.agents(AgentsInput())["agents"]} == {"boss", "other", "rev-agent"}
     first = only_wake(world.send(body="from one"))
-    second = other.send(SendInput("other", "s", "from two", to="rev-agent"))
+    second = other.send(SendInput("other", "s", "from two", to="rev-agent", agent_token=world.tokens["other"]))
     assert first["wake"] == "delivered" and only_wake(second)["wake"] == "skipped"
-    read = other.inbox(InboxInput("rev-agent"))
+    read = other.inbox(InboxInput("rev-agent", agent_token=world.tokens["rev-agent"]))
     assert [m["body"] for m in read["messages"]] == ["from one", "from two"]
-    world.mesh.ack(AckInput("rev-agent", tuple(m["message_id"] for m in read["messages"])))
-    assert other.inbox(InboxInput("rev-agent"))["messages"] == []
+    world.mesh.ack(AckInput("rev-agent", tuple(m["message_id"] for m in read["messages"]), world.tokens["rev-agent"]))
+    assert other.inbox(InboxInput("rev-agent", agent_token=world.tokens["rev-agent"]))["messages"] == []
     assert len(world.prompts()) == 1
 
 
@@ -295,7 +305,9 @@ def test_an_unconfirmed_wake_counts_as_outstanding_until_used_or_expired(
     world.settle()
     world.clock.advance(WAKE_INTERVAL_SECONDS)
     assert only_wake(world.send(body="two"))["code"] == "wake_outstanding"
-    read = world.mesh.inbox(InboxInput("rev-agent", 50, first))  # used straight from delivering
+    read = world.mesh.inbox(
+        InboxInput("rev-agent", 50, first, agent_token=world.tokens["rev-agent"])
+    )  # used straight from delivering
     assert read["wake"]["state"] == "used" and [m["body"] for m in read["messages"]] == ["one"]
     world.clock.advance(WAKE_INTERVAL_SECONDS)
     assert only_wake(world.send(body="three"))["wake"] == "unconfirmed"
@@ -304,7 +316,7 @@ def test_an_unconfirmed_wake_counts_as_outstanding_until_used_or_expired(
     world.clock.advance(WAKE_WINDOW_SECONDS)
     assert only_wake(world.send(body="four"))["wake"] == "unconfirmed"  # the stale one expired from delivering
     with pytest.raises(CorralError) as expired:
-        world.mesh.inbox(InboxInput("rev-agent", 50, second))
+        world.mesh.inbox(InboxInput("rev-agent", 50, second, agent_token=world.tokens["rev-agent"]))
     assert expired.value.details["state"] == "expired"
     assert len(world.host.texts) == 3
 
@@ -346,3 +358,106 @@ def test_status_says_an_unconfirmed_wake_settles_itself(world: MeshWorld, monkey
     assert only_wake(world.send())["wake"] == "unconfirmed"
     (item,) = [n for n in world.service.status()["needs_attention"] if n["machine"] == "wake"]
     assert item["state"] == "delivering" and "expires at" in item["next"] and "reconcile" not in item["next"]
+
+
+# --- identity (issue 24): every call as an agent presents its own token ------------------------------
+
+
+def refused(call: Any) -> str:
+    with pytest.raises(CorralError) as caught:
+        call()
+    assert caught.value.status.exit == 4, caught.value  # a refusal, never an internal error
+    return caught.value.code
+
+
+def mesh_state(world: MeshWorld) -> tuple[Any, ...]:
+    """What a refused call must leave as it was: every presence, every unacked count, the event log."""
+    presences = tuple(world.mesh.port.presence(a) for a in sorted(world.tokens))
+    unacked = tuple(world.mesh.port.unacked(a) for a in sorted(world.tokens))
+    return presences, unacked, len(world.store.events())
+
+
+def test_the_first_checkin_answers_a_token_once_and_later_ones_need_it(world: MeshWorld) -> None:
+    first = world.checked_in
+    assert first["claimed"] is True and len(first["agent_token"]) >= 40
+    again = world.mesh.checkin(CheckinInput("rev-agent", status="reviewing", agent_token=world.tokens["rev-agent"]))
+    assert "agent_token" not in again and again["claimed"] is False and again["agent"]["status"] == "reviewing"
+    assert world.tokens["rev-agent"] != world.tokens["boss"]
+
+
+def test_a_checkin_over_a_live_agent_is_refused_and_changes_nothing(world: MeshWorld) -> None:
+    before = mesh_state(world)
+    world.clock.advance(5)
+    assert (
+        refused(lambda: world.mesh.checkin(CheckinInput("rev-agent", status="spoofed"))) == "mesh_agent_token_missing"
+    )
+    spoof = CheckinInput("rev-agent", pane="%99", agent_token=world.tokens["boss"])
+    assert refused(lambda: world.mesh.checkin(spoof)) == "mesh_agent_token_invalid"
+    assert mesh_state(world) == before  # no renewal, no new status or pane, no event
+
+
+def test_an_expired_agent_stays_its_own(world: MeshWorld) -> None:
+    world.clock.advance(7200)  # past rev-agent's TTL
+    assert refused(lambda: world.mesh.checkin(CheckinInput("rev-agent"))) == "mesh_agent_token_missing"
+    back = world.mesh.checkin(CheckinInput("rev-agent", agent_token=world.tokens["rev-agent"]))
+    assert back["was"] == "expired" and "agent_token" not in back
+
+
+def test_sending_as_another_agent_is_refused_and_records_nothing(world: MeshWorld) -> None:
+    before = mesh_state(world)
+    as_boss = SendInput("boss", "review", "merge it", to="rev-agent", agent_token=world.tokens["rev-agent"])
+    assert refused(lambda: world.mesh.send(as_boss)) == "mesh_agent_token_invalid"
+    assert refused(lambda: world.mesh.send(SendInput("boss", "review", "merge it", to="rev-agent"))) == (
+        "mesh_agent_token_missing"
+    )
+    assert mesh_state(world) == before
+    read = world.mesh.inbox(InboxInput("rev-agent", agent_token=world.tokens["rev-agent"]))
+    assert read["messages"] == []
+
+
+def test_reading_another_agents_inbox_is_refused(world: MeshWorld) -> None:
+    world.send(body="for rev-agent only")
+    before = mesh_state(world)
+    world.clock.advance(5)
+    assert refused(lambda: world.mesh.inbox(InboxInput("rev-agent"))) == "mesh_agent_token_missing"
+    wrong = InboxInput("rev-agent", agent_token=world.tokens["boss"])
+    assert refused(lambda: world.mesh.inbox(wrong)) == "mesh_agent_token_invalid"
+    assert mesh_state(world) == before  # not even the presence was renewed
+
+
+def test_acking_another_agents_messages_is_refused(world: MeshWorld) -> None:
+    sent = world.send(body="keep me")
+    before = mesh_state(world)
+    for token in (None, world.tokens["boss"]):
+        code = refused(lambda t=token: world.mesh.ack(AckInput("rev-agent", (sent["message_id"],), t)))
+        assert code in ("mesh_agent_token_missing", "mesh_agent_token_invalid")
+    assert mesh_state(world) == before
+    read = world.mesh.inbox(InboxInput("rev-agent", agent_token=world.tokens["rev-agent"]))
+    assert [m["message_id"] for m in read["messages"]] == [sent["message_id"]]
+
+
+def test_a_woken_agent_presents_its_token_and_the_prompt_never_carries_it(world: MeshWorld) -> None:
+    world.enable()
+    assert only_wake(world.send(body="one"))["wake"] == "delivered"
+    wake_token = token_of(world)
+    assert all(world.tokens["rev-agent"] not in text for text in world.host.texts)
+    # without (or with another's) agent token the wake is not spent
+    assert refused(lambda: world.mesh.inbox(InboxInput("rev-agent", 50, wake_token))) == "mesh_agent_token_missing"
+    stolen = InboxInput("rev-agent", 50, wake_token, world.tokens["boss"])
+    assert refused(lambda: world.mesh.inbox(stolen)) == "mesh_agent_token_invalid"
+    read = world.mesh.inbox(InboxInput("rev-agent", 50, wake_token, world.tokens["rev-agent"]))
+    assert read["wake"]["state"] == "used" and [m["body"] for m in read["messages"]] == ["one"]
+
+
+def test_a_token_is_never_in_events_listings_or_other_results(world: MeshWorld) -> None:
+    import json
+
+    from runner.service.mesh import token_sha256
+
+    sent = world.send()
+    read = world.mesh.inbox(InboxInput("rev-agent", agent_token=world.tokens["rev-agent"]))
+    listed = world.mesh.agents(AgentsInput(include_expired=True))
+    text = json.dumps([[e.payload for e in world.store.events()], listed, sent, read], default=str)
+    for token in world.tokens.values():
+        assert token not in text and str(token_sha256(token)) not in text
+    assert "token_sha256" not in text

@@ -8,6 +8,7 @@ Run over :data:`runner.store.STORES` like the rest of the store conformance suit
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import uuid
 from datetime import timedelta
@@ -23,6 +24,11 @@ from tests.conftest import FakeClock
 from tests.support.stores import StoreKind
 
 
+def H(agent_id: str) -> str:
+    """The token hash each agent of these tests holds (the service would hash a random token)."""
+    return hashlib.sha256(f"token-{agent_id}".encode()).hexdigest()
+
+
 def mid() -> str:
     return "msg-" + uuid.uuid4().hex
 
@@ -32,17 +38,19 @@ def join(mesh: MeshStore, agent_id: str, **kw: object) -> None:
         "role": None, "repo": None, "caps": None, "status": None, "ttl_seconds": None, "pane": None,
     }  # fmt: skip
     fields.update(kw)
-    mesh.checkin(agent_id, actor="test", **fields)  # type: ignore[arg-type]
+    fields.setdefault("token_sha256", H(agent_id))
+    mesh.checkin(agent_id, actor="test", issue_sha256=H(agent_id), **fields)  # type: ignore[arg-type]
 
 
 def send(mesh: MeshStore, sender: str, kind: str, value: str, body: str = "merges are frozen", **kw: object) -> object:
+    kw.setdefault("token_sha256", H(sender))
     return mesh.send(
         sender, kind, value, subject="note", body=body, thread=None, urgent=False, message_id=mid(), actor="test", **kw
     )  # type: ignore[arg-type]
 
 
 def ids(mesh: MeshStore, agent_id: str, limit: int = 100) -> list[str]:
-    return [m.message_id for m in mesh.inbox(agent_id, limit).messages]
+    return [m.message_id for m in mesh.inbox(agent_id, limit, token_sha256=H(agent_id)).messages]
 
 
 def test_presence_expires_exactly_at_ttl_by_the_store_clock(any_store: Store, clock: FakeClock) -> None:
@@ -63,8 +71,8 @@ def test_every_call_renews_presence(any_store: Store, clock: FakeClock) -> None:
     join(mesh, "b", ttl_seconds=60)
     for call in (
         lambda: send(mesh, "a", "agent", "b"),
-        lambda: mesh.inbox("a", 10),
-        lambda: mesh.ack("a", [mid()]),
+        lambda: mesh.inbox("a", 10, token_sha256=H("a")),
+        lambda: mesh.ack("a", [mid()], token_sha256=H("a")),
         lambda: join(mesh, "a"),
     ):
         clock.advance(50)
@@ -81,7 +89,7 @@ def test_an_expired_agent_that_calls_comes_back(any_store: Store, clock: FakeClo
     join(mesh, "a", ttl_seconds=60)
     clock.advance(61)
     assert mesh.agents() == []
-    mesh.inbox("a", 5)
+    mesh.inbox("a", 5, token_sha256=H("a"))
     assert [p.agent_id for p in mesh.agents()] == ["a"]
     assert [e.trigger for e in any_store.events(instance_id="mesh/a")] == ["checkin", "return"]
 
@@ -100,7 +108,18 @@ def test_checkin_keeps_what_it_omits_and_ages_the_status(any_store: Store, clock
     mesh = any_store.mesh()
     join(mesh, "a", role="builder", repo="corral", caps=["py", "git"], status="building")
     clock.advance(30)
-    done = mesh.checkin("a", role=None, repo=None, caps=None, status="building", ttl_seconds=None, pane=None, actor="t")
+    done = mesh.checkin(
+        "a",
+        role=None,
+        repo=None,
+        caps=None,
+        status="building",
+        ttl_seconds=None,
+        pane=None,
+        actor="t",
+        token_sha256=H("a"),
+        issue_sha256=H("a"),
+    )
     assert done.was == "live"
     p = done.presence
     assert (p.role, p.repo, p.caps, p.status) == ("builder", "corral", ("py", "git"), "building")
@@ -146,15 +165,15 @@ def test_unacked_messages_repeat_until_acked(any_store: Store) -> None:
     sent = [send(mesh, "a", "agent", "b", body=f"note {n}").message_id for n in range(3)]  # type: ignore[attr-defined]
     assert ids(mesh, "b") == sent
     assert ids(mesh, "b") == sent  # reading changes nothing
-    done = mesh.ack("b", [sent[1]])
+    done = mesh.ack("b", [sent[1]], token_sha256=H("b"))
     assert (done.acked, done.already, done.unknown) == ((sent[1],), (), ())
     assert ids(mesh, "b") == [sent[0], sent[2]]
-    again = mesh.ack("b", [sent[1], sent[0], mid()])
+    again = mesh.ack("b", [sent[1], sent[0], mid()], token_sha256=H("b"))
     assert again.acked == (sent[0],) and again.already == (sent[1],) and len(again.unknown) == 1
     assert ids(mesh, "b") == [sent[2]]
-    assert mesh.ack("a", [sent[2]]).unknown == (sent[2],)  # not a's to ack
+    assert mesh.ack("a", [sent[2]], token_sha256=H("a")).unknown == (sent[2],)  # not a's to ack
     assert ids(mesh, "b") == [sent[2]]
-    assert mesh.unacked("b") == (1, mesh.inbox("b", 1).messages[0].seq)
+    assert mesh.unacked("b") == (1, mesh.inbox("b", 1, token_sha256=H("b")).messages[0].seq)
 
 
 def test_inbox_limit_bounds(any_store: Store) -> None:
@@ -162,14 +181,14 @@ def test_inbox_limit_bounds(any_store: Store) -> None:
     join(mesh, "a")
     join(mesh, "b")
     sent = [send(mesh, "a", "agent", "b").message_id for _ in range(3)]  # type: ignore[attr-defined]
-    page = mesh.inbox("b", 2)
+    page = mesh.inbox("b", 2, token_sha256=H("b"))
     assert [m.message_id for m in page.messages] == sent[:2] and page.more and page.unacked == 3
-    assert mesh.inbox("b", 3).more is False
+    assert mesh.inbox("b", 3, token_sha256=H("b")).more is False
     for bad in (0, 101, True, "5"):
         with pytest.raises(InputError) as caught:
-            mesh.inbox("b", bad)  # type: ignore[arg-type]
+            mesh.inbox("b", bad, token_sha256=H("b"))  # type: ignore[arg-type]
         assert caught.value.details["field"] == "limit"
-    assert len(mesh.inbox("b", 100).messages) == 3
+    assert len(mesh.inbox("b", 100, token_sha256=H("b")).messages) == 3
 
 
 def test_broadcast_fans_out_to_live_agents_of_the_role_or_repo(any_store: Store, clock: FakeClock) -> None:
@@ -200,14 +219,14 @@ def test_send_refuses_unknown_agents_senders_and_oversized_bodies(any_store: Sto
         send(mesh, "never", "agent", "a")
     assert stranger.value.code == "mesh_not_checked_in"
     with pytest.raises(RefusedError) as reader:
-        mesh.inbox("never", 5)
+        mesh.inbox("never", 5, token_sha256=H("never"))
     assert reader.value.code == "mesh_not_checked_in"
     ok = send(mesh, "a", "agent", "b", body="é" * (BODY_MAX // 2))  # exactly the limit in UTF-8 bytes
     with pytest.raises(InputError) as big:
         send(mesh, "a", "agent", "b", body="é" * (BODY_MAX // 2) + "x")
     assert big.value.code == "mesh_body_too_large" and big.value.details["field"] == "body"
     assert ids(mesh, "b") == [ok.message_id]  # type: ignore[attr-defined]  # nothing half-written
-    assert mesh.inbox("b", 1).messages[0].body == "é" * (BODY_MAX // 2)
+    assert mesh.inbox("b", 1, token_sha256=H("b")).messages[0].body == "é" * (BODY_MAX // 2)
 
 
 def test_events_record_checkins_and_sends_without_bodies(any_store: Store) -> None:
@@ -238,7 +257,7 @@ def test_retention_never_drops_a_young_unacked_message(any_store: Store, clock: 
     both = send(mesh, "a", "repo", "x")  # nobody's repo: no recipient
     del both
     done = send(mesh, "a", "agent", "c")
-    mesh.ack("c", [done.message_id])  # type: ignore[attr-defined]
+    mesh.ack("c", [done.message_id], token_sha256=H("c"))  # type: ignore[attr-defined]
     went = mesh.prune(clock.now - timedelta(seconds=50))
     assert went == 4  # the old one, and the three nobody waits for
     assert ids(mesh, "b") == [young.message_id]  # type: ignore[attr-defined]
@@ -281,14 +300,17 @@ def test_two_coordinators_on_one_store(store_kind: StoreKind, any_store: Store, 
         for t in threads:
             t.join()
         assert errors == []
-        c_one = one.inbox("c", 100).messages
-        c_two = two.inbox("c", 100).messages
+        c_one = one.inbox("c", 100, token_sha256=H("c")).messages
+        c_two = two.inbox("c", 100, token_sha256=H("c")).messages
         assert [m.message_id for m in c_one] == [m.message_id for m in c_two]
         assert len(c_one) == 30 and len({m.message_id for m in c_one}) == 30
         assert [m.seq for m in c_one] == sorted(m.seq for m in c_one)
-        assert len(two.inbox("a", 100).messages) == 15 and len(one.inbox("b", 100).messages) == 15
-        two.ack("c", [m.message_id for m in c_one[:10]])
-        assert len(one.inbox("c", 100).messages) == 20
+        assert (
+            len(two.inbox("a", 100, token_sha256=H("a")).messages) == 15
+            and len(one.inbox("b", 100, token_sha256=H("b")).messages) == 15
+        )
+        two.ack("c", [m.message_id for m in c_one[:10]], token_sha256=H("c"))
+        assert len(one.inbox("c", 100, token_sha256=H("c")).messages) == 20
     finally:
         second.close()
 
@@ -339,3 +361,64 @@ def test_a_postgresql_store_from_before_the_mesh_migrates_forward(
         join(store.mesh(), "b")
         sent = send(store.mesh(), "a", "agent", "b")
         assert ids(store.mesh(), "b") == [sent.message_id]  # type: ignore[attr-defined]
+
+
+def test_agents_from_before_identity_are_claimed_by_their_next_checkin(tmp_path: Path, clock: FakeClock) -> None:
+    """Rows of the schema before agent tokens (issue 24) have none: their other calls are refused
+    ``mesh_agent_unclaimed`` until the id's next check-in claims it (and from then on needs the token)."""
+    import sqlite3
+
+    from runner.store.sqlite import SQLiteStore
+    from tests.support.stores import sqlite_file_before
+
+    path = tmp_path / "old.db"
+    sqlite_file_before(path, "ALTER TABLE mesh_agents ADD COLUMN token_sha256")
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for agent in ("old", "older"):
+            conn.execute(
+                "INSERT INTO mesh_agents VALUES (?, NULL, NULL, '[]', '', ?, NULL, 3600, ?, ?, ?, 1, NULL)",
+                (agent, format_time(clock.now), format_time(clock.now), format_time(clock.now),
+                 format_time(clock.now + timedelta(hours=1))),
+            )  # fmt: skip
+    finally:
+        conn.close()
+    with SQLiteStore(path, clock=clock) as store:
+        mesh = store.mesh()
+        with pytest.raises(RefusedError) as unclaimed:
+            send(mesh, "older", "agent", "old")
+        assert unclaimed.value.code == "mesh_agent_unclaimed"
+        with pytest.raises(RefusedError):
+            mesh.inbox("old", 5, token_sha256=H("old"))
+        fields = {"role": None, "repo": None, "caps": None, "status": None, "ttl_seconds": None, "pane": None}
+        claim = mesh.checkin("old", actor="t", token_sha256=None, issue_sha256=H("old"), **fields)  # type: ignore[arg-type]
+        assert claim.issued is True and claim.was == "live"
+        assert store.events(instance_id="mesh/old")[-1].payload["claimed"] is True
+        with pytest.raises(RefusedError) as taken:
+            mesh.checkin("old", actor="t", token_sha256=None, issue_sha256=H("x"), **fields)  # type: ignore[arg-type]
+        assert taken.value.code == "mesh_agent_token_missing"
+        again = mesh.checkin("old", actor="t", token_sha256=H("old"), issue_sha256=H("x"), **fields)  # type: ignore[arg-type]
+        assert again.issued is False
+        assert mesh.inbox("old", 5, token_sha256=H("old")).messages == ()
+
+
+def test_a_wrong_token_writes_nothing(any_store: Store, clock: FakeClock) -> None:
+    mesh = any_store.mesh()
+    join(mesh, "a")
+    join(mesh, "b")
+    sent = send(mesh, "a", "agent", "b")
+    events = len(any_store.events())
+    before = (mesh.presence("a"), mesh.presence("b"), mesh.unacked("b"))
+    clock.advance(10)
+    for call in (
+        lambda: join(mesh, "b", status="spoofed", token_sha256=H("a")),
+        lambda: send(mesh, "a", "agent", "b", token_sha256=H("b")),
+        lambda: mesh.inbox("b", 5, token_sha256=None),
+        lambda: mesh.ack("b", [sent.message_id], token_sha256=H("a")),  # type: ignore[attr-defined]
+        lambda: mesh.authenticate("b", H("a")),
+    ):
+        with pytest.raises(RefusedError) as caught:
+            call()
+        assert caught.value.code in ("mesh_agent_token_missing", "mesh_agent_token_invalid")
+    assert (mesh.presence("a"), mesh.presence("b"), mesh.unacked("b")) == before
+    assert len(any_store.events()) == events

@@ -13,6 +13,7 @@ Invariants checked after every step and on every read:
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 import uuid
 from datetime import timedelta
@@ -35,6 +36,12 @@ from runner.errors import NotFoundError, RefusedError
 from runner.store.mesh import default_ttl
 from tests.conftest import FakeClock
 from tests.support.stores import StoreKind, kind_for
+
+
+def H(agent_id: str) -> str:
+    """The token hash each agent of the model holds (its own, on every call)."""
+    return hashlib.sha256(f"token-{agent_id}".encode()).hexdigest()
+
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +89,16 @@ class MeshModel(RuleBasedStateMachine):
     @rule(agent=st.sampled_from(AGENTS), role=st.none() | st.sampled_from(ROLES), ttl=st.sampled_from([None, 60, 300]))
     def checkin(self, agent: str, role: str | None, ttl: int | None) -> None:
         done = self.mesh.checkin(
-            agent, role=role, repo=None, caps=None, status=None, ttl_seconds=ttl, pane=None, actor="model"
+            agent,
+            role=role,
+            repo=None,
+            caps=None,
+            status=None,
+            ttl_seconds=ttl,
+            pane=None,
+            actor="model",
+            token_sha256=H(agent),
+            issue_sha256=H(agent),
         )
         first = agent not in self.role
         assert done.was == ("absent" if first else ("live" if self._live(agent) else "expired"))
@@ -100,7 +116,16 @@ class MeshModel(RuleBasedStateMachine):
     def send_direct(self, sender: str, to: str) -> None:
         message_id = "msg-" + uuid.uuid4().hex
         call = lambda: self.mesh.send(  # noqa: E731 - reason: one call, asserted in three ways
-            sender, "agent", to, subject="s", body="b", thread=None, urgent=False, message_id=message_id, actor="m"
+            sender,
+            "agent",
+            to,
+            subject="s",
+            body="b",
+            thread=None,
+            urgent=False,
+            message_id=message_id,
+            actor="m",
+            token_sha256=H(sender),
         )
         if sender not in self.role:
             with pytest.raises(RefusedError) as refused:
@@ -125,7 +150,16 @@ class MeshModel(RuleBasedStateMachine):
         message_id = "msg-" + uuid.uuid4().hex
         expected = sorted(a for a, r in self.role.items() if r == role and a != sender and self._live(a))
         sent = self.mesh.send(
-            sender, "role", role, subject="s", body="b", thread=None, urgent=False, message_id=message_id, actor="m"
+            sender,
+            "role",
+            role,
+            subject="s",
+            body="b",
+            thread=None,
+            urgent=False,
+            message_id=message_id,
+            actor="m",
+            token_sha256=H(sender),
         )
         self._renew(sender)
         assert list(sent.recipients) == expected
@@ -137,9 +171,9 @@ class MeshModel(RuleBasedStateMachine):
     def inbox(self, agent: str) -> None:
         if agent not in self.role:
             with pytest.raises(RefusedError):
-                self.mesh.inbox(agent, 100)
+                self.mesh.inbox(agent, 100, token_sha256=H(agent))
             return
-        read = self.mesh.inbox(agent, 100)
+        read = self.mesh.inbox(agent, 100, token_sha256=H(agent))
         self._renew(agent)
         got = [m.message_id for m in read.messages]
         # Invariant: exactly the unacked ones, oldest first: none lost, none after its ack, none from
@@ -156,7 +190,7 @@ class MeshModel(RuleBasedStateMachine):
         if not pool:
             return
         chosen = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4, unique=True))
-        done = self.mesh.ack(agent, chosen)
+        done = self.mesh.ack(agent, chosen, token_sha256=H(agent))
         self._renew(agent)
         fresh = [m for m in chosen if m in self.unacked[agent]]
         assert list(done.acked) == fresh

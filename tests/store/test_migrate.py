@@ -73,15 +73,26 @@ def service_on(store: Store) -> Service:
     return Service(store, Library(cache_dir=None), actor="test")
 
 
+TOKENS: dict[str, dict[str, str]] = {}
+"""The agent tokens each filled store's check-ins answered, by the store's URL (a move carries their hashes)."""
+
+
 def fill_mesh_and_memory(service: Service) -> None:
     """The agent mesh and handoff memory, through the service: what a move must carry besides the rest."""
     mesh = service.mesh
-    mesh.checkin(CheckinInput("rev-agent", role="reviewer", repo="/repo", caps=("review",), pane="p1"))
-    mesh.checkin(CheckinInput("boss", role="builder"))
-    mesh.checkin(CheckinInput("peer", role="reviewer"))
-    mesh.send(SendInput("boss", "read me", "a note, unacked", to="rev-agent"))
-    both = mesh.send(SendInput("boss", "to the reviewers", "acked by one of two", to_role="reviewer", urgent=True))
-    mesh.ack(AckInput("rev-agent", (both["message_id"],)))  # a fully acked message would be pruned
+    tokens = TOKENS[service.core.store.url] = {}
+    for inp in (
+        CheckinInput("rev-agent", role="reviewer", repo="/repo", caps=("review",), pane="p1"),
+        CheckinInput("boss", role="builder"),
+        CheckinInput("peer", role="reviewer"),
+    ):
+        tokens[inp.agent_id] = mesh.checkin(inp)["agent_token"]
+    boss = tokens["boss"]
+    mesh.send(SendInput("boss", "read me", "a note, unacked", to="rev-agent", agent_token=boss))
+    both = mesh.send(
+        SendInput("boss", "to the reviewers", "acked by one of two", to_role="reviewer", urgent=True, agent_token=boss)
+    )
+    mesh.ack(AckInput("rev-agent", (both["message_id"],), tokens["rev-agent"]))  # a fully acked one would be pruned
     memory = service.memory
     one = memory.checkpoint(
         CheckpointInput("agent-1", "wrote the zephyr port", project="p", goal="the goal", next_steps=("test it",))
@@ -101,6 +112,7 @@ def assert_it_works_after_the_move(source: Store, target: Store) -> None:
     checkpoints (the index rebuilt or regenerated), sessions list in the source's order, the next
     checkpoint and the next message take numbers past every copied one, the unacked message is there."""
     service = service_on(target)
+    tokens = TOKENS[source.url]  # the agents keep their identities across the move
     memory = memory_store(source)
     with source.read() as reader:
         before = memory.read(reader).checkpoints()
@@ -123,15 +135,19 @@ def assert_it_works_after_the_move(source: Store, target: Store) -> None:
     assert added is not None and added.n == newest + 1, "the next checkpoint's n continues past the copied ones"
     assert session is not None and session.newest_n == added.n
     assert len(service.memory.search(SearchInput("zephyr"))["checkpoints"]) == 4
-    inbox = service.mesh.inbox(InboxInput("rev-agent"))
+    inbox = service.mesh.inbox(InboxInput("rev-agent", agent_token=tokens["rev-agent"]))
     assert [m["subject"] for m in inbox["messages"]] == ["read me"] and inbox["unacked"] == 1
-    assert [m["subject"] for m in service.mesh.inbox(InboxInput("peer"))["messages"]] == ["to the reviewers"]
+    assert [m["subject"] for m in service.mesh.inbox(InboxInput("peer", agent_token=tokens["peer"]))["messages"]] == [
+        "to the reviewers"
+    ]
     everyone = service.mesh.agents(AgentsInput(include_expired=True))["agents"]
     assert {a["agent_id"] for a in everyone} == {"boss", "peer", "rev-agent"}
     old_seq = max(row[0] for table, row in rows(source) if table == "mesh_messages")
-    sent = service.mesh.send(SendInput("boss", "after the move", "a new note", to="rev-agent"))
+    sent = service.mesh.send(
+        SendInput("boss", "after the move", "a new note", to="rev-agent", agent_token=tokens["boss"])
+    )
     assert sent["seq"] == old_seq + 1, "the next message continues the mesh's sequence"
-    inbox = service.mesh.inbox(InboxInput("rev-agent"))
+    inbox = service.mesh.inbox(InboxInput("rev-agent", agent_token=tokens["rev-agent"]))
     assert [m["subject"] for m in inbox["messages"]] == ["read me", "after the move"]
     sizes = target.sizes()
     assert (sizes["mesh_agents"], sizes["mesh_messages"], sizes["mesh_deliveries"]) == (3, 3, 4)

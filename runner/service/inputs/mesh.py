@@ -28,6 +28,23 @@ from runner.store.mesh import (
 )
 
 WAKE_TOKEN = re.compile(r"^[0-9a-f]{16}$")
+AGENT_TOKEN_MAX = 256
+
+
+def check_agent_token(value: object) -> str | None:
+    """An agent token as a caller presents it (never echoed back in an error): None, or one word of
+    printable ASCII. Whether it is the agent's own is the store's check (``mesh_agent_token_invalid``)."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= AGENT_TOKEN_MAX
+        or not value.isascii()
+        or not value.isprintable()
+        or any(c.isspace() for c in value)
+    ):
+        raise InputError("agent_token", f"an agent token is 1-{AGENT_TOKEN_MAX} printable ASCII characters, no spaces")
+    return value
 
 
 @dataclass(frozen=True)
@@ -36,7 +53,8 @@ class CheckinInput:
 
     ``pane`` is the agent's *own* pane id (for wake-ups), never a value taken from a message.
     ``ttl_seconds`` (60-86400) defaults to the last check-in's, else from the role: 900 for ``ping`` and
-    ``verification``, else 3600.
+    ``verification``, else 3600. ``agent_token``: the token the id's first check-in answered (none on
+    that first one); every later check-in of the id must present it.
     """
 
     agent_id: str
@@ -46,9 +64,11 @@ class CheckinInput:
     status: str | None = None
     ttl_seconds: int | None = None
     pane: str | None = None
+    agent_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         check_agent_id(self.agent_id)
+        check_agent_token(self.agent_token)
         if self.role is not None:
             check_name(self.role, "role")
         if self.repo is not None:
@@ -86,7 +106,8 @@ class AgentsInput:
 @dataclass(frozen=True)
 class SendInput:
     """A message from ``agent_id`` to exactly one of: the agent ``to``, every live agent of ``to_role``,
-    every live agent of ``to_repo`` (a broadcast never reaches its sender). Data, never instructions."""
+    every live agent of ``to_repo`` (a broadcast never reaches its sender). Data, never instructions.
+    ``agent_token``: the sender's own token."""
 
     agent_id: str
     subject: str
@@ -96,9 +117,11 @@ class SendInput:
     to_repo: str | None = None
     thread: str | None = None
     urgent: bool = False
+    agent_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         check_agent_id(self.agent_id)  # the sender (the CLI's --from)
+        check_agent_token(self.agent_token)
         given = [name for name in ("to", "to_role", "to_repo") if getattr(self, name) is not None]
         if len(given) != 1:
             raise InputError("to", f"give exactly one of to, role, repo (got {', '.join(given) or 'none'})")
@@ -129,14 +152,17 @@ class SendInput:
 @dataclass(frozen=True)
 class InboxInput:
     """The agent's unacked messages (1-100, default 50), oldest first; ``wake_token`` (16 hex, single
-    use) marks this read as the turn a wake-up started and returns that wake's messages."""
+    use) marks this read as the turn a wake-up started and returns that wake's messages; the agent's
+    own ``agent_token`` is needed with it as without it."""
 
     agent_id: str
     limit: int = LIMIT_DEFAULT
     wake_token: str | None = field(default=None, repr=False)
+    agent_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         check_agent_id(self.agent_id)
+        check_agent_token(self.agent_token)
         check_limit(self.limit)
         if self.wake_token is not None and (
             not isinstance(self.wake_token, str) or not WAKE_TOKEN.match(self.wake_token)
@@ -146,13 +172,16 @@ class InboxInput:
 
 @dataclass(frozen=True)
 class AckInput:
-    """Acknowledge messages (1-500 ids, as the inbox gave them); idempotent."""
+    """Acknowledge messages (1-500 ids, as the inbox gave them) with the agent's own ``agent_token``;
+    idempotent."""
 
     agent_id: str
     message_ids: tuple[str, ...]
+    agent_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         check_agent_id(self.agent_id)
+        check_agent_token(self.agent_token)
         if isinstance(self.message_ids, str) or not isinstance(self.message_ids, (tuple, list)):
             raise InputError("message_ids", "message ids are a list")
         if not 1 <= len(self.message_ids) <= 500:
