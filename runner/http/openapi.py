@@ -92,7 +92,7 @@ def document() -> dict[str, Any]:
                 **_errors(),
             },
         }
-        if any(name == "controller" for name in tool.args) and tool.name != "corral_controller_list":
+        if "controller" in tool.input_schema["properties"] and tool.name != "corral_controller_list":
             parameters.append(
                 {
                     "name": "Corral-Credential",

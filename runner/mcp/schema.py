@@ -1,10 +1,10 @@
 """JSON Schemas for the tools, generated from the operations' Input types (and the result shapes).
 
-An input schema is built from the fields of the operation's Input dataclass (their type hints and
-defaults), named as the CLI names its options in snake_case (``controller_id`` -> ``controller``,
-``ttl_seconds`` -> ``ttl``), without the fields the server supplies (the credential, a grant's
-proposal, the idempotency keys). So a field added to an Input shows up in the tool's schema, and a
-schema cannot describe an argument the service does not take.
+An input schema is built from the described fields of the operation's Input dataclass (their type
+hints, defaults, argument names and descriptions: :func:`runner.service.inputs.fields.described`),
+without the fields the server supplies (the credential, a grant's proposal, the idempotency keys).
+So a field added to an Input shows up in the tool's schema, and a schema cannot describe an argument
+the service does not take.
 
 Every schema here is an ``object`` with ``properties``; none has a top-level ``oneOf``/``anyOf``/
 ``allOf`` (Claude-backed clients reject them): "exactly one of" is enforced at run time with a clear
@@ -19,6 +19,8 @@ import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from runner.service.inputs.fields import surface_fields
 
 JSONSchema = dict[str, Any]
 
@@ -60,57 +62,52 @@ def type_schema(hint: Any) -> JSONSchema:
 
 @dataclasses.dataclass(frozen=True)
 class Arg:
-    """One tool argument: the Input field it fills (None: an argument the tool itself reads), its
-    description, and a schema of its own where the field's type has no plain JSON shape."""
+    """A tool argument that is no field of the operation's Input (the tool's handler reads it): its
+    description and schema."""
 
-    field: str | None
     description: str
-    schema: JSONSchema | None = None
-    required: bool | None = None
-    """None: required when the field has no default."""
+    schema: JSONSchema
+    required: bool = False
     default: Any = None
-    """The default shown in the schema (and filled in before the handler runs); None: the field's own."""
+    """The default shown in the schema (and filled in before the handler runs)."""
 
 
-def input_schema(cls: type | None, args: Mapping[str, Arg]) -> JSONSchema:
-    """The tool's input schema: one property per argument, typed from ``cls``'s field of that name.
+def input_schema(cls: type | None, extras: Mapping[str, Arg], exclude: Sequence[str] = ()) -> JSONSchema:
+    """The tool's input schema: one property per described field of ``cls`` (under its argument name,
+    typed from its hint), but those in ``exclude``, then one per extra argument.
 
     Raises:
-        TypeError: an argument names a field ``cls`` does not have, or a field's type has no JSON shape
-            and the argument gives no schema.
+        TypeError: a field's type has no JSON shape and it gives no schema, or an argument is named twice.
     """
-    fields = {f.name: f for f in dataclasses.fields(cls)} if cls is not None else {}
-    hints = typing.get_type_hints(cls) if cls is not None else {}
     properties: dict[str, JSONSchema] = {}
     required: list[str] = []
-    for name, arg in args.items():
-        field = None
-        if arg.field is not None:
-            if arg.field not in fields:
-                raise TypeError(f"{cls!r} has no field {arg.field!r} (argument {name!r})")
-            field = fields[arg.field]
-        if arg.schema is not None:
-            schema: JSONSchema | None = dict(arg.schema)
-        else:
-            schema = type_schema(hints[field.name]) if field is not None else None
-        if schema is None:
-            raise TypeError(f"argument {name!r} reads no field and gives no schema")
-        schema["description"] = arg.description
-        default = arg.default if arg.default is not None else dataclasses.MISSING
-        if default is dataclasses.MISSING and field is not None:
-            default = field.default
-            if default is dataclasses.MISSING and field.default_factory is not dataclasses.MISSING:
-                default = field.default_factory()
-        if default is not dataclasses.MISSING and default is not None:
-            schema["default"] = list(default) if isinstance(default, tuple) else default
-        is_required = arg.required
-        if is_required is None:
-            is_required = (
-                field is not None
-                and field.default is dataclasses.MISSING
-                and (field.default_factory is dataclasses.MISSING)
-            )
-        if is_required:
+    if cls is not None:
+        hints = typing.get_type_hints(cls)
+        for f in surface_fields(cls):
+            meta = f.metadata
+            name = meta["arg"]
+            if name in exclude:
+                continue
+            schema = dict(meta["schema"]) if meta["schema"] is not None else type_schema(hints[f.name])
+            schema["description"] = meta["doc"]
+            default = meta["shown_default"] if meta["shown_default"] is not None else f.default
+            if default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            if default is not dataclasses.MISSING and default is not None:
+                schema["default"] = list(default) if isinstance(default, tuple) else default
+            is_required = meta["required"]
+            if is_required is None:
+                is_required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if is_required:
+                required.append(name)
+            properties[name] = schema
+    for name, arg in extras.items():
+        if name in properties:
+            raise TypeError(f"argument {name!r} is a field of {cls!r} already")
+        schema = {**arg.schema, "description": arg.description}
+        if arg.default is not None:
+            schema["default"] = arg.default
+        if arg.required:
             required.append(name)
         properties[name] = schema
     out: JSONSchema = {"type": "object", "properties": properties, "additionalProperties": False}

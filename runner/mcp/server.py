@@ -334,8 +334,9 @@ async def call_tool(
         return await _call_tool(runtime, tool, arguments, report, keeper)
     except InputError as exc:
         field = str(exc.details.get("field"))
-        named = next((name for name, arg in tool.args.items() if arg.field == field and arg.field != name), None)
-        if named is None and field not in tool.args and f"{field}s" in tool.args:
+        offered = tool.input_schema["properties"]
+        named = next((name for name, filled in tool.fields.items() if filled == field and filled != name), None)
+        if named is None and field not in offered and f"{field}s" in offered:
             named = f"{field}s"  # the service names the CLI's repeated option (--receipt): the tool's list
         if named is not None:
             exc.details["field"] = named

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from runner.service.checks import (
@@ -13,10 +12,11 @@ from runner.service.checks import (
     check_pane,
 )
 from runner.service.inputs.base import FencedInput
+from runner.service.inputs.fields import described, input_class
 from runner.service.inputs.leases import PANE_OR_NAME, LeaseListInput, ObservedPaneInput
 
 
-@dataclass(frozen=True)
+@input_class
 class AdoptInput(ObservedPaneInput):
     """Adopt the agent in ``pane_id`` if it is exactly the one seen: name, kind, cwd, settled at the cursor."""
 
@@ -31,13 +31,17 @@ class AdoptInput(ObservedPaneInput):
         check_key("lease_id", self.lease_id)
 
 
-@dataclass(frozen=True)
+@input_class
 class AdoptedCloseInput(FencedInput):
     """Close the adopted agent ``target`` (its name or pane id) if it sits settled at the expected cursor."""
 
-    target: str
-    expected_state_change_seq: int
-    lines: int = CAPTURE_LINES_DEFAULT
+    target: str = described("target", "The adopted pane (its pane id or lease id).")
+    expected_state_change_seq: int = described(
+        "expect_seq", "The cursor you saw the agent settle at (the last collect, corral_agents)."
+    )
+    lines: int = described(
+        "lines", "How many lines of the agent's visible output to capture.", default=CAPTURE_LINES_DEFAULT
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -46,17 +50,17 @@ class AdoptedCloseInput(FencedInput):
         check_lines(self.lines)
 
 
-@dataclass(frozen=True)
+@input_class
 class AdoptedReleaseInput(FencedInput):
     """End the adoption of ``target`` (its name or pane id); the pane is left running."""
 
-    target: str
+    target: str = described("target", "The adopted pane (its pane id or lease id).")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_pane("target", self.target, PANE_OR_NAME)
 
 
-@dataclass(frozen=True)
+@input_class
 class AdoptedListInput(LeaseListInput):
     """Adopted leases (of one controller, if given); ``include_ended`` adds closed and released ones."""

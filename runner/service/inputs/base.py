@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from runner.errors import InputError
 from runner.fence import Credential
 from runner.service.checks import (
     check_controller_id,
     check_credential,
 )
+from runner.service.inputs.fields import described, input_class
 
 LIMIT_MAX = 10_000
 """The largest page a listing input accepts (``limit``)."""
@@ -23,11 +22,13 @@ def check_page(after: str | None, limit: int | None) -> None:
         raise InputError("after", f"{after!r} is not a cursor (the next_after of the previous page)")
 
 
-@dataclass(frozen=True)
+@input_class
 class FencedInput:
     """An operation done for a controller: its id and the credential of its lease (checked to match)."""
 
-    controller_id: str
+    controller_id: str = described(
+        "controller", "The controller id whose lease you hold (its credential stays on the server)."
+    )
     credential: Credential
 
     def __post_init__(self) -> None:
@@ -35,15 +36,19 @@ class FencedInput:
         check_credential(self.credential, self.controller_id)
 
 
-@dataclass(frozen=True)
+@input_class
 class ListingInput:
     """A listing's filter and page: one controller's (if given), live ones unless ``include_ended``,
     at most ``limit`` after the key ``after`` (the previous page's ``next_after``)."""
 
-    controller_id: str | None = None
-    include_ended: bool = False
-    after: str | None = None
-    limit: int | None = None
+    controller_id: str | None = described("controller", "Only this controller's.", default=None)
+    include_ended: bool = described(
+        "all", "Include ended ones too (released, closed, settled, finished).", default=False
+    )
+    after: str | None = described("after", "Start after this key: the previous page's next_after.", default=None)
+    limit: int | None = described(
+        "limit", "At most this many rows (1-10000); the reply's next_after starts the next page.", default=None
+    )
 
     def __post_init__(self) -> None:
         if self.controller_id is not None:

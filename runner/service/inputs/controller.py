@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from runner import fence
 from runner.errors import InputError
@@ -16,17 +16,24 @@ from runner.service.checks import (
     check_ttl,
 )
 from runner.service.inputs.base import FencedInput, ListingInput
+from runner.service.inputs.fields import described, input_class
 
 
-@dataclass(frozen=True)
+@input_class
 class AcquireInput:
     """Take the lease of a controller id that nobody holds."""
 
-    controller_id: str
-    authority_ref: str
-    authority_sha256: str
-    ttl_seconds: int = TTL_DEFAULT
-    holder: str | None = None
+    controller_id: str = described(
+        "controller", "The controller id whose lease you hold (its credential stays on the server)."
+    )
+    authority_ref: str = described("authority_ref", "What authorises this controller (ticket, plan, URL).")
+    authority_sha256: str = described(
+        "authority_sha256", "SHA-256 of the authority document (64 hex digits).", lower=True
+    )
+    ttl_seconds: int = described("ttl", "Lease time to live in seconds, 5-86400.", default=TTL_DEFAULT)
+    holder: str | None = described(
+        "holder", "Who holds it, for listings (default: user@host of the server).", default=None
+    )
     proposal: fence.Proposal | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -37,23 +44,29 @@ class AcquireInput:
         check_holder(self.holder)
 
 
-@dataclass(frozen=True)
+@input_class
 class RenewInput(FencedInput):
     """Extend the lease the credential holds; ``ttl_seconds`` defaults to the lease's own."""
 
-    ttl_seconds: int | None = None
+    ttl_seconds: int | None = described(
+        "ttl", "Lease time to live in seconds, 5-86400 (default: the lease's own).", default=None
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_ttl(self.ttl_seconds)
 
 
-@dataclass(frozen=True)
+@input_class
 class ResumeInput(FencedInput):
     """Continue one's own lease (even expired) with a new token and the next generation."""
 
-    ttl_seconds: int | None = None
-    holder: str | None = None
+    ttl_seconds: int | None = described(
+        "ttl", "Lease time to live in seconds, 5-86400 (default: the lease's own).", default=None
+    )
+    holder: str | None = described(
+        "holder", "Who holds it, for listings (default: user@host of the server).", default=None
+    )
     proposal: fence.Proposal | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -62,16 +75,24 @@ class ResumeInput(FencedInput):
         check_holder(self.holder)
 
 
-@dataclass(frozen=True)
+@input_class
 class TakeoverInput:
     """Claim another holder's expired lease, naming the lease id seen expire."""
 
-    controller_id: str
-    expected_lease_id: str
-    ttl_seconds: int = TTL_DEFAULT
-    holder: str | None = None
-    authority_ref: str | None = None
-    authority_sha256: str | None = None
+    controller_id: str = described(
+        "controller", "The controller id whose lease you hold (its credential stays on the server)."
+    )
+    expected_lease_id: str = described("expect_lease", "The lease id you saw expire (corral_controller_list).")
+    ttl_seconds: int = described("ttl", "Time to live in seconds, 5-86400.", default=TTL_DEFAULT)
+    holder: str | None = described(
+        "holder", "Who holds it, for listings (default: user@host of the server).", default=None
+    )
+    authority_ref: str | None = described(
+        "authority_ref", "A new authority reference (default: keep the predecessor's).", default=None
+    )
+    authority_sha256: str | None = described(
+        "authority_sha256", "Its SHA-256 (64 hex digits), with authority_ref.", default=None, lower=True
+    )
     proposal: fence.Proposal | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -90,12 +111,22 @@ class TakeoverInput:
             check_sha256("authority_sha256", self.authority_sha256)
 
 
-@dataclass(frozen=True)
+@input_class
 class ReleaseInput(FencedInput):
     """Give the lease up, recording where the work stands."""
 
-    checkpoint_ref: str
-    checkpoint_sha256: str | None
+    checkpoint_ref: str = described(
+        "checkpoint_ref",
+        "Where the handoff checkpoint is (a file, a URL, a ticket), or memory:<id> (memory_checkpoint's ref: a"
+        " checkpoint of the project named as the controller id).",
+    )
+    checkpoint_sha256: str | None = described(
+        "checkpoint_sha256",
+        "SHA-256 of the checkpoint (64 hex digits); with a memory:<id> ref optional (filled from its content,"
+        " or checked against it).",
+        required=False,
+        lower=True,
+    )
     """The checkpoint's SHA-256; None only with a ``memory:<id>`` ref, whose digest the service fills."""
 
     def __post_init__(self) -> None:
@@ -105,7 +136,7 @@ class ReleaseInput(FencedInput):
             check_sha256("checkpoint_sha256", self.checkpoint_sha256)  # type: ignore[arg-type]  # reason: None is refused here
 
 
-@dataclass(frozen=True)
+@input_class
 class ListLeasesInput(ListingInput):
     """Controller leases (or one), with expiry judged now; never a secret.
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from runner.service.checks import (
@@ -10,9 +9,10 @@ from runner.service.checks import (
     check_pane,
 )
 from runner.service.inputs.base import FencedInput, ListingInput
+from runner.service.inputs.fields import described, input_class
 
 
-@dataclass(frozen=True)
+@input_class
 class LeaseListInput(ListingInput):
     """Leases of one machine (of one controller, if given); ``include_ended`` adds the ended ones.
 
@@ -21,7 +21,7 @@ class LeaseListInput(ListingInput):
     """
 
 
-@dataclass(frozen=True)
+@input_class
 class ObservedPaneInput(FencedInput):
     """A fenced act on a pane named by id, bound to the agent the caller saw there: name, kind, cwd and
     cursor (an adoption; an operator's close of a pane no lease holds)."""
@@ -29,12 +29,12 @@ class ObservedPaneInput(FencedInput):
     PANE_FIELD: ClassVar[str] = "pane"
     PANE_WHAT: ClassVar[str] = "a pane id"
 
-    pane_id: str
-    expected_name: str
-    expected_kind: str
-    expected_cwd: str
-    expected_state_change_seq: int
-    host: str = "process"
+    pane_id: str = described("target", "The pane id (corral_agents), leased or not.")
+    expected_name: str = described("expect_name", "Its name, as you saw it.")
+    expected_kind: str = described("expect_kind", "Its kind, as you saw it.")
+    expected_cwd: str = described("expect_cwd", "Its working directory (absolute), as you saw it.")
+    expected_state_change_seq: int = described("expect_seq", "Its cursor, as you saw it.")
+    host: str = described("host", "The agent host: process (corral's own) or herdr.", default="process")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -10,9 +10,9 @@ session / project" is checked here at run time, never in a schema.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from runner.errors import InputError, InvalidError
+from runner.service.inputs.fields import described, input_class
 
 PROJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 SESSION_ID = re.compile(r"^ses_[0-9a-f]{16}$")
@@ -107,7 +107,7 @@ def _subdir(value: str | None) -> None:
         raise InputError("subdir", f"{value!r} is not a relative path inside the repository (no '..', no '//')")
 
 
-@dataclass(frozen=True)
+@input_class
 class CheckpointInput:
     """Write one checkpoint: to ``session_id``, or to ``project``'s open session (started with
     ``goal`` when it has none). Exactly one of ``session_id`` and ``project``.
@@ -118,25 +118,37 @@ class CheckpointInput:
     external obstacle (not one of the next steps).
     """
 
-    agent: str
-    summary: str
-    session_id: str | None = None
-    project: str | None = None
-    goal: str | None = None
-    work_done: tuple[str, ...] = ()
-    current_state: str | None = None
-    next_steps: tuple[str, ...] = ()
-    blockers: tuple[str, ...] = ()
-    files: tuple[str, ...] = ()
-    commands: tuple[str, ...] = ()
-    verify: str | None = None
-    status: str = "active"
-    pinned: bool = False
-    auto_files: bool = False
+    agent: str = described("agent", "Who writes it.")
+    summary: str = described("summary", "Where the work stands, in one paragraph.")
+    session_id: str | None = described(
+        "session", "The session id (ses_…); exactly one of session and project.", default=None, required=False
+    )
+    project: str | None = described(
+        "project", "The project's name; exactly one of session and project.", default=None, required=False
+    )
+    goal: str | None = described(
+        "goal", "With project: the goal of the session this starts when none is open.", default=None
+    )
+    work_done: tuple[str, ...] = described("work_done", "Work really done (not plans).", default=())
+    current_state: str | None = described("current_state", "What is true now.", default=None)
+    next_steps: tuple[str, ...] = described("next_steps", "What comes next, in order.", default=())
+    blockers: tuple[str, ...] = described("blockers", "External obstacles only.", default=())
+    files: tuple[str, ...] = described("files", "Files the work touched.", default=())
+    commands: tuple[str, ...] = described("commands", "Commands worth re-running.", default=())
+    verify: str | None = described("verify", "How to check the state.", default=None)
+    status: str = described(
+        "status", "active, paused, completed or blocked (the session's status follows it).", default="active"
+    )
+    pinned: bool = described("pinned", "Pin it: it survives pruning however old.", default=False)
+    auto_files: bool = described(
+        "auto_files", "Add the paths git status shows changed under the project's directory.", default=False
+    )
     """Add the paths ``git status`` shows as changed under the project's directory."""
-    repository: str | None = None
+    repository: str | None = described(
+        "repository", "The project's repository, absolute (for a project this creates).", default=None, absolute=True
+    )
     """For a project this call creates: its repository (absolute); an existing project's must match."""
-    subdir: str | None = None
+    subdir: str | None = described("subdir", "With repository: the sub-directory the project covers.", default=None)
     """For a project this call creates: the sub-directory of the repository it covers."""
 
     def __post_init__(self) -> None:
@@ -200,13 +212,15 @@ class CheckpointInput:
             )
 
 
-@dataclass(frozen=True)
+@input_class
 class ProjectInput:
     """``bootstrap`` (may create the project, with ``repository``/``subdir``) and ``readiness`` (no writes)."""
 
-    project: str
-    repository: str | None = None
-    subdir: str | None = None
+    project: str = described("project", "The project's name.")
+    repository: str | None = described(
+        "repository", "For a project this creates: its repository (absolute).", default=None, absolute=True
+    )
+    subdir: str | None = described("subdir", "With repository: the sub-directory the project covers.", default=None)
 
     def __post_init__(self) -> None:
         check_project(self.project)
@@ -216,24 +230,28 @@ class ProjectInput:
             raise InputError("subdir", "a sub-directory goes with repository")
 
 
-@dataclass(frozen=True)
+@input_class
 class PinInput:
     """Pin a checkpoint: it survives pruning however old."""
 
-    checkpoint_id: str
+    checkpoint_id: str = described("checkpoint", "The checkpoint id (cp_…).")
 
     def __post_init__(self) -> None:
         check_checkpoint_id(self.checkpoint_id)
 
 
-@dataclass(frozen=True)
+@input_class
 class SessionCloseInput:
     """Close a session ``completed`` or ``blocked``: by ``session_id``, or by ``project`` when it has
     exactly one open session. Exactly one of the two."""
 
-    status: str
-    session_id: str | None = None
-    project: str | None = None
+    status: str = described("status", "completed or blocked.")
+    session_id: str | None = described(
+        "session", "The session id (ses_…); exactly one of session and project.", default=None, required=False
+    )
+    project: str | None = described(
+        "project", "The project's name; exactly one of session and project.", default=None, required=False
+    )
 
     def __post_init__(self) -> None:
         _one_of(self.session_id, self.project)
@@ -241,12 +259,12 @@ class SessionCloseInput:
             raise InputError("status", f"{self.status!r} is not one of {', '.join(CLOSE_STATUSES)}")
 
 
-@dataclass(frozen=True)
+@input_class
 class ShowInput:
     """One checkpoint (``cp_…``) or one session (``ses_…``: with its checkpoints, newest first)."""
 
-    id: str
-    limit: int = 20
+    id: str = described("id", "A checkpoint id (cp_…) or a session id (ses_…).")
+    limit: int = described("limit", "At most this many (1-1000).", default=20)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.id, str) and (CHECKPOINT_ID.match(self.id) or SESSION_ID.match(self.id))):
@@ -254,17 +272,17 @@ class ShowInput:
         _limit(self.limit)
 
 
-@dataclass(frozen=True)
+@input_class
 class MemoryListInput:
     """Checkpoints, newest first (of a project, of a session, pinned only), a page of ``limit`` after
     the checkpoint ``after``; or, with ``sessions``, the sessions (of a project)."""
 
-    project: str | None = None
-    session_id: str | None = None
-    pinned: bool = False
-    sessions: bool = False
-    limit: int = 20
-    after: str | None = None
+    project: str | None = described("project", "Only this project's.", default=None)
+    session_id: str | None = described("session", "Only this session's checkpoints.", default=None)
+    pinned: bool = described("pinned", "Pinned checkpoints only.", default=False)
+    sessions: bool = described("sessions", "List sessions instead of checkpoints.", default=False)
+    limit: int = described("limit", "At most this many (1-1000).", default=20)
+    after: str | None = described("after", "The previous page's next_after (a checkpoint id).", default=None)
 
     def __post_init__(self) -> None:
         if self.project is not None:
@@ -276,13 +294,13 @@ class MemoryListInput:
         _limit(self.limit)
 
 
-@dataclass(frozen=True)
+@input_class
 class SearchInput:
     """Full-text search over checkpoints: every word of ``query`` must occur; newest first."""
 
-    query: str
-    project: str | None = None
-    limit: int = 20
+    query: str = described("query", "Words to find.")
+    project: str | None = described("project", "Only this project's.", default=None)
+    limit: int = described("limit", "At most this many (1-1000).", default=20)
 
     def __post_init__(self) -> None:
         if not isinstance(self.query, str) or not self.query.strip():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from runner.errors import InputError
 from runner.service.checks import (
     BATCH_MAX,
@@ -21,6 +19,7 @@ from runner.service.checks import (
     check_token,
 )
 from runner.service.inputs.base import FencedInput, check_page
+from runner.service.inputs.fields import described, input_class
 
 SCHEMA_MAX = 64 * 1024
 
@@ -48,12 +47,12 @@ def check_verdict_schema(text: str) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-@dataclass(frozen=True)
+@input_class
 class RelayInput(FencedInput):
     """Hand ``text`` to the leased agent ``target`` with a receipt."""
 
-    target: str
-    text: str = field(repr=False)
+    target: str = described("target", "The leased agent's name.")
+    text: str = described("text", "The prompt text (data for the agent; at most 1,000,000 characters).", repr=False)
     batch_id: str | None = None
     receipt_id: str | None = None
     """An idempotency key: the receipt is ``receipt/<receipt_id>`` (plans derive it from the step)."""
@@ -69,14 +68,21 @@ class RelayInput(FencedInput):
             object.__setattr__(self, "schema", check_verdict_schema(self.schema))
 
 
-@dataclass(frozen=True)
+@input_class
 class CollectInput(FencedInput):
     """Collect the results of receipts, waiting up to ``timeout`` seconds for each."""
 
-    tokens: tuple[str, ...]
-    timeout: float = TIMEOUT_DEFAULT
-    lines: int = CAPTURE_LINES_DEFAULT
-    mode: str = "all"
+    tokens: tuple[str, ...] = described("receipts", "The receipt tokens (from corral_relay).")
+    timeout: float = described("timeout", "How long to wait, in seconds (at most 86400).", default=TIMEOUT_DEFAULT)
+    lines: int = described(
+        "lines", "How many lines of the agent's visible output to capture.", default=CAPTURE_LINES_DEFAULT
+    )
+    mode: str = described(
+        "mode",
+        "all: wait for every one; first: return the first to settle, the others stay pending (collect them later).",
+        default="all",
+        schema={"type": "string", "enum": ["all", "first"]},
+    )
     """``all``: every result; ``first``: the first receipt to settle, the others left pending."""
 
     def __post_init__(self) -> None:
@@ -92,14 +98,34 @@ class CollectInput(FencedInput):
         check_lines(self.lines)
 
 
-@dataclass(frozen=True)
+@input_class
 class AskManyInput(FencedInput):
     """Relay to 1-8 distinct targets, then collect all, or the first to settle (mode ``first``)."""
 
-    requests: tuple[tuple[str, str], ...] = field(repr=False)
-    mode: str = "all"
-    timeout: float = TIMEOUT_DEFAULT
-    lines: int = CAPTURE_LINES_DEFAULT
+    requests: tuple[tuple[str, str], ...] = described(
+        "requests",
+        "One {target, text} per agent.",
+        repr=False,
+        schema={
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"target": {"type": "string"}, "text": {"type": "string"}},
+                "required": ["target", "text"],
+                "additionalProperties": False,
+            },
+        },
+    )
+    mode: str = described(
+        "mode",
+        "all: wait for every one; first: return the first to settle, the others stay pending (collect them later).",
+        default="all",
+        schema={"type": "string", "enum": ["all", "first"]},
+    )
+    timeout: float = described("timeout", "How long to wait, in seconds (at most 86400).", default=TIMEOUT_DEFAULT)
+    lines: int = described(
+        "lines", "How many lines of the agent's visible output to capture.", default=CAPTURE_LINES_DEFAULT
+    )
     batch_id: str | None = None
     """An idempotency key for the batch (plans derive it from the step); a fresh UUID otherwise."""
     receipt_ids: tuple[str, ...] | None = None
@@ -126,12 +152,12 @@ class AskManyInput(FencedInput):
         check_lines(self.lines)
 
 
-@dataclass(frozen=True)
+@input_class
 class AbandonInput(FencedInput):
     """Release a reserved or pending receipt's target on fresh evidence that the agent is settled."""
 
-    token: str
-    message: str | None = None
+    token: str = described("receipt", "The receipt token.")
+    message: str | None = described("message", "Why, recorded with the receipt.", default=None)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -139,7 +165,7 @@ class AbandonInput(FencedInput):
         check_message("message", self.message)
 
 
-@dataclass(frozen=True)
+@input_class
 class ReceiptsInput:
     """Receipts (of one controller, in some states), newest last.
 
@@ -148,11 +174,23 @@ class ReceiptsInput:
     order; each page is sorted oldest reservation first.
     """
 
-    controller_id: str | None = None
-    states: tuple[str, ...] = ()
-    include_ended: bool = False
-    after: str | None = None
-    limit: int | None = None
+    controller_id: str | None = described("controller", "Only this controller's.", default=None)
+    states: tuple[str, ...] = described(
+        "state",
+        "Only these states (excludes all).",
+        default=(),
+        schema={
+            "type": "array",
+            "items": {"type": "string", "enum": ["reserved", "pending", "completed", "failed", "abandoned"]},
+        },
+    )
+    include_ended: bool = described(
+        "all", "Include ended ones too (released, closed, settled, finished).", default=False
+    )
+    after: str | None = described("after", "Start after this key: the previous page's next_after.", default=None)
+    limit: int | None = described(
+        "limit", "At most this many rows (1-10000); the reply's next_after starts the next page.", default=None
+    )
 
     def __post_init__(self) -> None:
         if self.controller_id is not None:

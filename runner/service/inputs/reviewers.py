@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from runner.errors import InputError
 from runner.service.checks import (
     CAPTURE_LINES_DEFAULT,
@@ -17,26 +15,35 @@ from runner.service.checks import (
     check_name,
 )
 from runner.service.inputs.base import FencedInput
+from runner.service.inputs.fields import described, input_class
 from runner.service.inputs.leases import LeaseListInput
 
 
-@dataclass(frozen=True)
+@input_class
 class ReviewerStartInput(FencedInput):
     """Start an agent of ``kind`` named ``name`` in ``cwd`` (absolute), leased to the controller."""
 
-    name: str
-    kind: str
-    cwd: str
-    host: str = "process"
-    model: str | None = None
-    effort: str | None = None
+    name: str = described("name", "The agent's name: [a-z][a-z0-9_-]{0,31}, unique among live leases.")
+    kind: str = described("kind", "The agent kind (claude, codex, script, or one from agents.yaml).")
+    cwd: str = described("cwd", "The agent's working directory (an absolute path).", absolute=True)
+    host: str = described("host", "The agent host: process (corral's own) or herdr.", default="process")
+    model: str | None = described("model", "The model the agent kind runs (if the kind takes one).", default=None)
+    effort: str | None = described("effort", "The reasoning effort (if the kind takes one).", default=None)
     lease_id: str | None = None
     """An idempotency key: the lease instance is ``reviewer/<lease_id>`` (plans derive it from the step)."""
-    budget_usd: float | None = None
+    budget_usd: float | None = described(
+        "budget_usd",
+        "Refuse the next prompt (budget_exhausted) once the lease's runs cost this many dollars.",
+        default=None,
+    )
     """Stop prompting once the lease's runs cost this much (the CLI also stops a run at it, where it can)."""
-    budget_tokens: int | None = None
+    budget_tokens: int | None = described(
+        "budget_tokens", "Refuse the next prompt once the lease's runs spent this many tokens.", default=None
+    )
     """Stop prompting once the lease's runs spent this many tokens (input, output and cache)."""
-    max_turns: int | None = None
+    max_turns: int | None = described(
+        "max_turns", "At most this many model turns per run (and in all, for the lease).", default=None
+    )
     """At most this many model turns per run (passed to CLIs that enforce it; corral also stops prompting
     once the lease's runs used this many turns in all)."""
 
@@ -50,13 +57,17 @@ class ReviewerStartInput(FencedInput):
             raise InputError("cwd", "the working directory is required")
 
 
-@dataclass(frozen=True)
+@input_class
 class ReviewerCloseInput(FencedInput):
     """Close the reviewer ``name`` if it sits settled at ``expected_state_change_seq``."""
 
-    name: str
-    expected_state_change_seq: int
-    lines: int = CAPTURE_LINES_DEFAULT
+    name: str = described("name", "The reviewer's name.")
+    expected_state_change_seq: int = described(
+        "expect_seq", "The cursor you saw the agent settle at (the last collect, corral_agents)."
+    )
+    lines: int = described(
+        "lines", "How many lines of the agent's visible output to capture.", default=CAPTURE_LINES_DEFAULT
+    )
     blocked_reason: str | None = None
     """An operator's decision to close a *blocked* agent anyway, and why (recorded with the lease)."""
     lease_id: str | None = None
@@ -72,6 +83,6 @@ class ReviewerCloseInput(FencedInput):
         check_instance_id("lease_id", self.lease_id)
 
 
-@dataclass(frozen=True)
+@input_class
 class ReviewerListInput(LeaseListInput):
     """Reviewer leases (of one controller, if given); ``include_ended`` adds closed and failed ones."""

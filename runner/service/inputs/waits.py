@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from runner.errors import InputError
 from runner.service.checks import (
     CAPTURE_LINES_DEFAULT,
@@ -19,9 +17,10 @@ from runner.service.checks import (
     check_timeout,
 )
 from runner.service.inputs.base import FencedInput
+from runner.service.inputs.fields import described, input_class
 
 
-@dataclass(frozen=True)
+@input_class
 class WaitAnyInput(FencedInput):
     """Wait for the first of 1-64 leased agents to settle.
 
@@ -31,10 +30,26 @@ class WaitAnyInput(FencedInput):
     the cursor observed at the call. ``lines`` bounds each winner's output.
     """
 
-    targets: tuple[tuple[str, int | None], ...]
-    timeout: float = TIMEOUT_DEFAULT
-    lines: int = WAIT_LINES_DEFAULT
-    fresh: bool = False
+    targets: tuple[tuple[str, int | None], ...] = described(
+        "targets",
+        "Each {name, after_seq}: a leased agent and its cursor (null: now).",
+        schema={
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "after_seq": {"type": ["integer", "null"]}},
+                "required": ["name"],
+                "additionalProperties": False,
+            },
+        },
+    )
+    timeout: float = described("timeout", "How long to wait, in seconds (at most 86400).", default=TIMEOUT_DEFAULT)
+    lines: int = described(
+        "lines", "How many lines of the agent's visible output to capture.", default=WAIT_LINES_DEFAULT
+    )
+    fresh: bool = described(
+        "fresh", "A target without a cursor must settle anew (not count as settled already).", default=False
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -51,14 +66,16 @@ class WaitAnyInput(FencedInput):
         check_lines(self.lines)
 
 
-@dataclass(frozen=True)
+@input_class
 class AgentInput:
     """One agent on a host, by pane id, read-only (``corral agent get`` / ``read``): leased or not,
     no controller needed. ``lines`` bounds a read."""
 
-    pane_id: str
-    host: str = "process"
-    lines: int = CAPTURE_LINES_DEFAULT
+    pane_id: str = described("target", "The pane id (corral_agents), leased or not.")
+    host: str = described("host", "The agent host: process (corral's own) or herdr.", default="process")
+    lines: int = described(
+        "lines", "How many lines of the agent's visible output to capture.", default=CAPTURE_LINES_DEFAULT
+    )
 
     def __post_init__(self) -> None:
         check_pane("target", self.pane_id)
@@ -66,7 +83,7 @@ class AgentInput:
         check_lines(self.lines)
 
 
-@dataclass(frozen=True)
+@input_class
 class AgentProgressInput:
     """One agent's latest run's progress (tool calls and file changes, names and paths only), read-only,
     from progress line ``after`` on (what a caller that follows it has seen so far)."""
@@ -81,7 +98,7 @@ class AgentProgressInput:
             raise InputError("after", f"{self.after!r} is not a progress line index (0 or more)")
 
 
-@dataclass(frozen=True)
+@input_class
 class AgentWaitInput:
     """Wait, read-only, until the agent is in one of ``until`` at a cursor past ``after_seq``.
 
@@ -89,11 +106,16 @@ class AgentWaitInput:
     wait starts (so the wait is for the next change, never satisfied by the state it began in).
     """
 
-    pane_id: str
-    until: tuple[str, ...] = ("idle", "done", "blocked")
-    after_seq: int | None = None
-    timeout: float = TIMEOUT_DEFAULT
-    host: str = "process"
+    pane_id: str = described("target", "The pane id (corral_agents), leased or not.")
+    until: tuple[str, ...] = described(
+        "until",
+        "The statuses that end the wait.",
+        default=("idle", "done", "blocked"),
+        schema={"type": "array", "items": {"type": "string", "enum": ["idle", "working", "done", "blocked"]}},
+    )
+    after_seq: int | None = described("after_seq", "Only a state after this cursor counts.", default=None)
+    timeout: float = described("timeout", "How long to wait, in seconds (at most 86400).", default=TIMEOUT_DEFAULT)
+    host: str = described("host", "The agent host: process (corral's own) or herdr.", default="process")
 
     def __post_init__(self) -> None:
         AgentInput(self.pane_id, self.host)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from runner.errors import InputError
 from runner.service.checks import (
     CAPTURE_LINES_DEFAULT,
@@ -24,40 +22,53 @@ from runner.service.checks import (
     scope_list,
 )
 from runner.service.inputs.base import FencedInput
+from runner.service.inputs.fields import described, input_class
 
 
-@dataclass(frozen=True)
+@input_class
 class WriterStartInput(FencedInput):
     """Put an agent into a linked worktree, owning ``owned_scopes`` (and locking ``locked_scopes``)."""
 
-    name: str
-    kind: str
-    worktree: str
-    branch: str
-    base_commit: str
-    expected_head: str
-    expected_status_sha256: str
-    owned_scopes: tuple[str, ...]
-    purpose: str
-    ticket_ref: str
-    authority_ref: str
-    authority_sha256: str
-    locked_scopes: tuple[str, ...] = ()
-    protected_branches: tuple[str, ...] = ()
+    name: str = described("name", "The lane's name: [a-z][a-z0-9_-]{0,31}.")
+    kind: str = described("kind", "The agent kind.")
+    worktree: str = described("worktree", "The linked worktree (an absolute path).")
+    branch: str = described("branch", "The branch the worktree is on.")
+    base_commit: str = described("base_commit", "The commit the lane starts from.", lower=True)
+    expected_head: str = described("expect_head", "The HEAD you saw (corral_preflight's head).", lower=True)
+    expected_status_sha256: str = described(
+        "expect_status", "The status digest you saw (corral_preflight's status_sha256).", lower=True
+    )
+    owned_scopes: tuple[str, ...] = described("own", "The path scopes the lane owns (at least one).")
+    purpose: str = described("purpose", "What the lane is for.")
+    ticket_ref: str = described("ticket", "The ticket it works on.")
+    authority_ref: str = described("authority_ref", "What authorises this lane.")
+    authority_sha256: str = described("authority_sha256", "Its SHA-256 (64 hex digits).", lower=True)
+    locked_scopes: tuple[str, ...] = described("lock", "Path scopes it locks (others may not own them).", default=())
+    protected_branches: tuple[str, ...] = described(
+        "protect", "Protected branches added to the repository's default set.", default=()
+    )
     """Added to the repository's default protected set (``protected_default``), or the whole set when
     ``protect_defaults`` is false."""
-    host: str = "process"
-    model: str | None = None
-    effort: str | None = None
+    host: str = described("host", "The agent host: process (corral's own) or herdr.", default="process")
+    model: str | None = described("model", "The model the agent kind runs (if the kind takes one).", default=None)
+    effort: str | None = described("effort", "The reasoning effort (if the kind takes one).", default=None)
     lease_id: str | None = None
     """An idempotency key: the lane instance is ``writer/<lease_id>``."""
     protect_defaults: bool = True
     """False: ``protected_branches`` replaces the default set instead of adding to it."""
-    budget_usd: float | None = None
+    budget_usd: float | None = described(
+        "budget_usd",
+        "Refuse the next prompt (budget_exhausted) once the lease's runs cost this many dollars.",
+        default=None,
+    )
     """Stop prompting once the lease's runs cost this much (the CLI also stops a run at it, where it can)."""
-    budget_tokens: int | None = None
+    budget_tokens: int | None = described(
+        "budget_tokens", "Refuse the next prompt once the lease's runs spent this many tokens.", default=None
+    )
     """Stop prompting once the lease's runs spent this many tokens (input, output and cache)."""
-    max_turns: int | None = None
+    max_turns: int | None = described(
+        "max_turns", "At most this many model turns per run (and in all, for the lease).", default=None
+    )
     """At most this many model turns per run (passed to CLIs that enforce it; corral also stops prompting
     once the lease's runs used this many turns in all)."""
 
@@ -87,23 +98,41 @@ class WriterStartInput(FencedInput):
         check_sha256("authority_sha256", self.authority_sha256)
 
 
-@dataclass(frozen=True)
+@input_class
 class WriterReleaseInput(FencedInput):
     """Release lane ``name``: the agent settled at the cursor, git at the expected HEAD and status."""
 
-    name: str
-    expected_state_change_seq: int
-    expected_head: str
-    expected_status_sha256: str
-    checkpoint_ref: str
-    checkpoint_sha256: str | None
+    name: str = described("name", "The lane's name.")
+    expected_state_change_seq: int = described(
+        "expect_seq", "The cursor you saw the agent settle at (the last collect, corral_agents)."
+    )
+    expected_head: str = described("expect_head", "The HEAD you saw (corral_preflight's head).", lower=True)
+    expected_status_sha256: str = described(
+        "expect_status", "The status digest you saw (corral_preflight's status_sha256).", lower=True
+    )
+    checkpoint_ref: str = described(
+        "checkpoint_ref",
+        "Where the handoff checkpoint is, or memory:<id> (memory_checkpoint's ref: a checkpoint of a project"
+        " whose repository is the lane's).",
+    )
+    checkpoint_sha256: str | None = described(
+        "checkpoint_sha256",
+        "SHA-256 of the checkpoint (64 hex digits); with a memory:<id> ref optional (filled from its content,"
+        " or checked against it).",
+        required=False,
+        lower=True,
+    )
     """The checkpoint's SHA-256; None only with a ``memory:<id>`` ref, whose digest the service fills."""
-    lines: int = CAPTURE_LINES_DEFAULT
+    lines: int = described(
+        "lines", "How many lines of the agent's visible output to capture.", default=CAPTURE_LINES_DEFAULT
+    )
     blocked_reason: str | None = None
     """An operator's decision to release a lane whose agent is *blocked*, and why (recorded)."""
     lease_id: str | None = None
     """The lane instance id (``writer/…``) meant: the lane named ``name`` must be it (``lease_mismatch``)."""
-    expected_content_sha256: str | None = None
+    expected_content_sha256: str | None = described(
+        "expect_content", "The content digest you reviewed (optional).", default=None, lower=True
+    )
     """The worktree's content digest (``corral preflight``'s ``content_sha256``) you reviewed; optional."""
 
     def __post_init__(self) -> None:
@@ -122,17 +151,24 @@ class WriterReleaseInput(FencedInput):
         check_instance_id("lease_id", self.lease_id)
 
 
-@dataclass(frozen=True)
+@input_class
 class WriterVerifyInput(FencedInput):
     """Run the repository's validations on a snapshot of lane ``name``'s worktree, in the sandbox."""
 
-    name: str
-    tails: bool = False
-    expected_state_change_seq: int | None = None
+    name: str = described("name", "The lane's name.")
+    tails: bool = described("tails", "Include the ends of each validation's output.", default=False, shown_default=True)
+    expected_state_change_seq: int | None = described(
+        "expect_seq", "The cursor you saw the writer settle at (default: any settled).", default=None
+    )
     """The cursor the caller saw the writer settle at; verify refuses if it moved (default: any settled)."""
     lease_id: str | None = None
     """The lane instance id (``writer/…``) meant: the lane named ``name`` must be it (``lease_mismatch``)."""
-    expected_content_sha256: str | None = None
+    expected_content_sha256: str | None = described(
+        "expect_content",
+        "Run only on exactly this content (corral_preflight's content_sha256).",
+        default=None,
+        lower=True,
+    )
     """Run only on exactly this worktree content (``corral preflight``'s ``content_sha256``); optional."""
 
     def __post_init__(self) -> None:
@@ -145,13 +181,15 @@ class WriterVerifyInput(FencedInput):
             check_sha256("expected_content_sha256", self.expected_content_sha256)
 
 
-@dataclass(frozen=True)
+@input_class
 class ScopesCheckInput:
     """Normalize scopes and report conflicts with live lanes (of the worktree's repository, if given)."""
 
-    owned_scopes: tuple[str, ...]
-    locked_scopes: tuple[str, ...] = ()
-    worktree: str | None = None
+    owned_scopes: tuple[str, ...] = described("own", "The scopes you would own.")
+    locked_scopes: tuple[str, ...] = described("lock", "The scopes you would lock.", default=())
+    worktree: str | None = described(
+        "worktree", "The worktree (absolute): only its repository's lanes count.", default=None, absolute=True
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "owned_scopes", scope_list("owned_scopes", self.owned_scopes, 1))
