@@ -67,6 +67,8 @@ class Operation:
     """It waits on agents (server-side, with progress and cancellation)."""
     not_on: Mapping[str, str] = field(default_factory=dict)
     """Surface (``mcp``, ``cli``, ``http``) -> why the operation is not on it."""
+    http: str | None = None
+    """Where the HTTP API serves it beside the route table (a stream, a long poll), if it does."""
 
     @property
     def input_type(self) -> type | None:
@@ -143,7 +145,7 @@ OPERATIONS: tuple[Operation, ...] = (
     _O("agent.read", "corral_agent_read", "agent read", "Read one agent's visible output", OBSERVE,
        "waits.AgentInput"),
     _O("agent.wait", "corral_agent_wait", "agent wait", "Wait for one agent's status", OBSERVE,
-       "waits.AgentWaitInput", result="observation", waits=True),
+       "waits.AgentWaitInput", result="observation", waits=True, http="GET /api/agents/{target}?wait=DURATION"),
     _O("agents", "corral_agents", "agents", "List a host's agents", OBSERVE),
     _O("agent.close", "corral_agent_close", "agent close", "Close a pane no lease holds", acts(destructive=True),
        "inventory.PaneCloseInput", "pane_close", "close"),
@@ -176,7 +178,7 @@ OPERATIONS: tuple[Operation, ...] = (
     # --- status, events, definitions
     _O("status", "corral_status", "status", "corral's status", READ, method="status"),
     _O("events", "corral_events", "events", "Read the event log", READ, "events.EventsInput",
-       not_on={"http": "the event log is GET /api/events, a resumable server-sent stream"}),
+       http="GET /api/events (a resumable server-sent stream)"),
     _O("events.prune", None, "events prune", "Prune the event log", acts(destructive=True, agents=False),
        not_on={"mcp": "deleting history is an operator's act on the store, not a coordinator's",
                "http": "deleting history is an operator's act on the store, not a coordinator's"}),
@@ -199,7 +201,7 @@ OPERATIONS: tuple[Operation, ...] = (
        result="page:plans"),
     _O("plans.decide", "corral_plan_decide", "plans decide", "Decide a step that waits on a person", acts(),
        "plans.PlanDecideInput", waits=True,
-       not_on={"http": "a decision is POST /api/decisions/{id}, which names who decides"}),
+       http="POST /api/decisions/{id} (which names who decides)"),
     _O("plans.resume", "corral_plan_resume", "plans resume", "Resume a plan", acts(idempotent=True),
        "plans.PlanResumeInput", waits=True),
     _O("plans.retry", "corral_plan_retry", "plans retry", "Retry a failed plan", acts(), "plans.PlanRetryInput",
