@@ -20,6 +20,7 @@ from runner.cli.app import (
     cli,
     controller_option,
     credential_option,
+    fenced,
     json_option,
     load_credential,
     page_options,
@@ -54,23 +55,21 @@ def adopt(
     Refused unless the pane holds exactly the agent you name, settled at --expect-seq, the pane is not
     protected ($HERDR_PANE_ID on herdr, $CORRAL_PROTECTED_PANES) and no live lease holds it.
     """
-    from runner.service import AdoptInput
 
-    credential = load_credential(app, controller_id, credential_path)
-    lease = app.service.adopt(
-        AdoptInput(
-            controller_id,
-            credential,
-            target,
-            expected_name,
-            expected_kind,
-            os.path.abspath(expected_cwd),
-            expected_seq,
-            host_name,
-        )
+    lease = fenced(
+        app,
+        "adopt",
+        controller_id,
+        credential_path,
+        target,
+        expected_name,
+        expected_kind,
+        os.path.abspath(expected_cwd),
+        expected_seq,
+        host_name,
     )
     if as_json:
-        render.emit_json({"lease": lease.to_dict()})
+        render.emit_result("adopt", lease)
         return
     click.echo(
         f"adopted {expected_name} ({expected_kind}) in pane {target} at seq {expected_seq}: lease {lease.id} "
@@ -96,27 +95,22 @@ def adopted_list(
     from runner.service import AdoptedListInput
 
     leases = app.service.adopted_list(AdoptedListInput(controller_id, include_ended, after, limit))
-    if as_json:
-        render.emit_json({"adopted": [lease.to_dict() for lease in leases], "next_after": leases.next_after})
-        return
-    render.table(
-        None,
+    render.listing(
+        "adopted list",
+        leases,
+        as_json,
         ["name", "state", "kind", "pane", "host", "controller", "cwd", "lease"],
-        (
-            (
-                lease.data.get("name"),
-                lease.state,
-                lease.data.get("kind"),
-                lease.data.get("pane_id"),
-                lease.data.get("host"),
-                lease.data.get("controller_id"),
-                lease.data.get("cwd"),
-                lease.id,
-            )
-            for lease in leases
+        lambda lease: (
+            lease.data.get("name"),
+            lease.state,
+            lease.data.get("kind"),
+            lease.data.get("pane_id"),
+            lease.data.get("host"),
+            lease.data.get("controller_id"),
+            lease.data.get("cwd"),
+            lease.id,
         ),
     )
-    render.page_hint(leases.next_after)
 
 
 @adopted.command(name="close")
@@ -137,12 +131,10 @@ def adopted_close(
     as_json: bool,
 ) -> None:
     """Capture the adopted agent's output at the expected cursor and close its pane."""
-    from runner.service import AdoptedCloseInput
 
-    credential = load_credential(app, controller_id, credential_path)
-    result = app.service.adopted_close(AdoptedCloseInput(controller_id, credential, target, expected_seq, lines))
+    result = fenced(app, "adopted close", controller_id, credential_path, target, expected_seq, lines)
     if as_json:
-        render.emit_json(result.to_dict())
+        render.emit_result("adopted close", result)
         return
     click.echo(
         f"closed adopted {result.lease.data.get('name')} (pane {result.lease.data.get('pane_id')}) at seq "
@@ -159,12 +151,10 @@ def adopted_close(
 @click.pass_obj
 def adopted_release(app: App, target: str, controller_id: str, credential_path: Path | None, as_json: bool) -> None:
     """End the adoption; the pane is left running, as it was found."""
-    from runner.service import AdoptedReleaseInput
 
-    credential = load_credential(app, controller_id, credential_path)
-    lease = app.service.adopted_release(AdoptedReleaseInput(controller_id, credential, target))
+    lease = fenced(app, "adopted release", controller_id, credential_path, target)
     if as_json:
-        render.emit_json({"lease": lease.to_dict()})
+        render.emit_result("adopted release", lease)
         return
     click.echo(f"released adopted {lease.data.get('name')} (pane {lease.data.get('pane_id')}); it keeps running")
 

@@ -24,6 +24,7 @@ from runner.cli.app import (
     cli,
     controller_option,
     credential_option,
+    fenced,
     json_option,
     load_credential,
     page_options,
@@ -154,26 +155,24 @@ def reviewer_start(
     as_json: bool,
 ) -> None:
     """Start a reviewer agent and lease it to the controller (it may read, never write)."""
-    from runner.service import ReviewerStartInput
 
-    credential = load_credential(app, controller_id, credential_path)
-    lease = app.service.reviewer_start(
-        ReviewerStartInput(
-            controller_id,
-            credential,
-            name,
-            kind,
-            cwd,
-            host_name,
-            model,
-            effort,
-            budget_usd=budget_usd,
-            budget_tokens=budget_tokens,
-            max_turns=max_turns,
-        )
+    lease = fenced(
+        app,
+        "reviewer start",
+        controller_id,
+        credential_path,
+        name,
+        kind,
+        cwd,
+        host_name,
+        model,
+        effort,
+        budget_usd=budget_usd,
+        budget_tokens=budget_tokens,
+        max_turns=max_turns,
     )
     if as_json:
-        render.emit_json({"lease": lease.to_dict()})
+        render.emit_result("reviewer start", lease)
         return
     click.echo(
         f"started reviewer {name} ({kind}) in {lease.data.get('cwd')}: pane {lease.data.get('pane_id')}, "
@@ -212,13 +211,11 @@ def reviewer_close(
     A blocked reviewer (it waits on a person) is closed only with --blocked --reason: the operator's
     decision is recorded with the lease and in the event log.
     """
-    from runner.service import ReviewerCloseInput
 
     why = blocked_reason(blocked, reason)  # a usage error before any file is read
-    credential = load_credential(app, controller_id, credential_path)
-    result = app.service.reviewer_close(ReviewerCloseInput(controller_id, credential, name, expected_seq, lines, why))
+    result = fenced(app, "reviewer close", controller_id, credential_path, name, expected_seq, lines, why)
     if as_json:
-        render.emit_json(result.to_dict())
+        render.emit_result("reviewer close", result)
         return
     _show_output(
         f"closed reviewer {name} at seq {result.lease.data.get('closing_seq')} "
@@ -240,26 +237,21 @@ def reviewer_list(
     from runner.service import ReviewerListInput
 
     leases = app.service.reviewers(ReviewerListInput(controller_id, include_ended, after, limit))
-    if as_json:
-        render.emit_json({"reviewers": [lease.to_dict() for lease in leases], "next_after": leases.next_after})
-        return
-    render.table(
-        None,
+    render.listing(
+        "reviewer list",
+        leases,
+        as_json,
         ["name", "state", "kind", "pane", "controller", "cwd", "lease"],
-        (
-            (
-                lease.data.get("name"),
-                lease.state,
-                lease.data.get("kind"),
-                lease.data.get("pane_id"),
-                lease.data.get("controller_id"),
-                lease.data.get("cwd"),
-                lease.id,
-            )
-            for lease in leases
+        lambda lease: (
+            lease.data.get("name"),
+            lease.state,
+            lease.data.get("kind"),
+            lease.data.get("pane_id"),
+            lease.data.get("controller_id"),
+            lease.data.get("cwd"),
+            lease.id,
         ),
     )
-    render.page_hint(leases.next_after)
 
 
 def show_housekeeping(result: Any, as_json: bool, verb: str) -> None:
@@ -299,12 +291,9 @@ def reconcile_options(fn: Any) -> Any:
 @click.pass_obj
 def reviewer_cleanup(app: App, controller_id: str, apply: bool, credential_path: Path | None, as_json: bool) -> None:
     """Close this controller's idle or done, identity-matched reviewers with no unresolved receipt."""
-    from runner.service import ControllerInput
 
-    credential = load_credential(app, controller_id, credential_path)
-    show_housekeeping(
-        app.service.reviewer_cleanup(ControllerInput(controller_id, credential, apply)), as_json, "clean up"
-    )
+    done = fenced(app, "reviewer cleanup", controller_id, credential_path, apply)
+    show_housekeeping(done, as_json, "clean up")
 
 
 @reviewer.command(name="reconcile")
@@ -317,12 +306,9 @@ def reviewer_reconcile(
     app: App, controller_id: str, apply: bool, leases: tuple[str, ...], credential_path: Path | None, as_json: bool
 ) -> None:
     """Settle reviewers a crash left unsettled (dry run unless --apply): per lease, what and why."""
-    from runner.service import ControllerInput
 
-    credential = load_credential(app, controller_id, credential_path)
-    show_housekeeping(
-        app.service.reviewer_reconcile(ControllerInput(controller_id, credential, apply, leases)), as_json, "reconcile"
-    )
+    done = fenced(app, "reviewer reconcile", controller_id, credential_path, apply, leases)
+    show_housekeeping(done, as_json, "reconcile")
 
 
 # --- panes no lease holds ---------------------------------------------------------------------------------
@@ -366,24 +352,21 @@ def agent_close(
     A leased pane is refused (pane_leased): close, release or reconcile its lease instead.
     """
 
-    from runner.service import PaneCloseInput
-
-    credential = load_credential(app, controller_id, credential_path)
-    closed = app.service.pane_close(
-        PaneCloseInput(
-            controller_id,
-            credential,
-            pane,
-            expected_name,
-            expected_kind,
-            expected_cwd,
-            expected_seq,
-            host_name,
-            reason,
-        )
+    closed = fenced(
+        app,
+        "agent close",
+        controller_id,
+        credential_path,
+        pane,
+        expected_name,
+        expected_kind,
+        expected_cwd,
+        expected_seq,
+        host_name,
+        reason,
     )
     if as_json:
-        render.emit_json({"close": closed.to_dict()})
+        render.emit_result("agent close", closed)
         return
     click.echo(f"closed pane {pane} ({expected_name}, {expected_kind}) at seq {expected_seq}: {closed.id}")
 
@@ -399,12 +382,9 @@ def agent_reconcile(
 ) -> None:
     """Settle operator closes (`corral agent close`) killed before their outcome was recorded (dry run
     unless --apply)."""
-    from runner.service import ControllerInput
 
-    credential = load_credential(app, controller_id, credential_path)
-    show_housekeeping(
-        app.service.pane_reconcile(ControllerInput(controller_id, credential, apply, leases)), as_json, "reconcile"
-    )
+    done = fenced(app, "agent reconcile", controller_id, credential_path, apply, leases)
+    show_housekeeping(done, as_json, "reconcile")
 
 
 @agent.command(name="get")
@@ -418,7 +398,7 @@ def agent_get(app: App, target: str, host_name: str, as_json: bool) -> None:
 
     observed = app.service.agent_get(AgentInput(target, host_name))
     if as_json:
-        render.emit_json({"observation": observed.to_dict()})
+        render.emit_result("agent get", observed)
         return
     click.echo(_describe_observation(observed))
 
@@ -471,7 +451,7 @@ def agent_wait(
 
     observed = anyio.run(app.service.agent_wait, inp)
     if as_json:
-        render.emit_json({"observation": observed.to_dict()})
+        render.emit_result("agent wait", observed)
         return
     click.echo(_describe_observation(observed))
 
@@ -497,12 +477,10 @@ def relay(
     app: App, target: str, controller_id: str, text: str | None, credential_path: Path | None, as_json: bool
 ) -> None:
     """Hand a prompt to the leased agent TARGET with a receipt (does not wait)."""
-    from runner.service import RelayInput
 
-    credential = load_credential(app, controller_id, credential_path)
-    receipt = app.service.relay(RelayInput(controller_id, credential, target, _prompt_text(text)))
+    receipt = fenced(app, "relay", controller_id, credential_path, target, _prompt_text(text))
     if as_json:
-        render.emit_json({"receipt": receipt.to_dict()})
+        render.emit_result("relay", receipt)
         return
     click.echo(_describe_receipt(receipt))
     click.echo(f"collect it with: corral collect --controller {controller_id} --receipt {receipt.token}")
@@ -559,7 +537,7 @@ def ask(
 
     result = anyio.run(app.service.ask, relay_input, timeout, lines)
     if as_json:
-        render.emit_json(result.to_dict())
+        render.emit_result("ask", result)
         return
     _print_results([result], False)
 
@@ -612,7 +590,7 @@ def ask_many(
 
     result = anyio.run(app.service.ask_many, AskManyInput(controller_id, credential, parsed, mode, timeout, lines))
     if as_json:
-        render.emit_json(result.to_dict())
+        render.emit_result("ask-many", result)
         return
     _print_results(result.results, False)
     for pending in result.pending_receipts:
@@ -657,7 +635,7 @@ def collect(
         return
     batch = anyio.run(app.service.collect_first, inp)
     if as_json:
-        render.emit_json(batch.to_dict())
+        render.emit_result("collect", batch)
         return
     _print_results(batch.results, False)
     for pending in batch.pending_receipts:
@@ -675,12 +653,10 @@ def abandon(
     app: App, controller_id: str, token: str, message: str | None, credential_path: Path | None, as_json: bool
 ) -> None:
     """Abandon a reserved or pending receipt on fresh evidence that its agent is settled."""
-    from runner.service import AbandonInput
 
-    credential = load_credential(app, controller_id, credential_path)
-    receipt = app.service.abandon(AbandonInput(controller_id, credential, token, message))
+    receipt = fenced(app, "abandon", controller_id, credential_path, token, message)
     if as_json:
-        render.emit_json({"receipt": receipt.to_dict()})
+        render.emit_result("abandon", receipt)
         return
     click.echo(_describe_receipt(receipt))
 
@@ -716,26 +692,21 @@ def receipts(
     if include_ended and states:
         raise UsageError("--all and --state exclude each other: --state already names the states", code="usage")
     found = app.service.receipts(ReceiptsInput(controller_id, states, include_ended, after, limit))
-    if as_json:
-        render.emit_json({"receipts": [r.to_dict() for r in found], "next_after": found.next_after})
-        return
-    render.table(
-        None,
+    render.listing(
+        "receipts",
+        found,
+        as_json,
         ["token", "state", "target", "before", "after", "settled", "reason"],
-        (
-            (
-                r.token,
-                r.state,
-                r.data.get("name"),
-                r.data.get("before_seq"),
-                r.data.get("after_seq"),
-                r.data.get("settled_seq"),
-                r.data.get("reason"),
-            )
-            for r in found
+        lambda r: (
+            r.token,
+            r.state,
+            r.data.get("name"),
+            r.data.get("before_seq"),
+            r.data.get("after_seq"),
+            r.data.get("settled_seq"),
+            r.data.get("reason"),
         ),
     )
-    render.page_hint(found.next_after)
 
 
 # --- waits, observations, status -----------------------------------------------------------------------
@@ -789,7 +760,7 @@ def wait_any(
 
     result = anyio.run(app.service.wait_any, WaitAnyInput(controller_id, credential, parsed, timeout, lines, fresh))
     if as_json:
-        render.emit_json(result.to_dict())
+        render.emit_result("wait-any", result)
         return
     for winner in result.winners:
         observed = winner.observation
@@ -823,7 +794,7 @@ def status(app: App, as_json: bool) -> None:
     """Version, store, agent host, leases and receipts by state, and what needs reconcile."""
     report = app.service.status()
     if as_json:
-        render.emit_json(report)
+        render.emit_result("status", report)
         return
     store = report["store"]
     click.echo(

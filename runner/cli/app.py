@@ -132,6 +132,24 @@ def load_credential(app: App, controller_id: str, explicit: Path | None) -> Cred
     return app.credentials.load(controller_id, explicit)
 
 
+def fenced(
+    app: App, command: str, controller_id: str, credential_path: Path | None, *fields: Any, **named: Any
+) -> Any:
+    """Do ``command``'s fenced operation (from the operation table): its Input built from the
+    controller's credential (:func:`load_credential`) and ``fields`` (in order, then ``named``), then
+    its method."""
+    from runner.service.operations import by_command
+
+    op = by_command(command)
+    cls, method = op.input_type, op.method
+    assert cls is not None and method is not None, command
+    inp = cls(controller_id, load_credential(app, controller_id, credential_path), *fields, **named)
+    target: Any = app.service
+    for part in method.split("."):
+        target = getattr(target, part)
+    return target(inp)
+
+
 def absolute_path(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A ``--cwd``/``--worktree`` given relative is taken against the current directory, as users expect
     (the output shows the absolute path the service resolved)."""
@@ -444,7 +462,7 @@ def review_pack(app: App, out: Path, as_json: bool) -> None:
 
     written = write(out, app.library, RecipeLibrary())
     if as_json:
-        render.emit_json(written.to_dict())
+        render.emit_result("review-pack", written)
     else:
         click.echo(str(written.path))
 
@@ -517,10 +535,8 @@ def acquire(
 @click.pass_obj
 def renew(app: App, controller_id: str, ttl_seconds: int | None, credential_path: Path | None, as_json: bool) -> None:
     """Extend the lease; the fence is unchanged."""
-    from runner.service import RenewInput
 
-    credential = load_credential(app, controller_id, credential_path)
-    lease = app.service.renew(RenewInput(controller_id, credential, ttl_seconds))
+    lease = fenced(app, "controller renew", controller_id, credential_path, ttl_seconds)
     _show_lease(app, "renewed", lease, None, as_json)
 
 
@@ -697,26 +713,21 @@ def list_leases(
     from runner.service import ListLeasesInput
 
     leases = app.service.leases(ListLeasesInput(controller_id, include_ended, after, limit))
-    if as_json:
-        render.emit_json({"leases": [lease.to_dict() for lease in leases], "next_after": leases.next_after})
-        return
     now = app.service.now()
-    render.table(
-        None,
+    render.listing(
+        "controller list",
+        leases,
+        as_json,
         ["controller", "state", "generation", "lease", "holder", "expires"],
-        (
-            (
-                lease.controller_id,
-                lease.state + (" (expired)" if lease.expired else ""),
-                lease.data.get("generation"),
-                lease.data.get("lease_id"),
-                lease.data.get("holder"),
-                render.relative_time(lease.data.get("expires_at"), now) if lease.state == "active" else "-",
-            )
-            for lease in leases
+        lambda lease: (
+            lease.controller_id,
+            lease.state + (" (expired)" if lease.expired else ""),
+            lease.data.get("generation"),
+            lease.data.get("lease_id"),
+            lease.data.get("holder"),
+            render.relative_time(lease.data.get("expires_at"), now) if lease.state == "active" else "-",
         ),
     )
-    render.page_hint(leases.next_after)
 
 
 # --- events ---------------------------------------------------------------------------------------

@@ -119,7 +119,7 @@ def checkpoint(
     )
     result = app.service.memory.checkpoint(inp, new_session=new_session)
     if as_json:
-        render.emit_json(result)
+        render.emit_result("memory checkpoint", result)
         return
     started = " (started the session)" if result["session_started"] else ""
     click.echo(
@@ -158,7 +158,7 @@ def bootstrap(app: App, project: str, repository: str | None, subdir: str | None
 
     result = app.service.memory.bootstrap(ProjectInput(project, _abs(repository), subdir))
     if as_json:
-        render.emit_json(result)
+        render.emit_result("memory bootstrap", result)
         return
     if result["project_created"]:
         click.echo(f"created project {project}")
@@ -175,7 +175,7 @@ def readiness(app: App, project: str, as_json: bool) -> None:
 
     result = app.service.memory.readiness(ProjectInput(project))
     if as_json:
-        render.emit_json(result)
+        render.emit_result("memory readiness", result)
         return
     _print_readiness(result)
 
@@ -190,7 +190,7 @@ def pin(app: App, checkpoint_id: str, as_json: bool) -> None:
 
     result = app.service.memory.pin(PinInput(checkpoint_id))
     if as_json:
-        render.emit_json(result)
+        render.emit_result("memory pin", result)
         return
     click.echo(f"pinned {checkpoint_id}" + ("" if result["changed"] else " (it was already)"))
     for warning in result["warnings"]:
@@ -214,7 +214,7 @@ def session_close(app: App, session_id: str | None, project: str | None, status:
 
     result = app.service.memory.close(SessionCloseInput(status, session_id=session_id, project=project))
     if as_json:
-        render.emit_json(result)
+        render.emit_result("memory session close", result)
         return
     click.echo(f"closed session {result['session']['id']} {status}")
 
@@ -230,7 +230,7 @@ def show(app: App, item_id: str, limit: int, as_json: bool) -> None:
 
     result = app.service.memory.show(ShowInput(item_id, limit))
     if as_json:
-        render.emit_json(result)
+        render.emit_result("memory show", result)
         return
     if "session" in result:
         s = result["session"]
@@ -263,7 +263,7 @@ def list_memory(
 
     result = app.service.memory.listing(MemoryListInput(project, session_id, pinned, sessions, limit, after))
     if as_json:
-        render.emit_json(result)
+        render.emit_result("memory list", result)
         return
     if sessions:
         for s in result["sessions"]:
@@ -287,7 +287,7 @@ def search(app: App, query: str, project: str | None, limit: int, as_json: bool)
 
     result = app.service.memory.search(SearchInput(query, project, limit))
     if as_json:
-        render.emit_json(result)
+        render.emit_result("memory search", result)
         return
     for view in result["checkpoints"]:
         click.echo(f"{view['id']}  {view['project']}  #{view['seq']}  {view['summary'][:100]}")

@@ -164,7 +164,7 @@ def checkin(
         del done["agent_token"]
         done["agent_token_file"] = str(agent_token_file)
     if as_json:
-        render.emit_json(done)
+        render.emit_result("mesh checkin", done)
         return
     agent = done["agent"]
     verb = "joined" if done["joined"] else "checked in"
@@ -192,7 +192,7 @@ def agents(app: App, include_expired: bool, role: str | None, repo: str | None, 
 
     found = app.service.mesh.agents(AgentsInput(include_expired, role, repo, cap))
     if as_json:
-        render.emit_json(found)
+        render.emit_result("mesh agents", found)
         return
     render.table(
         None,
@@ -243,7 +243,7 @@ def send(
     token = agent_token(agent_token_file)
     sent = app.service.mesh.send(SendInput(agent_id, subject, body, to, to_role, to_repo, thread, urgent, token))
     if as_json:
-        render.emit_json(sent)
+        render.emit_result("mesh send", sent)
         return
     click.echo(f"sent {sent['message_id']} to {len(sent['recipients'])} agent(s): {', '.join(sent['recipients'])}")
     for wake in sent["wakes"]:
@@ -265,7 +265,7 @@ def inbox(
 
     read = app.service.mesh.inbox(InboxInput(agent_id, limit, wake_token, agent_token(agent_token_file)))
     if as_json:
-        render.emit_json(read)
+        render.emit_result("mesh inbox", read)
         return
     click.echo(f"# {read['notice']}")
     for m in read["messages"]:
@@ -288,7 +288,7 @@ def ack(app: App, agent_id: str, message_ids: tuple[str, ...], agent_token_file:
 
     done = app.service.mesh.ack(AckInput(agent_id, message_ids, agent_token(agent_token_file)))
     if as_json:
-        render.emit_json(done)
+        render.emit_result("mesh ack", done)
         return
     click.echo(f"acked {len(done['acked'])}, already {len(done['already'])}, unknown {len(done['unknown'])}")
 
@@ -306,7 +306,7 @@ def wake(app: App, action: str, controller_id: str, credential_path: Path | None
     credential = load_credential(app, controller_id, credential_path)
     done: dict[str, Any] = app.service.mesh.wake_grant(WakeGrantInput(controller_id, credential, action == "enable"))
     if as_json:
-        render.emit_json(done)
+        render.emit_result("mesh wake", done)
         return
     click.echo(
         f"mesh wake-ups {'enabled' if done['enabled'] else 'disabled'} for {controller_id} "

@@ -540,7 +540,7 @@ def recipe_show(app: App, name: str, resolved: bool, as_json: bool) -> None:
 
     doc = recipe_document(name, resolved)
     if as_json:
-        render.emit_json(doc)
+        render.emit_result("recipe show", doc)
     elif resolved:
         import yaml
 

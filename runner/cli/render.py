@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,30 @@ def emit_json(doc: Any) -> None:
     """One JSON document (or one JSON line) on stdout."""
     sys.stdout.write(json.dumps(doc, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()
+
+
+def emit_result(command: str, value: Any) -> None:
+    """The result of ``command``'s operation as its document (the one envelope every surface answers)."""
+    from runner.service.operations import by_command
+
+    emit_json(by_command(command).document(value))
+
+
+def listing(
+    command: str,
+    rows: Any,
+    as_json: bool,
+    columns: Sequence[str],
+    row: Callable[[Any], Sequence[Any]],
+    title: str | None = None,
+) -> None:
+    """A page of a listing: with ``--json`` its operation's document, else an aligned table of
+    ``row(each)`` and, on stderr, where the next page starts."""
+    if as_json:
+        emit_result(command, rows)
+        return
+    table(title, columns, (row(each) for each in rows))
+    page_hint(rows.next_after)
 
 
 def emit_error(error: CorralError, as_json: bool) -> None:

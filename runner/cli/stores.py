@@ -22,7 +22,7 @@ def info(app: App, as_json: bool) -> None:
 
     found = store_info(app.store)
     if as_json:
-        render.emit_json(found)
+        render.emit_result("store info", found)
         return
     for key, value in found.items():
         if key != "sizes":
@@ -51,7 +51,7 @@ def migrate(app: App, source: str, target: str, as_json: bool) -> None:
 
     done = migrate_store(source, target)
     if as_json:
-        render.emit_json(done)
+        render.emit_result("store migrate", done)
         return
     click.echo(f"copied {done['from']['url']} to {done['to']['url']} (store {done['to']['store_id']})")
     render.table(None, ["table", "rows"], sorted(done["counts"].items()))

@@ -19,6 +19,7 @@ from runner.cli.app import (
     cli,
     controller_option,
     credential_option,
+    fenced,
     json_option,
     load_credential,
     page_options,
@@ -127,7 +128,7 @@ def writer_start(
         )
     )
     if as_json:
-        render.emit_json({"lease": lane.to_dict()})
+        render.emit_result("writer start", lane)
         return
     data = lane.data
     click.echo(
@@ -175,28 +176,26 @@ def writer_release(
 
     A handoff checkpoint (--checkpoint memory:ID) must be of a project whose repository is the lane's.
     """
-    from runner.service import WriterReleaseInput
 
     why = blocked_reason(blocked, reason)  # a usage error before any file is read
     ref, digest = checkpoint_choice(memory_checkpoint, checkpoint_ref, checkpoint_sha256)
-    credential = load_credential(app, controller_id, credential_path)
-    result = app.service.writer_release(
-        WriterReleaseInput(
-            controller_id,
-            credential,
-            name,
-            expected_seq,
-            expected_head.lower(),
-            expected_status.lower(),
-            ref,
-            digest,
-            lines,
-            blocked_reason=why,
-            expected_content_sha256=expected_content.lower() if expected_content else None,
-        )
+    result = fenced(
+        app,
+        "writer release",
+        controller_id,
+        credential_path,
+        name,
+        expected_seq,
+        expected_head.lower(),
+        expected_status.lower(),
+        ref,
+        digest,
+        lines,
+        blocked_reason=why,
+        expected_content_sha256=expected_content.lower() if expected_content else None,
     )
     if as_json:
-        render.emit_json(result.to_dict())
+        render.emit_result("writer release", result)
         return
     data = result.lease.data
     click.echo(
@@ -256,7 +255,7 @@ def writer_verify(
     )
     if as_json:
         if result.verification["passed"]:
-            render.emit_json(result.to_dict())
+            render.emit_result("writer verify", result)
         result.check()  # failed: the error's details carry the whole result
         return
     verification = result.verification
@@ -289,26 +288,21 @@ def writer_list(
 ) -> None:
     """Writer lanes (live ones unless --all); pages in lane id order with --limit and --after."""
     lanes = app.service.writers(controller_id, include_ended, after=after, limit=limit)
-    if as_json:
-        render.emit_json({"writers": [lane.to_dict() for lane in lanes], "next_after": lanes.next_after})
-        return
-    render.table(
-        None,
+    render.listing(
+        "writer list",
+        lanes,
+        as_json,
         ["name", "state", "branch", "owns", "locks", "pane", "worktree"],
-        (
-            (
-                lane.data.get("name"),
-                lane.state,
-                lane.data.get("branch"),
-                ", ".join(lane.data.get("owned_scopes") or []),
-                ", ".join(lane.data.get("locked_scopes") or []),
-                lane.data.get("pane_id"),
-                lane.data.get("cwd"),
-            )
-            for lane in lanes
+        lambda lane: (
+            lane.data.get("name"),
+            lane.state,
+            lane.data.get("branch"),
+            ", ".join(lane.data.get("owned_scopes") or []),
+            ", ".join(lane.data.get("locked_scopes") or []),
+            lane.data.get("pane_id"),
+            lane.data.get("cwd"),
         ),
     )
-    render.page_hint(lanes.next_after)
 
 
 @writer.command(name="reconcile")
@@ -339,7 +333,7 @@ def preflight(app: App, worktree: str, as_json: bool) -> None:
 
     facts = app.service.preflight(os.path.abspath(worktree))
     if as_json:
-        render.emit_json(facts)
+        render.emit_result("preflight", facts)
         return
     rows: list[tuple[str, Any]] = [
         ("worktree", facts["realpath"]),
@@ -378,7 +372,7 @@ def scopes_check(
 
     report = app.service.scopes_check(ScopesCheckInput(owned, locked, os.path.abspath(worktree) if worktree else None))
     if as_json:
-        render.emit_json(report)
+        render.emit_result("scopes check", report)
     else:
         click.echo(f"owned:  {', '.join(report['owned_scopes'])}")
         if report["locked_scopes"]:
