@@ -1,4 +1,4 @@
-"""The REST routes of ``corral serve``: each one a tool of the operation table (``runner.mcp.tools``).
+"""The REST routes of ``corral serve``: each one the tool of an operation (:mod:`runner.service.operations`).
 
 A route names the tool it calls and where that tool's arguments come from: the path (``{name}``
 segments, each filling one argument), the query (GET) or a JSON object body (POST). The HTTP layer
