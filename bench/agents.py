@@ -265,12 +265,12 @@ class World:
         kinds = Kinds.load([])
         host = TimedHost(store, directory / "agents", kinds)
         service = Service(store, library, actor="bench", hosts=lambda name: host, kinds=kinds)
-        grant = service.acquire(AcquireInput(CONTROLLER, "BENCH-1", AUTHORITY_SHA, 86400, "bench@host"))
+        grant = service.controller.acquire(AcquireInput(CONTROLLER, "BENCH-1", AUTHORITY_SHA, 86400, "bench@host"))
         work = directory / "work"
         work.mkdir()
         panes = {}
         for name in names:
-            lease = service.reviewer_start(ReviewerStartInput(CONTROLLER, grant.credential, name, "script", str(work)))
+            lease = service.reviewers.start(ReviewerStartInput(CONTROLLER, grant.credential, name, "script", str(work)))
             panes[name] = str(lease.data["pane_id"])
         return cls(store, host, service, grant.credential, panes)
 
@@ -323,7 +323,7 @@ async def one_change(world: World, writer: Writer, latency: Latency, names: list
         winner = changed
     else:
         targets = tuple((name, cursors[name]) for name in names)
-        result = await world.service.wait_any(WaitAnyInput(CONTROLLER, world.credential, targets, WAIT_TIMEOUT))
+        result = await world.service.waits.wait_any(WaitAnyInput(CONTROLLER, world.credential, targets, WAIT_TIMEOUT))
         returned = time.monotonic_ns()
         observation, winner = result.observation, result.target
     if pane_id in world.host.armed:
@@ -388,9 +388,9 @@ async def round_trip(world: World, trips: RoundTrips) -> None:
     service, host, credential = world.service, world.host, world.credential
     host.last_prompt_ns = host.last_wait_ns = 0
     start = time.perf_counter_ns()
-    receipt = service.relay(RelayInput(CONTROLLER, credential, "rt", PROMPT))
+    receipt = service.receipts.relay(RelayInput(CONTROLLER, credential, "rt", PROMPT))
     relayed = time.perf_counter_ns()
-    (result,) = await service.collect(CollectInput(CONTROLLER, credential, (receipt.token,), WAIT_TIMEOUT))
+    (result,) = await service.receipts.collect(CollectInput(CONTROLLER, credential, (receipt.token,), WAIT_TIMEOUT))
     done = time.perf_counter_ns()
     if result.receipt.state != "completed" or result.output.strip() != "hi":
         raise SystemExit(f"round trip went wrong: {result.receipt.to_dict()} {result.output!r}")
@@ -686,12 +686,14 @@ class DriverWorld:
         """A fresh reviewer of ``kind`` (each sample is a lease's first prompt): its name and pane."""
         self.serial += 1
         name = f"{kind}{self.serial}"
-        lease = self.service.reviewer_start(ReviewerStartInput(CONTROLLER, self.credential, name, kind, str(self.work)))
+        lease = self.service.reviewers.start(
+            ReviewerStartInput(CONTROLLER, self.credential, name, kind, str(self.work))
+        )
         return name, str(lease.data["pane_id"])
 
     def close(self, name: str, pane_id: str) -> None:
         seq = self.host.get(pane_id).seq
-        self.service.reviewer_close(ReviewerCloseInput(CONTROLLER, self.credential, name, seq))
+        self.service.reviewers.close(ReviewerCloseInput(CONTROLLER, self.credential, name, seq))
 
 
 def bare_run(world: DriverWorld, kind: str, trips: DriverTrips, log: Path) -> float:
@@ -734,9 +736,9 @@ async def corral_run(world: DriverWorld, kind: str, trips: DriverTrips) -> float
     name, pane_id = world.reviewer(kind)
     host.last_prompt_ns = host.last_wait_ns = 0
     start = time.perf_counter_ns()
-    receipt = service.relay(RelayInput(CONTROLLER, credential, name, DRIVER_PROMPT))
+    receipt = service.receipts.relay(RelayInput(CONTROLLER, credential, name, DRIVER_PROMPT))
     relayed = time.perf_counter_ns()
-    (result,) = await service.collect(CollectInput(CONTROLLER, credential, (receipt.token,), WAIT_TIMEOUT))
+    (result,) = await service.receipts.collect(CollectInput(CONTROLLER, credential, (receipt.token,), WAIT_TIMEOUT))
     done = time.perf_counter_ns()
     if result.receipt.state != "completed" or not result.output.startswith("turns=1"):
         raise SystemExit(f"{kind} round trip went wrong: {result.receipt.to_dict()} {result.output!r}")
@@ -794,7 +796,7 @@ async def drivers_measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]
             loaded = Kinds.load([])
             host = TimedHost(store, root / "agents", loaded)
             service = Service(store, library, actor="bench", hosts=lambda name: host, kinds=loaded)
-            grant = service.acquire(AcquireInput(CONTROLLER, "BENCH-4", AUTHORITY_SHA, 86400, "bench@host"))
+            grant = service.controller.acquire(AcquireInput(CONTROLLER, "BENCH-4", AUTHORITY_SHA, 86400, "bench@host"))
             world = DriverWorld(store, host, service, grant.credential, work)
             trips = {kind: DriverTrips(kind) for kind in kinds}
             log = root / "bare.log"

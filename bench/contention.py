@@ -89,9 +89,9 @@ def say(text):
 def work(i, commands):
     name = f"w{i}"
     service = Service(SQLiteStore(db), Library(cache_dir=cache), actor=name)
-    cred = service.acquire(AcquireInput(name, "BENCH-1", sha, 86400, name)).credential
+    cred = service.controller.acquire(AcquireInput(name, "BENCH-1", sha, 86400, name)).credential
     for _ in range(5):  # warm: statement cache, page cache
-        service.renew(RenewInput(name, cred))
+        service.controller.renew(RenewInput(name, cred))
     say(json.dumps({"ready": runner.__file__, "worker": i}))
     for line in commands:
         words = line.split()
@@ -110,13 +110,13 @@ def work(i, commands):
                 if wait > 0:
                     time.sleep(wait)
                 began = clock()
-                service.renew(RenewInput(name, cred))
+                service.controller.renew(RenewInput(name, cred))
                 latencies.append((clock() - began) / 1000)
                 due += arrivals.expovariate(rate)
         else:  # saturated: back to back
             while True:
                 began = clock()
-                service.renew(RenewInput(name, cred))
+                service.controller.renew(RenewInput(name, cred))
                 latencies.append((clock() - began) / 1000)
                 if time.time() >= stop:
                     break

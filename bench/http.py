@@ -5,7 +5,7 @@ Issue 15's figures, each measured in one run on loopback against a real ``corral
 
 1. **GET /api/status and POST renew latency** (median, p99) over one keep-alive httpx client,
    interleaved with the same operation in this process on a runtime over the same home: *direct* is
-   ``service.status()`` and ``service.renew(...)`` (the handler's call); the overhead is the
+   ``service.inventory.status()`` and ``service.controller.renew(...)`` (the handler's call); the overhead is the
    difference of the medians. No target in issue 15: value only.
 2. **SSE fan-out**: ``--subscribers`` (50) subscribers of ``/api/events`` on raw sockets (minimal
    parsing: the ``at`` stamp of each event), while ``--writers`` processes renew their own leases at
@@ -64,7 +64,7 @@ from runner.service.inputs.controller import RenewInput
 home, controller, rate, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 with Runtime.open(Config.load(home=home, actor="bench-writer")) as runtime:
     service = runtime.service
-    grant = service.acquire(AcquireInput(controller, "BENCH", "SHA", 3600, "bench@host"))
+    grant = service.controller.acquire(AcquireInput(controller, "BENCH", "SHA", 3600, "bench@host"))
     print("ready", flush=True)
     sys.stdin.readline()
     start, n = time.perf_counter(), 0
@@ -72,7 +72,7 @@ with Runtime.open(Config.load(home=home, actor="bench-writer")) as runtime:
         due = start + n / rate
         if due > now:
             time.sleep(due - now)
-        service.renew(RenewInput(controller, grant.credential))
+        service.controller.renew(RenewInput(controller, grant.credential))
         n += 1
     print(n, flush=True)
 """.replace("SHA", SHA)
@@ -133,19 +133,19 @@ def latency(url: str, home: Path, calls: int) -> dict[str, Any]:
         service = runtime.service
         for _ in range(5):  # warm both sides
             client.get("/api/status")
-            service.status()
+            service.inventory.status()
         for _ in range(calls):
             t = time.perf_counter()
             assert client.get("/api/status").status_code == 200
             out["http_status"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            service.status()
+            service.inventory.status()
             out["direct_status"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
             assert client.post("/api/controllers/bench-http/renew", json={}, headers=header).status_code == 200
             out["http_renew"].append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
-            service.renew(RenewInput("bench-http", credential))
+            service.controller.renew(RenewInput("bench-http", credential))
             out["direct_renew"].append((time.perf_counter() - t) * 1000)
     return {name: stats(values) for name, values in out.items()}
 

@@ -153,13 +153,15 @@ class Warm:
         return done
 
     def direct_status(self) -> dict[str, Any]:
-        return dict(self.runtime.service.status())
+        return dict(self.runtime.service.inventory.status())
 
     def direct_renew(self) -> dict[str, Any]:
         from runner.service import RenewInput
 
         credential = self.runtime.credentials.load(CONTROLLER)
-        lease: dict[str, Any] = self.runtime.service.renew(RenewInput(CONTROLLER, credential, None)).to_dict()
+        lease: dict[str, Any] = self.runtime.service.controller.renew(
+            RenewInput(CONTROLLER, credential, None)
+        ).to_dict()
         return lease
 
     def slot_of(self, name: str) -> Any:
@@ -328,14 +330,14 @@ async def wake_ups(warm: Warm, samples: int, sleep: float) -> dict[str, Any]:
             await warm.mcp("corral_collect", {"controller": CONTROLLER, "receipts": [token], "timeout": 30})
         else:
             credential = warm.runtime.credentials.load(CONTROLLER)
-            relayed = service.relay(RelayInput(CONTROLLER, credential, target, text))
+            relayed = service.receipts.relay(RelayInput(CONTROLLER, credential, target, text))
             after = int(relayed.data["after_seq"])
             inp = WaitAnyInput(CONTROLLER, credential, ((target, after), (other, other_seq)), 30.0)
             sent_ns = time.time_ns()
-            waited = await service.wait_any(inp)
+            waited = await service.waits.wait_any(inp)
             returned_ns = time.time_ns()
             winner = waited.target
-            await service.collect(CollectInput(CONTROLLER, credential, (relayed.token,), 30.0))
+            await service.receipts.collect(CollectInput(CONTROLLER, credential, (relayed.token,), 30.0))
         if winner != target:
             raise Failed(f"wait_any woke for {winner!r}, not the prompted {target!r}")
         settled_ns = stamp_ns(warm.slot_of(target))

@@ -49,14 +49,14 @@ from runner.store import open_store
 
 url, name, cache, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 service = Service(open_store(url), Library(cache_dir=Path(cache)), actor=name)
-credential = service.acquire(AcquireInput(name, "B-1", "d" * 64, 900, name)).credential
+credential = service.controller.acquire(AcquireInput(name, "B-1", "d" * 64, 900, name)).credential
 print("ready", flush=True)
 sys.stdin.readline()  # the go signal
 stop = time.perf_counter() + seconds
 latencies = []
 while time.perf_counter() < stop:
     started = time.perf_counter()
-    service.renew(RenewInput(name, credential, 900))
+    service.controller.renew(RenewInput(name, credential, 900))
     latencies.append(time.perf_counter() - started)
 service.store.close()
 print(json.dumps(latencies), flush=True)
@@ -123,11 +123,11 @@ def renew(url: str, cache: Path, count: int) -> dict[str, float]:
 
     service = _service(url, cache)
     try:
-        credential = service.acquire(AcquireInput("ctl", "B-1", SHA, 900, "bench")).credential
+        credential = service.controller.acquire(AcquireInput("ctl", "B-1", SHA, 900, "bench")).credential
         samples = []
         for _ in range(count):
             started = time.perf_counter()
-            service.renew(RenewInput("ctl", credential, 900))
+            service.controller.renew(RenewInput("ctl", credential, 900))
             samples.append((time.perf_counter() - started) * 1000)
     finally:
         service.store.close()

@@ -192,20 +192,20 @@ class Runner:
             store._conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
         library = Library(cache_dir=directory / "cache" / "specs")
         service = Service(store, library, actor="bench")
-        grant = service.acquire(AcquireInput(CONTROLLER, "BENCH-1", AUTHORITY_SHA, 86400, "bench@host"))
+        grant = service.controller.acquire(AcquireInput(CONTROLLER, "BENCH-1", AUTHORITY_SHA, 86400, "bench@host"))
         return cls(store, library, service, RenewInput(CONTROLLER, grant.credential))
 
     def renew(self) -> Step:
         service, inp = self.service, self.renew_input
 
         def step() -> None:
-            service.renew(inp)
+            service.controller.renew(inp)
 
         return step
 
     def encoded_row(self) -> tuple[str, str]:
         """The lease's data and its latest event payload as stored, for (a) to write the same bytes."""
-        self.service.renew(self.renew_input)
+        self.service.controller.renew(self.renew_input)
         with self.store.read() as reader:
             lease = reader.get(fence.instance_id(CONTROLLER))
         assert lease is not None

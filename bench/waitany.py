@@ -123,13 +123,15 @@ def child(window: float, setups: int, directory: Path) -> dict[str, Any]:
             setup_done.append(time.perf_counter())
 
     waits._targets = timed_targets  # type: ignore[method-assign]
-    credential = service.acquire(AcquireInput(CONTROLLER, "BENCH-13", AUTHORITY_SHA, 86400, "bench@host")).credential
+    credential = service.controller.acquire(
+        AcquireInput(CONTROLLER, "BENCH-13", AUTHORITY_SHA, 86400, "bench@host")
+    ).credential
     work = directory / "work"
     work.mkdir()
     names = [f"r{n}" for n in range(TARGETS)]
     panes = {}
     for name in names:
-        lease = service.reviewer_start(ReviewerStartInput(CONTROLLER, credential, name, "script", str(work)))
+        lease = service.reviewers.start(ReviewerStartInput(CONTROLLER, credential, name, "script", str(work)))
         panes[str(lease.data["pane_id"])] = name
 
     async def idle_cpu() -> tuple[float, float]:
@@ -145,7 +147,7 @@ def child(window: float, setups: int, directory: Path) -> dict[str, Any]:
         async with anyio.create_task_group() as group:
             group.start_soon(sampler)
             try:
-                await service.wait_any(WaitAnyInput(CONTROLLER, credential, targets, window + 0.4))
+                await service.waits.wait_any(WaitAnyInput(CONTROLLER, credential, targets, window + 0.4))
             except CorralError as exc:
                 if exc.code != "wait_timeout":
                     raise
@@ -176,7 +178,7 @@ def child(window: float, setups: int, directory: Path) -> dict[str, Any]:
 
         async def wait() -> None:
             try:
-                await service.wait_any(WaitAnyInput(CONTROLLER, credential, targets, 10.0, fresh=True))
+                await service.waits.wait_any(WaitAnyInput(CONTROLLER, credential, targets, 10.0, fresh=True))
             except CorralError as exc:
                 if exc.code != "wait_timeout":
                     raise

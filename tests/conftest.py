@@ -99,7 +99,7 @@ def acquire(service: Service) -> Callable[..., Grant]:
     """``acquire(controller_id="ctl", ttl=60)``: grant a lease with a fixed authority."""
 
     def grant(controller_id: str = "ctl", ttl: int = 60, holder: str = "tester@host") -> Grant:
-        return service.acquire(AcquireInput(controller_id, "TICKET-1", SHA, ttl, holder))
+        return service.controller.acquire(AcquireInput(controller_id, "TICKET-1", SHA, ttl, holder))
 
     return grant
 

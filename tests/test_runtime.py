@@ -30,7 +30,7 @@ def test_nothing_is_opened_until_it_is_used(tmp_path: Path) -> None:
     runtime = Runtime.open(Config.load(home=tmp_path / "home", environ={}))
     assert runtime.library.get("controller").name == "controller"  # definitions only
     assert not (tmp_path / "home" / "corral.db").exists(), "reading definitions opened the store"
-    runtime.service.acquire(AcquireInput("c", "ref", SHA, 60, "t@h"))
+    runtime.service.controller.acquire(AcquireInput("c", "ref", SHA, 60, "t@h"))
     assert (tmp_path / "home" / "corral.db").exists()
     assert runtime._hosts == {}  # a lease needs no agent host
     runtime.close()
@@ -55,11 +55,11 @@ def test_the_service_acts_with_credential_files_and_runs_plans(tmp_path: Path) -
         with pytest.raises(CredentialError) as missing:
             files.load("c")
         assert missing.value.code == "credential_missing"
-        grant = files.grant("c", path, lambda proposal: runtime.service.acquire(
+        grant = files.grant("c", path, lambda proposal: runtime.service.controller.acquire(
             AcquireInput("c", "ref", SHA, 60, "t@h", proposal=proposal)))  # fmt: skip
         held = files.load("c")
         assert held == grant.credential
-        assert runtime.service.renew(RenewInput("c", held)).state == "active"
+        assert runtime.service.controller.renew(RenewInput("c", held)).state == "active"
         assert runtime.service.plans.list(PlanListInput()) == []  # the plans component is assembled
         assert files.keeper().load("c") == held  # plans keep the same files
 

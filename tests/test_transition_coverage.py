@@ -110,7 +110,7 @@ class World:
             hosts=lambda name: self.host,
             kinds=Kinds.load([]),
         )
-        self.credential = self.service.acquire(AcquireInput("ctl", "T-9", SHA, 900, "t@h")).credential
+        self.credential = self.service.controller.acquire(AcquireInput("ctl", "T-9", SHA, 900, "t@h")).credential
         self.cwd = root / "cwd"
         self.cwd.mkdir()
         # A RunnerDied start is a coordinator that died: record its starter as a process that is gone
@@ -126,19 +126,19 @@ class World:
         return {"start_nonce": uuid.uuid4().hex, "starter": {**lockstatus.current(), "pid": 2**22 + 7}}
 
     def start(self, name: str = "rev") -> Any:
-        return self.service.reviewer_start(ReviewerStartInput("ctl", self.credential, name, "script", str(self.cwd)))
+        return self.service.reviewers.start(ReviewerStartInput("ctl", self.credential, name, "script", str(self.cwd)))
 
     def close(self, name: str = "rev", seq: int = 0) -> Any:
-        return self.service.reviewer_close(ReviewerCloseInput("ctl", self.credential, name, seq))
+        return self.service.reviewers.close(ReviewerCloseInput("ctl", self.credential, name, seq))
 
     def reconcile(self, machine: str = "reviewer") -> list[dict[str, Any]]:
-        return self.service.reconcile(ControllerInput("ctl", self.credential, apply=True), machine).actions
+        return self.service.inventory.reconcile(ControllerInput("ctl", self.credential, apply=True), machine).actions
 
     def relay(self, text: str, target: str = "rev") -> Any:
-        return self.service.relay(RelayInput("ctl", self.credential, target, text))
+        return self.service.receipts.relay(RelayInput("ctl", self.credential, target, text))
 
     def collect(self, token: str, timeout: float = 30) -> Any:
-        return anyio.run(self.service.collect, CollectInput("ctl", self.credential, (token,), timeout))
+        return anyio.run(self.service.receipts.collect, CollectInput("ctl", self.credential, (token,), timeout))
 
     def edges(self, machine: str) -> list[tuple[str, str, str]]:
         """(trigger, from, to) of every event of ``machine``, oldest first."""
@@ -251,9 +251,14 @@ def test_a_pending_receipt_whose_agent_settled_can_be_abandoned(world: World) ->
     """receipt abandon pending -> abandoned."""
     lease = world.start()
     receipt = world.relay("sleep 2\necho done")  # still working at the first abandon
-    refused("agent_not_settled", lambda: world.service.abandon(AbandonInput("ctl", world.credential, receipt.token)))
+    refused(
+        "agent_not_settled",
+        lambda: world.service.receipts.abandon(AbandonInput("ctl", world.credential, receipt.token)),
+    )
     anyio.run(world.host.wait, lease.data["pane_id"], receipt.data["after_seq"], 30)
-    abandoned = world.service.abandon(AbandonInput("ctl", world.credential, receipt.token, "result not needed"))
+    abandoned = world.service.receipts.abandon(
+        AbandonInput("ctl", world.credential, receipt.token, "result not needed")
+    )
     assert (abandoned.state, abandoned.data["observed_seq"]) == ("abandoned", 2)
     assert world.edges("receipt")[-1] == ("abandon", "pending", "abandoned")
     assert world.relay("echo next").state == "pending", "the target takes prompts again"
@@ -269,8 +274,8 @@ def worktree(world: World, hermetic_git: None) -> Path:
 
 
 def start_lane(world: World, wt: Path, name: str = "alpha") -> Any:
-    facts = world.service.preflight(str(wt))
-    return world.service.writer_start(
+    facts = world.service.writers.preflight(str(wt))
+    return world.service.writers.start(
         WriterStartInput(
             "ctl",
             world.credential,
@@ -291,8 +296,8 @@ def start_lane(world: World, wt: Path, name: str = "alpha") -> Any:
 
 
 def release_lane(world: World, wt: Path, name: str = "alpha") -> Any:
-    facts = world.service.preflight(str(wt))
-    return world.service.writer_release(
+    facts = world.service.writers.preflight(str(wt))
+    return world.service.writers.release(
         WriterReleaseInput("ctl", world.credential, name, 0, facts["head"], facts["status_sha256"], "ck/alpha", SHA)
     )
 
@@ -393,7 +398,9 @@ def test_a_plan_whose_runner_died_mid_step_pauses_resumes_and_fails(world: World
     assert still.state == "paused"
     credential = plans.plans.credentials.load("ctl-crash")
     assert credential is not None
-    actions = world.service.reconcile(ControllerInput("ctl-crash", credential, apply=True), "reviewer").actions
+    actions = world.service.inventory.reconcile(
+        ControllerInput("ctl-crash", credential, apply=True), "reviewer"
+    ).actions
     assert [(a["state"], a["to"]) for a in actions] == [("provisioning", "failed_closed")]
     failed = plans.run("crash")
     assert failed.state == "failed" and failed.data["failure"]["step"] == "start"

@@ -94,7 +94,7 @@ def adopted_list(
     """Adopted leases (live ones unless --all); pages in lease id order with --limit and --after."""
     from runner.service import AdoptedListInput
 
-    leases = app.service.adopted_list(AdoptedListInput(controller_id, include_ended, after, limit))
+    leases = app.service.adopted.leases(AdoptedListInput(controller_id, include_ended, after, limit))
     render.listing(
         "adopted list",
         leases,
@@ -184,4 +184,4 @@ def adopted_reconcile(app: App, controller_id: str, apply: bool, credential_path
     from runner.service import ControllerInput
 
     credential = load_credential(app, controller_id, credential_path)
-    _show(app.service.adopted_reconcile(ControllerInput(controller_id, credential, apply)), as_json)
+    _show(app.service.adopted.reconcile(ControllerInput(controller_id, credential, apply)), as_json)

@@ -396,7 +396,7 @@ def agent_get(app: App, target: str, host_name: str, as_json: bool) -> None:
     """Observe one agent (by pane id, leased or not); read-only, no controller needed."""
     from runner.service import AgentInput
 
-    observed = app.service.agent_get(AgentInput(target, host_name))
+    observed = app.service.waits.get(AgentInput(target, host_name))
     if as_json:
         render.emit_result("agent get", observed)
         return
@@ -413,7 +413,7 @@ def agent_read(app: App, target: str, lines: int, host_name: str, as_json: bool)
     """Print one agent's visible output (by pane id); read-only, no controller needed."""
     from runner.service import AgentInput
 
-    output, observed = app.service.agent_read(AgentInput(target, host_name, lines))
+    output, observed = app.service.waits.read(AgentInput(target, host_name, lines))
     if as_json:
         render.emit_json({"output": output, "observation": observed.to_dict()})
         return
@@ -449,7 +449,7 @@ def agent_wait(
     inp = AgentWaitInput(target, until or ("idle", "done", "blocked"), after_seq, timeout, host_name)
     import anyio
 
-    observed = anyio.run(app.service.agent_wait, inp)
+    observed = anyio.run(app.service.waits.wait, inp)
     if as_json:
         render.emit_result("agent wait", observed)
         return
@@ -535,7 +535,7 @@ def ask(
     relay_input = RelayInput(controller_id, credential, target, _prompt_text(text), schema=schema)
     import anyio  # only the commands that wait pay for it
 
-    result = anyio.run(app.service.ask, relay_input, timeout, lines)
+    result = anyio.run(app.service.receipts.ask, relay_input, timeout, lines)
     if as_json:
         render.emit_result("ask", result)
         return
@@ -588,7 +588,9 @@ def ask_many(
     parsed = tuple(_parse_request(r) for r in requests)
     import anyio
 
-    result = anyio.run(app.service.ask_many, AskManyInput(controller_id, credential, parsed, mode, timeout, lines))
+    result = anyio.run(
+        app.service.receipts.ask_many, AskManyInput(controller_id, credential, parsed, mode, timeout, lines)
+    )
     if as_json:
         render.emit_result("ask-many", result)
         return
@@ -631,9 +633,9 @@ def collect(
     import anyio
 
     if mode == "all":
-        _print_results(anyio.run(app.service.collect, inp), as_json)
+        _print_results(anyio.run(app.service.receipts.collect, inp), as_json)
         return
-    batch = anyio.run(app.service.collect_first, inp)
+    batch = anyio.run(app.service.receipts.collect_first, inp)
     if as_json:
         render.emit_result("collect", batch)
         return
@@ -758,7 +760,9 @@ def wait_any(
     parsed = tuple(_parse_target(t) for t in targets)
     import anyio
 
-    result = anyio.run(app.service.wait_any, WaitAnyInput(controller_id, credential, parsed, timeout, lines, fresh))
+    result = anyio.run(
+        app.service.waits.wait_any, WaitAnyInput(controller_id, credential, parsed, timeout, lines, fresh)
+    )
     if as_json:
         render.emit_result("wait-any", result)
         return
@@ -773,7 +777,7 @@ def wait_any(
 @click.pass_obj
 def agents(app: App, host_name: str, as_json: bool) -> None:
     """Live observations of the host's agents and the lease holding each."""
-    found = app.service.agents(host_name)
+    found = app.service.inventory.agents(host_name)
     if as_json:
         render.emit_json({"agents": found})
         return
@@ -792,7 +796,7 @@ def agents(app: App, host_name: str, as_json: bool) -> None:
 @click.pass_obj
 def status(app: App, as_json: bool) -> None:
     """Version, store, agent host, leases and receipts by state, and what needs reconcile."""
-    report = app.service.status()
+    report = app.service.inventory.status()
     if as_json:
         render.emit_result("status", report)
         return

@@ -132,9 +132,7 @@ def load_credential(app: App, controller_id: str, explicit: Path | None) -> Cred
     return app.credentials.load(controller_id, explicit)
 
 
-def fenced(
-    app: App, command: str, controller_id: str, credential_path: Path | None, *fields: Any, **named: Any
-) -> Any:
+def fenced(app: App, command: str, controller_id: str, credential_path: Path | None, *fields: Any, **named: Any) -> Any:
     """Do ``command``'s fenced operation (from the operation table): its Input built from the
     controller's credential (:func:`load_credential`) and ``fields`` (in order, then ``named``), then
     its method."""
@@ -179,7 +177,7 @@ def _already_released(app: App, controller_id: str, exc: CredentialError) -> Non
     """A second release finds no credential: say the lease is released, not "acquire first"."""
     if exc.code != "credential_missing":
         return
-    lease = app.service.controller_lease(controller_id)
+    lease = app.service.controller.controller_lease(controller_id)
     if lease is not None and lease.state == "released":
         raise RefusedError(
             f"the lease of controller {controller_id!r} was already released at {lease.data.get('released_at')} "
@@ -523,7 +521,9 @@ def acquire(
     inp = AcquireInput(controller_id, authority_ref, authority_sha256.lower(), ttl_seconds, holder)
     path = _credential_path(app, controller_id, credential_path)
     binding = _binding(bind_process)
-    grant = _grant(app, controller_id, path, lambda p: app.service.acquire(replace(inp, proposal=p)), binding, False)
+    grant = _grant(
+        app, controller_id, path, lambda p: app.service.controller.acquire(replace(inp, proposal=p)), binding, False
+    )
     _show_lease(app, "acquired", grant.lease, path, as_json)
 
 
@@ -570,7 +570,9 @@ def resume(
         app,
         controller_id,
         path,
-        lambda p: app.service.resume(ResumeInput(controller_id, credential, ttl_seconds, holder, proposal=p)),
+        lambda p: app.service.controller.resume(
+            ResumeInput(controller_id, credential, ttl_seconds, holder, proposal=p)
+        ),
         binding,
         True,
     )
@@ -620,7 +622,9 @@ def takeover(
     )
     path = _credential_path(app, controller_id, credential_path)
     binding = _binding(bind_process)
-    grant = _grant(app, controller_id, path, lambda p: app.service.takeover(replace(inp, proposal=p)), binding, False)
+    grant = _grant(
+        app, controller_id, path, lambda p: app.service.controller.takeover(replace(inp, proposal=p)), binding, False
+    )
     _show_lease(app, "took over", grant.lease, path, as_json)
 
 
@@ -680,7 +684,7 @@ def release(
     except CredentialError as exc:
         _already_released(app, controller_id, exc)
         raise
-    lease = app.service.release(ReleaseInput(controller_id, credential, ref, digest))
+    lease = app.service.controller.release(ReleaseInput(controller_id, credential, ref, digest))
     from runner import faults
 
     faults.point("release_before_discard")
@@ -712,7 +716,7 @@ def list_leases(
     tokens are never shown. Pages in controller id order with --limit and --after."""
     from runner.service import ListLeasesInput
 
-    leases = app.service.leases(ListLeasesInput(controller_id, include_ended, after, limit))
+    leases = app.service.controller.leases(ListLeasesInput(controller_id, include_ended, after, limit))
     now = app.service.now()
     render.listing(
         "controller list",
@@ -791,7 +795,7 @@ def events(
         last = event.seq
     if not follow:
         return
-    followed = app.service.follow_events(last, from_floor=from_floor)
+    followed = app.service.events.follow(last, from_floor=from_floor)
     wanted = followed if instance_id is None else (e for e in followed if e.instance_id == instance_id)
     for _ in _print_events(wanted, as_json, flush_every=1):
         pass

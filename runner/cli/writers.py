@@ -100,7 +100,7 @@ def writer_start(
     if protected and protected_only:
         raise click.UsageError("give --protect (added to the default set) or --protect-only (replacing it), not both")
     credential = load_credential(app, controller_id, credential_path)
-    lane = app.service.writer_start(
+    lane = app.service.writers.start(
         WriterStartInput(
             controller_id,
             credential,
@@ -242,7 +242,7 @@ def writer_verify(
     from runner.service import WriterVerifyInput
 
     credential = load_credential(app, controller_id, credential_path)
-    result = app.service.writer_verify(
+    result = app.service.writers.verify(
         WriterVerifyInput(
             controller_id,
             credential,
@@ -319,7 +319,9 @@ def writer_reconcile(
 
     credential = load_credential(app, controller_id, credential_path)
     show_housekeeping(
-        app.service.reconcile(ControllerInput(controller_id, credential, apply, leases), "writer"), as_json, "reconcile"
+        app.service.inventory.reconcile(ControllerInput(controller_id, credential, apply, leases), "writer"),
+        as_json,
+        "reconcile",
     )
 
 
@@ -331,7 +333,7 @@ def preflight(app: App, worktree: str, as_json: bool) -> None:
     """What a coordinator needs to fill --expect-*: branch, HEAD, status and content digests, linked."""
     import os
 
-    facts = app.service.preflight(os.path.abspath(worktree))
+    facts = app.service.writers.preflight(os.path.abspath(worktree))
     if as_json:
         render.emit_result("preflight", facts)
         return
@@ -370,7 +372,9 @@ def scopes_check(
     from runner.errors import STATUS
     from runner.service import ScopesCheckInput
 
-    report = app.service.scopes_check(ScopesCheckInput(owned, locked, os.path.abspath(worktree) if worktree else None))
+    report = app.service.writers.scopes_check(
+        ScopesCheckInput(owned, locked, os.path.abspath(worktree) if worktree else None)
+    )
     if as_json:
         render.emit_result("scopes check", report)
     else:

@@ -89,7 +89,7 @@ class ProgressHub:
                 for host in HOSTS:
                     try:
                         updates, self.seen[host] = await anyio.to_thread.run_sync(
-                            service.live_progress, host, self.seen.get(host, {})
+                            service.waits.live_progress, host, self.seen.get(host, {})
                         )
                     except CorralError as exc:  # the host cannot be read now: try again at the next poll
                         log.warning("progress of %s agents: %s [%s]", host, exc.message, exc.code)

@@ -75,7 +75,7 @@ class Call:
             return self.keeper.load(controller_id)
         except CredentialError as exc:
             if releasing and exc.code == "credential_missing":
-                lease = self.service.controller_lease(controller_id)
+                lease = self.service.controller.controller_lease(controller_id)
                 if lease is not None and lease.state == "released":
                     raise RefusedError(
                         f"the lease of controller {controller_id!r} was already released at "
@@ -155,10 +155,10 @@ class Call:
         for label, (host, pane_id) in self._followed.items():
             known = self._runs.get(label)
             try:
-                found = self.service.agent_progress(AgentProgressInput(pane_id, host, known[1] if known else 0))
+                found = self.service.waits.progress(AgentProgressInput(pane_id, host, known[1] if known else 0))
                 if found is not None and known is not None and found.run != known[0]:
                     known = None  # another run: from its start
-                    found = self.service.agent_progress(AgentProgressInput(pane_id, host, 0))
+                    found = self.service.waits.progress(AgentProgressInput(pane_id, host, 0))
             except CorralError:
                 continue  # gone: the wait says so itself
             if found is None:
@@ -172,7 +172,7 @@ class Call:
 
     def _agents_now(self) -> list[dict[str, Any]]:
         if self._agents is None:
-            self._agents = list(self.service.agents("process"))
+            self._agents = list(self.service.inventory.agents("process"))
         return self._agents
 
     def agent_status(self, name: str) -> dict[str, Any]:
@@ -185,7 +185,7 @@ class Call:
     def pane_status(self, pane_id: str, host: str) -> dict[str, Any]:
         from runner.service import AgentInput
 
-        observed = self.service.agent_get(AgentInput(pane_id, host))
+        observed = self.service.waits.get(AgentInput(pane_id, host))
         return {"target": pane_id, "status": observed.status, "seq": observed.seq}
 
     def snapshot(self) -> dict[str, Any]:

@@ -58,7 +58,7 @@ LEASE_OUT = obj({"lease": LEASE}, required=["lease"])
 )
 def _acquire(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     inp = build(_op("corral_controller_acquire"), call, a)
-    grant = call.grant(a["controller"], lambda p: call.service.acquire(dataclasses.replace(inp, proposal=p)))
+    grant = call.grant(a["controller"], lambda p: call.service.controller.acquire(dataclasses.replace(inp, proposal=p)))
     return {"lease": grant.lease.to_dict()}
 
 
@@ -78,7 +78,9 @@ tool(
 )
 def _resume(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     inp = build(_op("corral_controller_resume"), call, a)
-    grant = call.grant(a["controller"], lambda p: call.service.resume(dataclasses.replace(inp, proposal=p)), True)
+    grant = call.grant(
+        a["controller"], lambda p: call.service.controller.resume(dataclasses.replace(inp, proposal=p)), True
+    )
     return {"lease": grant.lease.to_dict()}
 
 
@@ -90,7 +92,9 @@ def _resume(call: Call, a: dict[str, Any]) -> dict[str, Any]:
 )
 def _takeover(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     inp = build(_op("corral_controller_takeover"), call, a)
-    grant = call.grant(a["controller"], lambda p: call.service.takeover(dataclasses.replace(inp, proposal=p)))
+    grant = call.grant(
+        a["controller"], lambda p: call.service.controller.takeover(dataclasses.replace(inp, proposal=p))
+    )
     return {"lease": grant.lease.to_dict()}
 
 
@@ -103,7 +107,7 @@ def _takeover(call: Call, a: dict[str, Any]) -> dict[str, Any]:
 def _release(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     c = a["controller"]
     credential = call.credential(c, releasing=True)
-    lease = call.service.release(build(_op("corral_controller_release"), call, a, credential=credential))
+    lease = call.service.controller.release(build(_op("corral_controller_release"), call, a, credential=credential))
     call.discard(c, credential)
     return {"lease": lease.to_dict()}
 
@@ -139,7 +143,7 @@ tool(
 )
 def _reviewer_close(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     inp = build(_op("corral_reviewer_close"), call, a, blocked_reason=_blocked(a))
-    return dict(call.service.reviewer_close(inp).to_dict())
+    return dict(call.service.reviewers.close(inp).to_dict())
 
 
 def _list_tool(name: str, what: str, key: str, handler: Handler | None = None) -> None:
@@ -180,7 +184,7 @@ def _receipt_names(call: Call, tokens: list[str]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for token in tokens:
         try:
-            receipt = call.service.receipt(token)
+            receipt = call.service.receipts.receipt(token)
         except Exception:  # noqa: BLE001 - progress is best effort; the wait itself reports errors
             continue
         seen[token] = {"receipt": receipt.state, "target": receipt.data.get("name")}
@@ -191,7 +195,7 @@ def _receipt_panes(call: Call, tokens: list[str]) -> list[tuple[str, str, str]]:
     """The agents a collect waits on, as its progress follows them: (target name, host, pane)."""
     panes = []
     for token in tokens:
-        data = call.service.receipt(token).data
+        data = call.service.receipts.receipt(token).data
         if isinstance(data.get("pane_id"), str):
             panes.append((str(data.get("name")), str(data.get("host") or "process"), str(data["pane_id"])))
     return panes
@@ -236,7 +240,7 @@ async def _ask(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     )
     call.watching(lambda: {"target": a["target"], **call.agent_status(a["target"])})
     call.following(lambda: call.leased_pane(a["target"]))
-    result = await call.service.ask(relay, a["timeout"], a["lines"])
+    result = await call.service.receipts.ask(relay, a["timeout"], a["lines"])
     return dict(result.to_dict())
 
 
@@ -258,7 +262,7 @@ async def _ask_many(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     inp = build(_op("corral_ask_many"), call, a, credential=credential, requests=requests)
     call.watching(lambda: {t: call.agent_status(t) for t, _ in requests})
     call.following(lambda: [found for t, _ in requests for found in call.leased_pane(t)])
-    return dict((await call.service.ask_many(inp)).to_dict())
+    return dict((await call.service.receipts.ask_many(inp)).to_dict())
 
 
 @_t(
@@ -278,8 +282,8 @@ async def _collect(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     call.watching(lambda: _receipt_names(call, list(tokens)))
     call.following(lambda: _receipt_panes(call, list(tokens)))
     if a["mode"] == "all":
-        return {"results": [r.to_dict() for r in await call.service.collect(inp)]}
-    return dict((await call.service.collect_first(inp)).to_dict())
+        return {"results": [r.to_dict() for r in await call.service.receipts.collect(inp)]}
+    return dict((await call.service.receipts.collect_first(inp)).to_dict())
 
 
 tool(
@@ -323,7 +327,7 @@ async def _wait_any(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     inp = build(_op("corral_wait_any"), call, a, credential=credential, targets=targets)
     call.watching(lambda: {name: call.agent_status(name) for name, _ in targets})
     call.following(lambda: [found for name, _ in targets for found in call.leased_pane(name)])
-    return dict((await call.service.wait_any(inp)).to_dict())
+    return dict((await call.service.waits.wait_any(inp)).to_dict())
 
 
 tool(
@@ -342,7 +346,7 @@ tool(
     agent_output=True,
 )
 def _agent_read(call: Call, a: dict[str, Any]) -> dict[str, Any]:
-    output, observed = call.service.agent_read(build(_op("corral_agent_read"), call, a))
+    output, observed = call.service.waits.read(build(_op("corral_agent_read"), call, a))
     return {"output": output, "observation": observed.to_dict()}
 
 
@@ -356,7 +360,7 @@ async def _agent_wait(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     inp = build(_op("corral_agent_wait"), call, a)
     call.watching(lambda: call.pane_status(a["target"], a["host"]))
     call.following(lambda: [(a["target"], a["host"], a["target"])])
-    return {"observation": (await call.service.agent_wait(inp)).to_dict()}
+    return {"observation": (await call.service.waits.wait(inp)).to_dict()}
 
 
 HOST = "The agent host: process (corral's own) or herdr."
@@ -372,7 +376,7 @@ def _agents(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     from runner.service.checks import check_host
 
     check_host(a["host"])
-    return {"agents": call.service.agents(a["host"])}
+    return {"agents": call.service.inventory.agents(a["host"])}
 
 
 tool(
@@ -411,7 +415,7 @@ def _writer_start(call: Call, a: dict[str, Any]) -> dict[str, Any]:
             "protect_only", "give protect (added to the default set) or protect_only (replacing it), not both"
         )
     inp = build(_op("corral_writer_start"), call, a, protected_branches=only or protect, protect_defaults=not only)
-    return {"lease": call.service.writer_start(inp).to_dict()}
+    return {"lease": call.service.writers.start(inp).to_dict()}
 
 
 @_t(
@@ -423,7 +427,7 @@ def _writer_start(call: Call, a: dict[str, Any]) -> dict[str, Any]:
 )
 def _writer_verify(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     inp = build(_op("corral_writer_verify"), call, a)
-    result = call.service.writer_verify(inp, scratch=call.runtime.home.ensure("snapshots"))
+    result = call.service.writers.verify(inp, scratch=call.runtime.home.ensure("snapshots"))
     result.check()
     return dict(result.to_dict())
 
@@ -439,7 +443,7 @@ def _writer_verify(call: Call, a: dict[str, Any]) -> dict[str, Any]:
 )
 def _writer_release(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     inp = build(_op("corral_writer_release"), call, a, blocked_reason=_blocked(a))
-    return dict(call.service.writer_release(inp).to_dict())
+    return dict(call.service.writers.release(inp).to_dict())
 
 
 def _writers(call: Call, a: dict[str, Any]) -> dict[str, Any]:
@@ -448,7 +452,7 @@ def _writers(call: Call, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _writer_reconcile(call: Call, a: dict[str, Any]) -> dict[str, Any]:
-    return dict(call.service.reconcile(build(_op("corral_writer_reconcile"), call, a), "writer").to_dict())
+    return dict(call.service.inventory.reconcile(build(_op("corral_writer_reconcile"), call, a), "writer").to_dict())
 
 
 _list_tool("corral_writer_list", "Writer lanes", "writers", _writers)
@@ -468,7 +472,7 @@ tool(
     output=obj({"head": NULLABLE_STR, "status_sha256": STR, "linked": BOOL}, required=["linked"]),
 )
 def _preflight(call: Call, a: dict[str, Any]) -> dict[str, Any]:
-    return dict(call.service.preflight(str(_absolute("worktree", a["worktree"]))))
+    return dict(call.service.writers.preflight(str(_absolute("worktree", a["worktree"]))))
 
 
 tool(

@@ -12,7 +12,7 @@ agents, reconcile, cleanup), ``events``, ``adopted`` (adopted panes, cleanup onl
 ``definitions`` (validate, machines) and ``decisions`` (what waits on a person; a plan's decide).
 Inputs are in :mod:`~runner.service.inputs`, result views in :mod:`~runner.service.views`, input
 checks in :mod:`~runner.service.checks`. Every operation is also a method of the façade itself
-(``service.relay(...)`` is ``service.receipts.relay(...)``).
+(``service.receipts.relay(...)`` is ``service.receipts.relay(...)``).
 
 Sync and async: an operation that does not wait is synchronous (a CLI command that does not wait never
 starts an event loop); the waits (``collect``, ``collect_first``, ``ask``, ``ask_many``,

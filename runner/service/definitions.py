@@ -216,7 +216,7 @@ def draw(
         spec = library.get(machine)
         path = None
         if instance_id is not None:
-            instance, history = service.history(instance_id)
+            instance, history = service.events.history(instance_id)
             path = drawing.trail(spec, instance_id, instance, history)
         picture = drawing.render(spec, fmt, path)
         doc = {"machine": spec.name}

@@ -33,12 +33,12 @@ def test_adopt_on_herdr_protects_the_coordinators_pane_and_closes_through_herdr(
     stray = host.start("stray", "script", str(work), StartOptions())  # made outside corral: no lease
     store = SQLiteStore(tmp_path / "corral.db")
     service = Service(store, Library(cache_dir=tmp_path / "cache"), actor="test", hosts=lambda name: host)
-    credential = service.acquire(AcquireInput("ctl", "T-10", SHA, 900, "t@h")).credential
+    credential = service.controller.acquire(AcquireInput("ctl", "T-10", SHA, 900, "t@h")).credential
     monkeypatch.setenv("HERDR_PANE_ID", mine.pane_id)
 
     def adopt(pane: str, name: str) -> Any:
         seq = host.get(pane).seq
-        return service.adopt(AdoptInput("ctl", credential, pane, name, "script", str(work), seq, host="herdr"))
+        return service.adopted.adopt(AdoptInput("ctl", credential, pane, name, "script", str(work), seq, host="herdr"))
 
     with pytest.raises(CorralError) as caught:
         adopt(mine.pane_id, "coord")
@@ -46,7 +46,7 @@ def test_adopt_on_herdr_protects_the_coordinators_pane_and_closes_through_herdr(
     lease = adopt(stray.pane_id, "stray")
     assert lease.state == "active" and lease.data["host"] == "herdr"
     assert lease.data["terminal_id"] == host.get(stray.pane_id).terminal_id, "the host lifetime, as observed"
-    closed = service.adopted_close(AdoptedCloseInput("ctl", credential, "stray", lease.data["adopted_seq"]))
+    closed = service.adopted.close(AdoptedCloseInput("ctl", credential, "stray", lease.data["adopted_seq"]))
     assert closed.lease.state == "closed"
     assert [o.pane_id for o in host.list()] == [mine.pane_id], "only the adopted pane was closed"
     store.close()

@@ -30,7 +30,7 @@ def test_a_takeover_naming_the_wrong_lease_says_so_and_shows_the_current_one(
     clock.advance(61)
     wrong = "00000000-0000-4000-8000-000000000000"
     try:
-        service.takeover(TakeoverInput("ctl", wrong))
+        service.controller.takeover(TakeoverInput("ctl", wrong))
     except RefusedError as exc:
         assert exc.code == "lease_mismatch"
         assert "re-granted" not in exc.message and current in exc.message and wrong in exc.message

@@ -317,12 +317,12 @@ class AgentsMachine(RuleBasedStateMachine):
     @initialize(names=st.lists(st.sampled_from(NAMES), min_size=1, max_size=2, unique=True))
     def acquire(self, names: list[str]) -> None:
         """Every run starts with the lease held and a reviewer or two, so relays have somewhere to go."""
-        grant = self.service.acquire(AcquireInput(CONTROLLER, "TICKET-1", AUTH_SHA, TTL, "me@host"))
+        grant = self.service.controller.acquire(AcquireInput(CONTROLLER, "TICKET-1", AUTH_SHA, TTL, "me@host"))
         self.grant(grant.credential)
         self.expect_events([("controller/ctl", "acquire")])
         assert self.cred is not None
         for name in names:
-            view = self.service.reviewer_start(ReviewerStartInput(CONTROLLER, self.cred, name, KIND, self.cwd))
+            view = self.service.reviewers.start(ReviewerStartInput(CONTROLLER, self.cred, name, KIND, self.cwd))
             self.leases[view.id] = LeaseModel(view.id, name, "active", view.data["pane_id"])
             self.expect_events([(view.id, "start"), (view.id, "start:success")])
 
@@ -340,7 +340,7 @@ class AgentsMachine(RuleBasedStateMachine):
             return
         if how == "take over":
             assert self.cred is not None
-            grant = self.service.takeover(TakeoverInput(CONTROLLER, self.cred.lease_id, TTL, "other@host"))
+            grant = self.service.controller.takeover(TakeoverInput(CONTROLLER, self.cred.lease_id, TTL, "other@host"))
             self.grant(grant.credential)
             self.expect_events([("controller/ctl", "takeover")])
             event("controller: taken over")
@@ -350,7 +350,7 @@ class AgentsMachine(RuleBasedStateMachine):
 
     def resume(self, cred: Credential, current: bool = True) -> None:
         try:
-            grant = self.service.resume(ResumeInput(CONTROLLER, cred))
+            grant = self.service.controller.resume(ResumeInput(CONTROLLER, cred))
         except CorralError as exc:
             assert not current
             self.refused("resume", exc, {"fence_stale"})
@@ -470,7 +470,7 @@ class AgentsMachine(RuleBasedStateMachine):
         if code is None and self.lease_named(name, LIVE):
             code = "agent_name_taken"
         try:
-            view = self.service.reviewer_start(ReviewerStartInput(CONTROLLER, cred, name, KIND, self.cwd))
+            view = self.service.reviewers.start(ReviewerStartInput(CONTROLLER, cred, name, KIND, self.cwd))
         except CorralError as exc:
             if code is not None:
                 self.refused("start", exc, {code})
@@ -539,7 +539,7 @@ class AgentsMachine(RuleBasedStateMachine):
         output = self.current_output(agent) if agent is not None else ""
         seq = agent.seq if agent is not None else None
         try:
-            closed = self.service.reviewer_close(ReviewerCloseInput(CONTROLLER, cred, name, expected_seq))
+            closed = self.service.reviewers.close(ReviewerCloseInput(CONTROLLER, cred, name, expected_seq))
         except CorralError as exc:
             if code is not None:
                 self.refused("close", exc, {code})
@@ -578,7 +578,7 @@ class AgentsMachine(RuleBasedStateMachine):
             and self.same_identity(self.agent(lease.pane), lease.name)
         }
         try:
-            done = self.service.reviewer_reconcile(ControllerInput(CONTROLLER, cred, apply=True))
+            done = self.service.inventory.reviewer_reconcile(ControllerInput(CONTROLLER, cred, apply=True))
         except CorralError as exc:
             assert code is not None, f"reconcile refused: {exc.code}: {exc.message}"
             self.refused("reconcile", exc, {code})
@@ -650,7 +650,7 @@ class AgentsMachine(RuleBasedStateMachine):
             elif agent.status not in ("idle", "done"):
                 code = "agent_not_settled"
         try:
-            view = self.service.relay(RelayInput(CONTROLLER, cred, name, prompt))
+            view = self.service.receipts.relay(RelayInput(CONTROLLER, cred, name, prompt))
             receipt = view.to_dict()
         except CorralError as exc:
             if code is not None:
@@ -773,14 +773,16 @@ class AgentsMachine(RuleBasedStateMachine):
             # The fence is judged before anything else, replays included (whose output is only for the
             # current holder): nothing is waited for, read or written.
             with pytest.raises(CorralError) as caught:
-                anyio.run(self.service.collect, CollectInput(CONTROLLER, cred, tuple(tokens), COLLECT_TIMEOUT))
+                anyio.run(self.service.receipts.collect, CollectInput(CONTROLLER, cred, tuple(tokens), COLLECT_TIMEOUT))
             self.refused("collect", caught.value, {fence})
             return
         expected = {t: self.expect_collect(self.receipts[t]) for t in tokens}
         outputs_before = {t: self.current_output(self.agent(self.receipts[t].pane)) for t in tokens}
         actual: dict[str, Outcome | None] = {}  # None: failed, but hidden behind another token's error
         try:
-            results = anyio.run(self.service.collect, CollectInput(CONTROLLER, cred, tuple(tokens), COLLECT_TIMEOUT))
+            results = anyio.run(
+                self.service.receipts.collect, CollectInput(CONTROLLER, cred, tuple(tokens), COLLECT_TIMEOUT)
+            )
         except CorralError as exc:
             raised = exc.details.get("receipt_token")
             collected = {c["receipt"]["token"]: c for c in exc.details.get("collected", [])}
@@ -833,7 +835,7 @@ class AgentsMachine(RuleBasedStateMachine):
             elif agent.status not in SETTLED:
                 code = "agent_not_settled"
         try:
-            view = self.service.abandon(AbandonInput(CONTROLLER, cred, rec.token, message))
+            view = self.service.receipts.abandon(AbandonInput(CONTROLLER, cred, rec.token, message))
         except CorralError as exc:
             assert code is not None, f"abandon refused: {exc.code}: {exc.message}"
             self.refused(f"abandon {rec.state}", exc, {code})
@@ -889,7 +891,7 @@ class AgentsMachine(RuleBasedStateMachine):
                 code = "wait_timeout"
         try:
             won = anyio.run(
-                self.service.wait_any, WaitAnyInput(CONTROLLER, cred, tuple(targets), timeout=WAIT_ANY_TIMEOUT)
+                self.service.waits.wait_any, WaitAnyInput(CONTROLLER, cred, tuple(targets), timeout=WAIT_ANY_TIMEOUT)
             )
         except CorralError as exc:
             if code is not None:
@@ -1057,7 +1059,7 @@ def agents(store: SQLiteStore, library: Library, sim: Any) -> Service:
 
 
 def _collect(service: Service, cred: Credential, *tokens: str) -> list[CollectResult]:
-    return anyio.run(service.collect, CollectInput(CONTROLLER, cred, tokens, COLLECT_TIMEOUT))
+    return anyio.run(service.receipts.collect, CollectInput(CONTROLLER, cred, tokens, COLLECT_TIMEOUT))
 
 
 def _code(call: Callable[[], object]) -> str:
@@ -1069,23 +1071,23 @@ def _code(call: Callable[[], object]) -> str:
 def test_each_code_is_reachable(agents: Service, sim: Any, clock: Any, tmp_path: Path) -> None:
     """One scripted history through the simulated host that meets every outcome the machine predicts."""
     cwd = os.path.realpath(tmp_path)
-    cred = agents.acquire(AcquireInput(CONTROLLER, "TICKET-1", AUTH_SHA, TTL, "me@host")).credential
-    ana = agents.reviewer_start(ReviewerStartInput(CONTROLLER, cred, "ana", KIND, cwd)).data["pane_id"]
-    bob = agents.reviewer_start(ReviewerStartInput(CONTROLLER, cred, "bob", KIND, cwd)).data["pane_id"]
+    cred = agents.controller.acquire(AcquireInput(CONTROLLER, "TICKET-1", AUTH_SHA, TTL, "me@host")).credential
+    ana = agents.reviewers.start(ReviewerStartInput(CONTROLLER, cred, "ana", KIND, cwd)).data["pane_id"]
+    bob = agents.reviewers.start(ReviewerStartInput(CONTROLLER, cred, "bob", KIND, cwd)).data["pane_id"]
     codes: list[str] = []
 
     def relay(name: str, text: str) -> str:
-        return agents.relay(RelayInput(CONTROLLER, cred, name, text)).token
+        return agents.receipts.relay(RelayInput(CONTROLLER, cred, name, text)).token
 
-    codes.append(_code(lambda: agents.reviewer_start(ReviewerStartInput(CONTROLLER, cred, "ana", KIND, cwd))))
+    codes.append(_code(lambda: agents.reviewers.start(ReviewerStartInput(CONTROLLER, cred, "ana", KIND, cwd))))
     codes.append(_code(lambda: relay("cyd", "hello")))
     first = relay("ana", "first question")
     codes.append(_code(lambda: relay("ana", "second question")))
     codes.append(_code(lambda: _collect(agents, cred, first)))  # still working
-    codes.append(_code(lambda: agents.reviewer_close(ReviewerCloseInput(CONTROLLER, cred, "ana", 1))))
-    codes.append(_code(lambda: agents.abandon(AbandonInput(CONTROLLER, cred, first))))
+    codes.append(_code(lambda: agents.reviewers.close(ReviewerCloseInput(CONTROLLER, cred, "ana", 1))))
+    codes.append(_code(lambda: agents.receipts.abandon(AbandonInput(CONTROLLER, cred, first))))
     sim.finish(ana)
-    codes.append(_code(lambda: agents.reviewer_close(ReviewerCloseInput(CONTROLLER, cred, "ana", 1))))
+    codes.append(_code(lambda: agents.reviewers.close(ReviewerCloseInput(CONTROLLER, cred, "ana", 1))))
     (result,) = _collect(agents, cred, first)
     assert result.output == simhost.run_output(ana, 1, "first question")
     assert (result.receipt.data["settled_seq"], result.replayed) == (2, False)
@@ -1099,16 +1101,16 @@ def test_each_code_is_reachable(agents: Service, sim: Any, clock: Any, tmp_path:
     sim.finish(bob)
     codes.append(_code(lambda: _collect(agents, cred, second)))  # cursor_superseded: later work
     sim.moves_on_read = bob
-    codes.append(_code(lambda: agents.reviewer_close(ReviewerCloseInput(CONTROLLER, cred, "bob", 4))))
+    codes.append(_code(lambda: agents.reviewers.close(ReviewerCloseInput(CONTROLLER, cred, "bob", 4))))
     sim.finish(bob)  # the work that started while bob was being closed
     sim.next_prompt = "lost_undelivered"
     codes.append(_code(lambda: relay("bob", "lost")))
     (lost,) = [r.token for r in agents.receipts(ReceiptsInput(states=("reserved",)))]
     codes.append(_code(lambda: relay("bob", "blocked by the reserved receipt")))
     codes.append(_code(lambda: _collect(agents, cred, lost)))
-    assert agents.abandon(AbandonInput(CONTROLLER, cred, lost)).state == "abandoned"
+    assert agents.receipts.abandon(AbandonInput(CONTROLLER, cred, lost)).state == "abandoned"
     codes.append(_code(lambda: _collect(agents, cred, lost)))
-    codes.append(_code(lambda: agents.abandon(AbandonInput(CONTROLLER, cred, lost))))
+    codes.append(_code(lambda: agents.receipts.abandon(AbandonInput(CONTROLLER, cred, lost))))
     sim.next_prompt = "refused"
     codes.append(_code(lambda: relay("bob", "refused")))
 
@@ -1123,10 +1125,10 @@ def test_each_code_is_reachable(agents: Service, sim: Any, clock: Any, tmp_path:
     sim.vanish(bob)
     codes.append(_code(lambda: relay("bob", "to nobody")))
 
-    new = agents.resume(ResumeInput(CONTROLLER, cred)).credential
-    codes.append(_code(lambda: agents.reviewer_start(ReviewerStartInput(CONTROLLER, cred, "cyd", KIND, cwd))))
+    new = agents.controller.resume(ResumeInput(CONTROLLER, cred)).credential
+    codes.append(_code(lambda: agents.reviewers.start(ReviewerStartInput(CONTROLLER, cred, "cyd", KIND, cwd))))
     clock.advance(TTL)
-    codes.append(_code(lambda: agents.reviewer_start(ReviewerStartInput(CONTROLLER, new, "cyd", KIND, cwd))))
+    codes.append(_code(lambda: agents.reviewers.start(ReviewerStartInput(CONTROLLER, new, "cyd", KIND, cwd))))
     assert codes == [
         "agent_name_taken",
         "target_unknown",
@@ -1159,12 +1161,12 @@ def test_replay_with_a_stale_credential_is_refused(agents: Service, sim: Any, tm
 
     Before commit 0838faf a replay checked no fence at all: a stale or forged credential got the output.
     """
-    cred = agents.acquire(AcquireInput(CONTROLLER, "TICKET-1", AUTH_SHA, TTL, "me@host")).credential
-    pane = agents.reviewer_start(ReviewerStartInput(CONTROLLER, cred, "ana", KIND, os.path.realpath(tmp_path)))
-    token = agents.relay(RelayInput(CONTROLLER, cred, "ana", "a confidential review")).token
+    cred = agents.controller.acquire(AcquireInput(CONTROLLER, "TICKET-1", AUTH_SHA, TTL, "me@host")).credential
+    pane = agents.reviewers.start(ReviewerStartInput(CONTROLLER, cred, "ana", KIND, os.path.realpath(tmp_path)))
+    token = agents.receipts.relay(RelayInput(CONTROLLER, cred, "ana", "a confidential review")).token
     sim.finish(pane.data["pane_id"])
     assert _collect(agents, cred, token)[0].receipt.state == "completed"
-    agents.resume(ResumeInput(CONTROLLER, cred))  # the lease moved on: ``cred`` is dead
+    agents.controller.resume(ResumeInput(CONTROLLER, cred))  # the lease moved on: ``cred`` is dead
     presented = cred if which == "stale" else Credential(CONTROLLER, cred.lease_id, cred.generation, "0" * 32)
     with pytest.raises(CorralError) as caught:
         _collect(agents, presented, token)

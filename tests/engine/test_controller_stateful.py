@@ -218,11 +218,11 @@ class ControllerLeases(RuleBasedStateMachine):
             self.secrets.add(cred.token)
         try:
             if op == "renew":
-                outcome: object = self.service.renew(RenewInput(controller, cred, ttl))
+                outcome: object = self.service.controller.renew(RenewInput(controller, cred, ttl))
             elif op == "resume":
-                outcome = self.service.resume(ResumeInput(controller, cred, ttl, holder))
+                outcome = self.service.controller.resume(ResumeInput(controller, cred, ttl, holder))
             else:
-                outcome = self.service.release(ReleaseInput(controller, cred, "commit 1234", CHECKPOINT_SHA))
+                outcome = self.service.controller.release(ReleaseInput(controller, cred, "commit 1234", CHECKPOINT_SHA))
         except (RefusedError, NotFoundError) as exc:
             assert expected is not None, f"{op} with a current credential was refused: {exc.code}: {exc.message}"
             assert exc.code in expected, f"{op}: expected {sorted(expected)}, got {exc.code}: {exc.message}"
@@ -267,7 +267,7 @@ class ControllerLeases(RuleBasedStateMachine):
     def acquire(self, holder: str, controller: str, ttl: int) -> object:
         lease = self.model[controller]
         try:
-            grant = self.service.acquire(AcquireInput(controller, "TICKET-1", SHA, ttl, holder))
+            grant = self.service.controller.acquire(AcquireInput(controller, "TICKET-1", SHA, ttl, holder))
         except RefusedError as exc:
             assert lease.state == "active", f"acquire of a {lease.state} lease was refused: {exc.message}"
             assert exc.code == "lease_held"
@@ -301,7 +301,7 @@ class ControllerLeases(RuleBasedStateMachine):
     @rule(holder=st.sampled_from(HOLDERS), controller=st.sampled_from(CONTROLLERS))
     def look(self, holder: str, controller: str) -> None:
         try:
-            views = self.service.leases(ListLeasesInput(controller))
+            views = self.service.controller.leases(ListLeasesInput(controller))
         except NotFoundError as exc:
             assert exc.code == "controller_unknown"
             assert self.model[controller].state == "absent"
@@ -324,7 +324,7 @@ class ControllerLeases(RuleBasedStateMachine):
         expires_at = self.model[controller].expires_at
         if self.model[controller].state == "active" and expires_at is not None:
             self.clock.now = max(self.clock.now, expires_at)
-            view = self.service.leases(ListLeasesInput(controller))[0]
+            view = self.service.controller.leases(ListLeasesInput(controller))[0]
             assert view.expired
         return self.take_over(holder, controller, ttl)
 
@@ -340,7 +340,7 @@ class ControllerLeases(RuleBasedStateMachine):
         else:
             expected = None
         try:
-            grant = self.service.takeover(TakeoverInput(controller, expected_lease_id, ttl, holder))
+            grant = self.service.controller.takeover(TakeoverInput(controller, expected_lease_id, ttl, holder))
         except RefusedError as exc:
             assert exc.code == expected, f"takeover: expected {expected}, got {exc.code}: {exc.message}"
             event(f"takeover: {exc.code}")
@@ -426,7 +426,7 @@ class ControllerLeases(RuleBasedStateMachine):
             opening = {t for t in self.secrets if fence.hash_token(t) == stored}
             assert opening == ({lease.token} if lease.token else set())
         # One listing row per controller id ever granted, agreeing with the model.
-        views = self.service.leases(ListLeasesInput(include_ended=True))
+        views = self.service.controller.leases(ListLeasesInput(include_ended=True))
         assert [v.controller_id for v in views] == [c for c in CONTROLLERS if self.model[c].state != "absent"]
         for view in views:
             self.check_view(view, view.controller_id)
@@ -472,13 +472,13 @@ def test_renew_or_resume_of_released_lease_is_fence_stale(tmp_path: Path, op: st
     """
     service, _ = _service(tmp_path)
     try:
-        cred = service.acquire(AcquireInput("ctl", "TICKET-1", SHA, 60, "h@host")).credential
-        service.release(ReleaseInput("ctl", cred, "commit 1234", CHECKPOINT_SHA))
+        cred = service.controller.acquire(AcquireInput("ctl", "TICKET-1", SHA, 60, "h@host")).credential
+        service.controller.release(ReleaseInput("ctl", cred, "commit 1234", CHECKPOINT_SHA))
         with pytest.raises(RefusedError) as caught:
             if op == "renew":
-                service.renew(RenewInput("ctl", cred))
+                service.controller.renew(RenewInput("ctl", cred))
             else:
-                service.resume(ResumeInput("ctl", cred))
+                service.controller.resume(ResumeInput("ctl", cred))
         assert caught.value.code == "fence_stale", f"got {caught.value.code}: {caught.value.message}"
         assert [e.trigger for e in service.events(EventsInput())] == ["acquire", "release"]
     finally:
@@ -497,17 +497,17 @@ def test_each_refusal_code_is_reachable(tmp_path: Path) -> None:
             codes.append(exc.code)
 
     try:
-        attempt(lambda: service.renew(RenewInput("ctl", Credential("ctl", str(uuid.uuid4()), 1, "x"))))
-        a = service.acquire(AcquireInput("ctl", "TICKET-1", SHA, 60, "a@host")).credential
-        attempt(lambda: service.acquire(AcquireInput("ctl", "TICKET-1", SHA, 60, "b@host")))
-        attempt(lambda: service.takeover(TakeoverInput("ctl", a.lease_id, 60, "b@host")))
+        attempt(lambda: service.controller.renew(RenewInput("ctl", Credential("ctl", str(uuid.uuid4()), 1, "x"))))
+        a = service.controller.acquire(AcquireInput("ctl", "TICKET-1", SHA, 60, "a@host")).credential
+        attempt(lambda: service.controller.acquire(AcquireInput("ctl", "TICKET-1", SHA, 60, "b@host")))
+        attempt(lambda: service.controller.takeover(TakeoverInput("ctl", a.lease_id, 60, "b@host")))
         clock.advance(60)
-        attempt(lambda: service.renew(RenewInput("ctl", a)))
-        attempt(lambda: service.takeover(TakeoverInput("ctl", str(uuid.uuid4()), 60, "b@host")))
-        b = service.takeover(TakeoverInput("ctl", a.lease_id, 60, "b@host")).credential
-        attempt(lambda: service.resume(ResumeInput("ctl", a)))
-        service.release(ReleaseInput("ctl", b, "commit 1234", CHECKPOINT_SHA))
-        attempt(lambda: service.takeover(TakeoverInput("ctl", b.lease_id, 60, "a@host")))
+        attempt(lambda: service.controller.renew(RenewInput("ctl", a)))
+        attempt(lambda: service.controller.takeover(TakeoverInput("ctl", str(uuid.uuid4()), 60, "b@host")))
+        b = service.controller.takeover(TakeoverInput("ctl", a.lease_id, 60, "b@host")).credential
+        attempt(lambda: service.controller.resume(ResumeInput("ctl", a)))
+        service.controller.release(ReleaseInput("ctl", b, "commit 1234", CHECKPOINT_SHA))
+        attempt(lambda: service.controller.takeover(TakeoverInput("ctl", b.lease_id, 60, "a@host")))
         assert codes == [
             "controller_unknown",
             "lease_held",

@@ -182,11 +182,11 @@ from runner.service.inputs.controller import RenewInput
 home, controller = sys.argv[1], sys.argv[2]
 with Runtime.open(Config.load(home=home, actor="racer")) as runtime:
     service = runtime.service
-    grant = service.acquire(AcquireInput(controller, "T-RACE", "SHA", 600, "racer@host"))
+    grant = service.controller.acquire(AcquireInput(controller, "T-RACE", "SHA", 600, "racer@host"))
     print("acquired", flush=True)
     for line in sys.stdin:
         for _ in range(int(line)):
-            service.renew(RenewInput(controller, grant.credential))
+            service.controller.renew(RenewInput(controller, grant.credential))
         print("done", flush=True)
 """.replace("SHA", SHA)
 

@@ -170,7 +170,7 @@ def test_an_approval_step_pauses_the_plan_and_says_what_it_waits_on(rig: Approva
     again = rig.resume("p1")
     assert again.state == "paused" and again.data["steps"]["approve"]["state"] == "waiting", "undecided: it waits"
     assert again.data["waiting_on"] == waiting
-    status = rig.service.status()
+    status = rig.service.inventory.status()
     (item,) = [i for i in status["needs_attention"] if i["kind"] == "plan_paused"]
     assert item["next"].startswith("corral plans decide p1 --step approve")
 

@@ -467,7 +467,7 @@ def test_a_relay_left_reserved_pauses_the_plan_until_abandoned(tmp_path: Path, c
         credential = credentials.load(credentials.path_for(world.home / "credentials", "ctl"), "ctl", store.url)
         key = OpContext(cast("Any", None), world.plan_id, "relay", 1, "ctl", None).key
         with pytest.raises(DeliveryError) as caught:
-            service.relay(RelayInput("ctl", credential, "reviewer", PROMPT, receipt_id=key))
+            service.receipts.relay(RelayInput("ctl", credential, "reviewer", PROMPT, receipt_id=key))
         assert caught.value.code == "delivery_ambiguous"
     ((token, receipt_state),) = [
         (json.loads(r[0])["token"], r[1])
@@ -518,7 +518,7 @@ def test_an_acquire_found_in_flight_with_the_lease_held_by_a_lost_credential_pau
     world, _ = crash(tmp_path, cli_env, "lease", step_event("acquire", "running"), nothing_after)
     with SQLiteStore(world.db) as store:
         service = Service(store, Library(cache_dir=world.root / "cache"), actor="cli:lost")
-        service.acquire(AcquireInput("ctl", "CRASH-1", AUTHORITY, 900))
+        service.controller.acquire(AcquireInput("ctl", "CRASH-1", AUTHORITY, 900))
     assert not (world.home / "credentials" / "ctl.json").exists()
     again = world.corral("run", str(world.plan), "--json")
     assert again.returncode == 5, again.stdout + again.stderr

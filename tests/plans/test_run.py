@@ -513,10 +513,10 @@ def test_writer_lane_refuses_the_main_checkout_and_still_runs_its_finally_steps(
 
 def test_validate_recipe_on_a_live_lane(rig: Rig) -> None:
     _, worktree, base = make_lane(rig.root)
-    grant = rig.service.acquire(AcquireInput("ctl", "T-9", AUTHORITY, 900, "t@h"))
+    grant = rig.service.controller.acquire(AcquireInput("ctl", "T-9", AUTHORITY, 900, "t@h"))
     rig.keeper.save(grant.credential)
     (worktree / "src" / "feature.py").write_text("def feature():\n    return 42\n")
-    lane = rig.service.writer_start(
+    lane = rig.service.writers.start(
         WriterStartInput(
             "ctl",
             grant.credential,

@@ -35,14 +35,14 @@ def rig(tmp_path: Path) -> Any:
 
 
 def granted(rig: Rig) -> Any:
-    grant = rig.service.acquire(AcquireInput("ctl", "T-1", AUTHORITY, 900, "t@h"))
+    grant = rig.service.controller.acquire(AcquireInput("ctl", "T-1", AUTHORITY, 900, "t@h"))
     rig.keeper.save(grant.credential)
     return grant.credential
 
 
 def test_a_finally_close_leaves_a_same_named_reviewer_alone(rig: Rig) -> None:
     credential = granted(rig)
-    theirs = rig.service.reviewer_start(ReviewerStartInput("ctl", credential, "reviewer", "script", str(rig.project)))
+    theirs = rig.service.reviewers.start(ReviewerStartInput("ctl", credential, "reviewer", "script", str(rig.project)))
     plan = rig.run(rig.review("taken-1"))
     assert plan.state == "failed"
     assert (plan.data["failure"]["step"], plan.data["failure"]["code"]) == ("start", "agent_name_taken")
@@ -56,7 +56,7 @@ def test_a_finally_close_leaves_a_same_named_reviewer_alone(rig: Rig) -> None:
 
 def test_a_close_by_name_acts_only_on_a_lease_this_plan_started(rig: Rig, tmp_path: Path) -> None:
     credential = granted(rig)
-    theirs = rig.service.reviewer_start(ReviewerStartInput("ctl", credential, "other", "script", str(rig.project)))
+    theirs = rig.service.reviewers.start(ReviewerStartInput("ctl", credential, "other", "script", str(rig.project)))
     rig.recipes = type(rig.recipes)([recipe_dir(tmp_path, closer=CLOSER)])
     rig.plans.recipes = rig.recipes
     plan = rig.run(rig.plan("closer-1", "closer", name="other"))
@@ -80,7 +80,7 @@ def test_writer_lane_release_leaves_another_lanes_writer_alone(rig: Rig) -> None
     other = rig.root / "other"
     git(repo, "worktree", "add", "-q", "-b", "other", str(other))
     credential = granted(rig)
-    theirs = rig.service.writer_start(
+    theirs = rig.service.writers.start(
         WriterStartInput(
             "ctl", credential, "writer", "script", str(other), "other", base, base, status_digest(other),
             ("docs",), "theirs", "T-8", "T-8", AUTHORITY,

@@ -29,10 +29,10 @@ from runner.store.sqlite import SQLiteStore
 def test_acquire_and_a_refused_renew(tmp_path):
     with SQLiteStore(tmp_path / "corral.db") as store:
         service = Service(store, Library(cache_dir=tmp_path / "cache"), actor="test")
-        grant = service.acquire(AcquireInput("ctl", "T-1", "a" * 64, 60, "t@h"))
+        grant = service.controller.acquire(AcquireInput("ctl", "T-1", "a" * 64, 60, "t@h"))
         forged = Credential("ctl", grant.credential.lease_id, grant.credential.generation, "0" * 32)
         try:
-            service.renew(RenewInput("ctl", forged))
+            service.controller.renew(RenewInput("ctl", forged))
         except RefusedError:
             pass
         else:
@@ -53,8 +53,8 @@ from runner.store.sqlite import SQLiteStore
 def test_acquire_and_release(tmp_path):
     with SQLiteStore(tmp_path / "corral.db") as store:
         service = Service(store, Library(cache_dir=tmp_path / "cache"), actor="test")
-        grant = service.acquire(AcquireInput("ctl2", "T-2", "b" * 64, 60, "t@h"))
-        service.release(ReleaseInput("ctl2", grant.credential, "refs/heads/done", "c" * 64))
+        grant = service.controller.acquire(AcquireInput("ctl2", "T-2", "b" * 64, 60, "t@h"))
+        service.controller.release(ReleaseInput("ctl2", grant.credential, "refs/heads/done", "c" * 64))
 """
 
 

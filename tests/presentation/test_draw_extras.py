@@ -157,8 +157,8 @@ def _mermaid_classes(text: str) -> dict[str, set[str]]:
 def _drive_lease(service: Service, acquire: Callable[..., Grant]) -> Instance:
     grant = acquire("ctl")
     acquire("other")  # another instance's events must not leak into ctl's path
-    service.renew(RenewInput("ctl", grant.credential))
-    service.release(ReleaseInput("ctl", grant.credential, "done", SHA))
+    service.controller.renew(RenewInput("ctl", grant.credential))
+    service.controller.release(ReleaseInput("ctl", grant.credential, "done", SHA))
     found = service.store.get("controller/ctl")
     assert found is not None
     return found
@@ -283,7 +283,7 @@ def test_dot_fills_the_current_state_and_bolds_the_edges_taken(service: Service,
 def test_a_repeated_transition_carries_every_position(service: Service, acquire: Callable[..., Grant]) -> None:
     grant = acquire("ctl")
     for _ in range(2):
-        service.renew(RenewInput("ctl", grant.credential))
+        service.controller.renew(RenewInput("ctl", grant.credential))
     spec = service.library.builtin("controller")
     instance = service.store.get("controller/ctl")
     path = trail(spec, "controller/ctl", instance, service.store.events(instance_id="controller/ctl"))

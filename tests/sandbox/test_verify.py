@@ -95,7 +95,7 @@ from runner.store.sqlite import SQLiteStore
 db, cache, path = sys.argv[1:4]
 with SQLiteStore(db) as store:
     old = credentials.load(Path(path), "ctl", store.url)
-    grant = Service(store, Library(cache_dir=Path(cache)), actor="other").resume(ResumeInput("ctl", old))
+    grant = Service(store, Library(cache_dir=Path(cache)), actor="other").controller.resume(ResumeInput("ctl", old))
     credentials.save(Path(path), grant.credential, store.url)
 """
 
@@ -123,7 +123,7 @@ class World:
         self.service = Service(
             self.store, Library(cache_dir=self.cache), actor="test", hosts=lambda name: self.host, kinds=self.kinds
         )
-        self.credential = self.service.acquire(AcquireInput("ctl", "T-7", SHA, 900, "t@h")).credential
+        self.credential = self.service.controller.acquire(AcquireInput("ctl", "T-7", SHA, 900, "t@h")).credential
         # Reachable by other users (0711 down from /): as root the sandbox's own uid must open the snapshot.
         self.scratch = Path(tempfile.mkdtemp(prefix="corral-scratch-"))
         os.chmod(self.scratch, 0o711)
@@ -149,8 +149,8 @@ class World:
         git("worktree", "add", "-q", "-b", f"lane-{name}", str(worktree), base, cwd=self.main)
         if setup is not None:
             setup(worktree)
-        facts = self.service.preflight(str(worktree))
-        view = self.service.writer_start(
+        facts = self.service.writers.preflight(str(worktree))
+        view = self.service.writers.start(
             WriterStartInput(
                 "ctl",
                 self.credential,
@@ -173,7 +173,7 @@ class World:
 
     def verify(self, name: str = "w1", tails: bool = False, credential: Credential | None = None) -> VerifyResult:
         inp = WriterVerifyInput("ctl", credential or self.credential, name, tails)
-        return self.service.writer_verify(inp, scratch=self.scratch)
+        return self.service.writers.verify(inp, scratch=self.scratch)
 
     def lane_data(self, lane_id: str) -> tuple[int, dict[str, Any]]:
         instance = self.store.get(lane_id)
@@ -246,7 +246,7 @@ def refused(code: str, call: Callable[[], Any]) -> CorralError:
 def test_verify_records_statuses_and_digests_on_the_lane_and_in_the_log(world: World) -> None:
     base = world.commit(BASE_FILES)
     worktree, lane_id = world.lane(base, setup=_untracked_and_ignored)
-    facts = world.service.preflight(str(worktree))
+    facts = world.service.writers.preflight(str(worktree))
     version_before, _ = world.lane_data(lane_id)
     last_seq = world.store.events()[-1].seq
 
@@ -388,11 +388,11 @@ def test_verify_leaves_the_worktree_byte_for_byte_unchanged(world: World) -> Non
     (worktree / "app.py").chmod(0o640)
     os.utime(worktree / "lib" / "util.py", ns=(1_000_000_000, 1_000_000_000))
     before_tree = _tree(worktree)
-    before_git = world.service.preflight(str(worktree))
+    before_git = world.service.writers.preflight(str(worktree))
     v = world.verify(tails=True)
     assert v.tails["vandal"].count("refused") == 4, v.tails["vandal"]
     assert _tree(worktree) == before_tree
-    after_git = world.service.preflight(str(worktree))
+    after_git = world.service.writers.preflight(str(worktree))
     assert (after_git["head"], after_git["status_sha256"]) == (before_git["head"], before_git["status_sha256"])
 
 
@@ -543,7 +543,7 @@ def test_verify_refuses_while_the_writer_works_or_moved(world: World) -> None:
 
     base = world.commit(BASE_FILES)
     world.lane(base)
-    world.service.relay(RelayInput("ctl", world.credential, "w1", "sleep 30"))
+    world.service.receipts.relay(RelayInput("ctl", world.credential, "w1", "sleep 30"))
     error = refused("agent_not_settled", world.verify)
     assert error.details["status"] == "working"
     lease = next(i for i in world.store.find("writer") if i.data["name"] == "w1")
@@ -555,10 +555,10 @@ def test_verify_at_a_cursor_refuses_a_writer_that_moved(world: World) -> None:
     base = world.commit(BASE_FILES)
     world.lane(base)
     moved = WriterVerifyInput("ctl", world.credential, "w1", expected_state_change_seq=5)
-    error = refused("cursor_mismatch", lambda: world.service.writer_verify(moved, scratch=world.scratch))
+    error = refused("cursor_mismatch", lambda: world.service.writers.verify(moved, scratch=world.scratch))
     assert (error.details["expected_seq"], error.details["observed_seq"]) == (5, 0)
     at = WriterVerifyInput("ctl", world.credential, "w1", expected_state_change_seq=0)
-    assert world.service.writer_verify(at, scratch=world.scratch).verification["passed"] is True
+    assert world.service.writers.verify(at, scratch=world.scratch).verification["passed"] is True
 
 
 def test_a_failed_validation_is_refused_validation_failed_with_the_recorded_result(world: World) -> None:
@@ -578,14 +578,14 @@ def test_verify_bound_to_a_content_digest_runs_only_on_that_content(world: World
     base = world.commit(BASE_FILES)
     worktree, lane_id = world.lane(base)
     (worktree / "app.py").write_text("print('reviewed')\n")
-    reviewed = world.service.preflight(str(worktree))["content_sha256"]
+    reviewed = world.service.writers.preflight(str(worktree))["content_sha256"]
     (worktree / "app.py").write_text("print('edited after the review')\n")
     version, _ = world.lane_data(lane_id)
     inp = WriterVerifyInput("ctl", world.credential, "w1", expected_content_sha256=reviewed)
-    error = refused("git_content_mismatch", lambda: world.service.writer_verify(inp, scratch=world.scratch))
+    error = refused("git_content_mismatch", lambda: world.service.writers.verify(inp, scratch=world.scratch))
     assert error.details["expected"] == reviewed
     assert world.lane_data(lane_id)[0] == version, "nothing recorded"
-    now = world.service.preflight(str(worktree))["content_sha256"]
+    now = world.service.writers.preflight(str(worktree))["content_sha256"]
     inp = WriterVerifyInput("ctl", world.credential, "w1", expected_content_sha256=now)
-    recorded = world.service.writer_verify(inp, scratch=world.scratch).verification
+    recorded = world.service.writers.verify(inp, scratch=world.scratch).verification
     assert recorded["content_sha256"] == now and world.lane_data(lane_id)[1]["verification"]["content_sha256"] == now

@@ -42,19 +42,19 @@ class World:
         self.service = Service(
             self.store, Library(cache_dir=root / "cache"), actor="test", hosts=lambda name: self.host, kinds=self.kinds
         )
-        self.credential = self.service.acquire(AcquireInput("ctl", "T-3", SHA, 900, "t@h")).credential
+        self.credential = self.service.controller.acquire(AcquireInput("ctl", "T-3", SHA, 900, "t@h")).credential
         self.worktree = root / "wt"
         self.worktree.mkdir()
         (self.worktree / "main.py").write_text("print('hi')\n")
 
     def start(self, name: str = "rev", kind: str = "script") -> Any:
-        return self.service.reviewer_start(ReviewerStartInput("ctl", self.credential, name, kind, str(self.worktree)))
+        return self.service.reviewers.start(ReviewerStartInput("ctl", self.credential, name, kind, str(self.worktree)))
 
     def relay(self, text: str, target: str = "rev", credential: Credential | None = None) -> Any:
-        return self.service.relay(RelayInput("ctl", credential or self.credential, target, text))
+        return self.service.receipts.relay(RelayInput("ctl", credential or self.credential, target, text))
 
     def collect(self, *tokens: str, timeout: float = 30) -> Any:
-        return anyio.run(self.service.collect, CollectInput("ctl", self.credential, tokens, timeout))
+        return anyio.run(self.service.receipts.collect, CollectInput("ctl", self.credential, tokens, timeout))
 
     def observe(self, name: str = "rev") -> Observation:
         lease = next(x for x in self.service.reviewers(ReviewerListInput("ctl")) if x.data["name"] == name)

@@ -56,19 +56,19 @@ def adopt(world: World, pane: str, **changes: Any) -> Any:
         "expected_state_change_seq": 0,
         **changes,
     }
-    return world.service.adopt(AdoptInput("ctl", world.credential, pane, **fields))
+    return world.service.adopted.adopt(AdoptInput("ctl", world.credential, pane, **fields))
 
 
 def close(world: World, target: str = "stray", seq: int = 0) -> Any:
-    return world.service.adopted_close(AdoptedCloseInput("ctl", world.credential, target, seq))
+    return world.service.adopted.close(AdoptedCloseInput("ctl", world.credential, target, seq))
 
 
 def release(world: World, target: str = "stray") -> Any:
-    return world.service.adopted_release(AdoptedReleaseInput("ctl", world.credential, target))
+    return world.service.adopted.release(AdoptedReleaseInput("ctl", world.credential, target))
 
 
 def reconcile(world: World, apply: bool = True) -> list[tuple[Any, ...]]:
-    done = world.service.adopted_reconcile(ControllerInput("ctl", world.credential, apply))
+    done = world.service.adopted.reconcile(ControllerInput("ctl", world.credential, apply))
     assert done.applied is apply
     return [(a["state"], a["action"], a.get("to")) for a in done.actions]
 
@@ -82,7 +82,7 @@ def test_adopt_then_close_captures_and_closes_the_pane(world: World) -> None:
     pane = outside(world)
     lease = adopt(world, pane)
     assert (lease.state, lease.data["pane_id"], lease.data["adopted_seq"]) == ("active", pane, 0)
-    assert [v.id for v in world.service.adopted_list(AdoptedListInput("ctl"))] == [lease.id]
+    assert [v.id for v in world.service.adopted.leases(AdoptedListInput("ctl"))] == [lease.id]
     closed = close(world, pane)  # by pane id as well as by name
     assert closed.lease.state == "closed" and closed.lease.data["closing_seq"] == 0
     assert closed.lease.data["capture_sha256"] == hashlib.sha256(closed.output.encode()).hexdigest()
@@ -92,8 +92,8 @@ def test_adopt_then_close_captures_and_closes_the_pane(world: World) -> None:
         ("close", "active", "closing"),
         ("close:success", "closing", "closed"),
     ]
-    assert world.service.adopted_list(AdoptedListInput("ctl")) == []
-    assert [v.state for v in world.service.adopted_list(AdoptedListInput("ctl", include_ended=True))] == ["closed"]
+    assert world.service.adopted.leases(AdoptedListInput("ctl")) == []
+    assert [v.state for v in world.service.adopted.leases(AdoptedListInput("ctl", include_ended=True))] == ["closed"]
 
 
 def test_adopt_refuses_anything_but_the_exact_settled_agent_seen(world: World) -> None:
@@ -118,7 +118,7 @@ def test_a_pane_a_live_lease_holds_cannot_be_adopted_nor_its_name_reused(world: 
     # The operator's close of a pane corral started goes through the adoption, never around it.
     refused(
         "pane_leased",
-        lambda: world.service.pane_close(
+        lambda: world.service.inventory.pane_close(
             PaneCloseInput("ctl", world.credential, pane, "stray", "script", str(world.cwd.resolve()), 0)
         ),
     )
@@ -130,7 +130,7 @@ def test_an_adopted_lease_is_never_a_prompt_or_wait_target(world: World) -> None
     refused("lease_adopted", lambda: world.relay("echo never", target="stray"))
     refused(
         "lease_adopted",
-        lambda: anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, (("stray", None),), 1)),
+        lambda: anyio.run(world.service.waits.wait_any, WaitAnyInput("ctl", world.credential, (("stray", None),), 1)),
     )
     refused("lease_adopted", lambda: world.close("stray"))  # nor a reviewer verb
     # Even fired straight at the engine, a receipt cannot name an adopted lease.
@@ -280,7 +280,7 @@ def test_a_close_killed_before_its_effect_is_finished_by_reconcile_at_its_cursor
     world.host.close_fault = None
     ProcessHost.prompt(world.host, pane, "echo moved", Expect((pane, "third", "script", str(world.cwd.resolve())), 0))
     anyio.run(world.host.wait, pane, 1, 30)
-    (action,) = world.service.adopted_reconcile(ControllerInput("ctl", world.credential, True)).actions
+    (action,) = world.service.adopted.reconcile(ControllerInput("ctl", world.credential, True)).actions
     # Neither candidate applies: the pane is there (agent_present) and the agent ran past closing_seq
     # (cursor_mismatch): it is never closed blind.
     assert (action["state"], action["action"], action["code"]) == ("closing", "skip", "agent_present")
@@ -301,7 +301,7 @@ def test_a_close_killed_before_its_effect_is_finished_by_reconcile_at_its_cursor
     with pytest.raises(RunnerDied):
         close(world, "fourth")
     world.host.close_fault = None
-    done = world.service.adopted_reconcile(ControllerInput("ctl", world.credential, True)).actions
+    done = world.service.adopted.reconcile(ControllerInput("ctl", world.credential, True)).actions
     assert [(a["action"], a.get("to")) for a in done if a["name"] == "fourth"] == [("reconciled", "closed")]
     assert ("reconcile:success", "closing", "closed") in world.edges("adopted")
     assert pane not in panes(world)
@@ -345,7 +345,7 @@ def test_a_stale_fence_adopts_closes_and_releases_nothing(world: World) -> None:
     adopt(world, pane)
     other = outside(world, "other")
     stale = world.credential
-    world.credential = world.service.resume(ResumeInput("ctl", stale)).credential  # a new generation
+    world.credential = world.service.controller.resume(ResumeInput("ctl", stale)).credential  # a new generation
     fresh = world.credential
     world.credential = stale
     refused("fence_stale", lambda: adopt(world, other, expected_name="other"))

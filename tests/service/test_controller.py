@@ -64,24 +64,24 @@ def test_acquire_is_refused_while_held_even_expired(acquire: Acquire, clock: Any
 def test_renew_extends_expiry_and_keeps_the_fence(acquire: Acquire, service: Service, clock: Any) -> None:
     grant = acquire(ttl=60)
     clock.advance(50)
-    lease = service.renew(RenewInput("ctl", grant.credential))
+    lease = service.controller.renew(RenewInput("ctl", grant.credential))
     assert lease.data["expires_at"] == "2026-01-01T00:01:50.000000Z"
     assert lease.data["generation"] == 1 and lease.data["lease_id"] == grant.credential.lease_id
-    longer = service.renew(RenewInput("ctl", grant.credential, ttl_seconds=600))
+    longer = service.controller.renew(RenewInput("ctl", grant.credential, ttl_seconds=600))
     assert longer.data["ttl_seconds"] == 600 and longer.data["expires_at"] == "2026-01-01T00:10:50.000000Z"
 
 
 def test_renew_after_expiry_is_refused_and_resume_continues(acquire: Acquire, service: Service, clock: Any) -> None:
     grant = acquire(ttl=60)
     clock.advance(60)  # expiry is inclusive: at expires_at the lease is over
-    refused("lease_expired", lambda: service.renew(RenewInput("ctl", grant.credential)))
-    resumed = service.resume(ResumeInput("ctl", grant.credential))
+    refused("lease_expired", lambda: service.controller.renew(RenewInput("ctl", grant.credential)))
+    resumed = service.controller.resume(ResumeInput("ctl", grant.credential))
     assert resumed.credential.generation == 2
     assert resumed.credential.lease_id != grant.credential.lease_id
     assert resumed.lease.data["predecessor_lease_id"] == grant.credential.lease_id
-    refused("fence_stale", lambda: service.renew(RenewInput("ctl", grant.credential)))
-    refused("fence_stale", lambda: service.resume(ResumeInput("ctl", grant.credential)))
-    assert service.renew(RenewInput("ctl", resumed.credential)).data["generation"] == 2
+    refused("fence_stale", lambda: service.controller.renew(RenewInput("ctl", grant.credential)))
+    refused("fence_stale", lambda: service.controller.resume(ResumeInput("ctl", grant.credential)))
+    assert service.controller.renew(RenewInput("ctl", resumed.credential)).data["generation"] == 2
 
 
 @pytest.mark.parametrize(
@@ -98,36 +98,36 @@ def test_any_wrong_part_of_the_credential_is_stale(
     acquire: Acquire, service: Service, tamper: Callable[[Credential], Credential]
 ) -> None:
     grant = acquire()
-    service.resume(ResumeInput("ctl", grant.credential))
-    current = service.leases(ListLeasesInput("ctl"))[0]
+    service.controller.resume(ResumeInput("ctl", grant.credential))
+    current = service.controller.leases(ListLeasesInput("ctl"))[0]
     good = Credential("ctl", current.data["lease_id"], current.data["generation"], "")
     bad = tamper(replace(good, token=grant.credential.token))
-    error = refused("fence_stale", lambda: service.renew(RenewInput("ctl", bad)))
+    error = refused("fence_stale", lambda: service.controller.renew(RenewInput("ctl", bad)))
     assert grant.credential.token not in json.dumps(error.to_dict())
 
 
 def test_takeover_only_after_expiry_and_only_of_the_lease_seen(acquire: Acquire, service: Service, clock: Any) -> None:
     grant = acquire(ttl=60)
     seen = grant.credential.lease_id
-    refused("lease_not_expired", lambda: service.takeover(TakeoverInput("ctl", seen, holder="b@host")))
+    refused("lease_not_expired", lambda: service.controller.takeover(TakeoverInput("ctl", seen, holder="b@host")))
     clock.advance(61)
     other = "11111111-2222-3333-4444-555555555555"
-    refused("lease_mismatch", lambda: service.takeover(TakeoverInput("ctl", other, holder="b@host")))
-    taken = service.takeover(TakeoverInput("ctl", seen, ttl_seconds=120, holder="b@host"))
+    refused("lease_mismatch", lambda: service.controller.takeover(TakeoverInput("ctl", other, holder="b@host")))
+    taken = service.controller.takeover(TakeoverInput("ctl", seen, ttl_seconds=120, holder="b@host"))
     assert taken.credential.generation == 2 and taken.lease.data["holder"] == "b@host"
     assert taken.lease.data["authority_ref"] == "TICKET-1", "authority kept when none is given"
     # The old holder is fenced out for good, even for resume.
-    refused("fence_stale", lambda: service.renew(RenewInput("ctl", grant.credential)))
-    refused("fence_stale", lambda: service.resume(ResumeInput("ctl", grant.credential)))
+    refused("fence_stale", lambda: service.controller.renew(RenewInput("ctl", grant.credential)))
+    refused("fence_stale", lambda: service.controller.resume(ResumeInput("ctl", grant.credential)))
     # A second taker that saw the same expired lease loses: the lease moved on.
     clock.advance(500)
-    refused("lease_mismatch", lambda: service.takeover(TakeoverInput("ctl", seen, holder="c@host")))
+    refused("lease_mismatch", lambda: service.controller.takeover(TakeoverInput("ctl", seen, holder="c@host")))
 
 
 def test_takeover_may_record_a_new_authority(acquire: Acquire, service: Service, clock: Any) -> None:
     grant = acquire(ttl=60)
     clock.advance(61)
-    taken = service.takeover(TakeoverInput("ctl", grant.credential.lease_id, 60, None, "TICKET-2", "b" * 64))
+    taken = service.controller.takeover(TakeoverInput("ctl", grant.credential.lease_id, 60, None, "TICKET-2", "b" * 64))
     assert (taken.lease.data["authority_ref"], taken.lease.data["authority_sha256"]) == ("TICKET-2", "b" * 64)
 
 
@@ -136,12 +136,12 @@ def test_release_records_a_checkpoint_and_generations_keep_growing(
 ) -> None:
     grant = acquire(ttl=60)
     clock.advance(120)  # release is allowed after expiry when nobody took over
-    released = service.release(ReleaseInput("ctl", grant.credential, "commit abc123", SHA))
+    released = service.controller.release(ReleaseInput("ctl", grant.credential, "commit abc123", SHA))
     assert released.state == "released" and not released.expired
     assert released.data["checkpoint_ref"] == "commit abc123"
-    refused("fence_stale", lambda: service.renew(RenewInput("ctl", grant.credential)))
-    refused("fence_stale", lambda: service.release(ReleaseInput("ctl", grant.credential, "again", SHA)))
-    refused("lease_not_held", lambda: service.takeover(TakeoverInput("ctl", grant.credential.lease_id)))
+    refused("fence_stale", lambda: service.controller.renew(RenewInput("ctl", grant.credential)))
+    refused("fence_stale", lambda: service.controller.release(ReleaseInput("ctl", grant.credential, "again", SHA)))
+    refused("lease_not_held", lambda: service.controller.takeover(TakeoverInput("ctl", grant.credential.lease_id)))
     again = acquire()
     assert again.credential.generation == 2, "a re-acquire never reuses a generation"
     assert again.lease.data["checkpoint_ref"] is None
@@ -150,9 +150,9 @@ def test_release_records_a_checkpoint_and_generations_keep_growing(
 def test_unknown_controller(service: Service) -> None:
     credential = Credential("ghost", "00000000-0000-0000-0000-000000000000", 1, "0" * 32)
     for call in (
-        lambda: service.renew(RenewInput("ghost", credential)),
-        lambda: service.takeover(TakeoverInput("ghost", credential.lease_id)),
-        lambda: service.leases(ListLeasesInput("ghost")),
+        lambda: service.controller.renew(RenewInput("ghost", credential)),
+        lambda: service.controller.takeover(TakeoverInput("ghost", credential.lease_id)),
+        lambda: service.controller.leases(ListLeasesInput("ghost")),
     ):
         with pytest.raises(NotFoundError) as caught:
             call()
@@ -165,15 +165,15 @@ def test_listing_judges_expiry_by_the_store_clock_and_shows_no_secret(
     acquire("a", ttl=60)
     acquire("b", ttl=600)
     clock.advance(120)
-    leases = {lease.controller_id: lease for lease in service.leases(ListLeasesInput())}
+    leases = {lease.controller_id: lease for lease in service.controller.leases(ListLeasesInput())}
     assert (leases["a"].expired, leases["b"].expired) == (True, False)
     assert all("token_sha256" not in lease.to_dict() for lease in leases.values())
 
 
 def test_events_carry_no_secrets(acquire: Acquire, service: Service, clock: Any) -> None:
     grant = acquire(ttl=60)
-    resumed = service.resume(ResumeInput("ctl", grant.credential))
-    service.renew(RenewInput("ctl", resumed.credential))
+    resumed = service.controller.resume(ResumeInput("ctl", grant.credential))
+    service.controller.renew(RenewInput("ctl", resumed.credential))
     events = service.events(EventsInput())
     assert [e.trigger for e in events] == ["acquire", "resume", "renew"]
     text = json.dumps([e.to_dict() for e in events])

@@ -88,7 +88,7 @@ def test_an_approval_is_listed_decided_with_its_actor_and_then_gone(world: World
             "cli": "corral plans decide ship-1 --step approve --approve|--reject --reason TEXT",
         },
     }
-    decided = service.decide(DecideInput("plan:ship-1:approve", True, "looks right", actor="carol@http"))
+    decided = service.decisions.decide(DecideInput("plan:ship-1:approve", True, "looks right", actor="carol@http"))
     assert {k: decided[k] for k in ("id", "kind", "plan", "step", "approve", "reason", "actor", "plan_state")} == {
         "id": "plan:ship-1:approve",
         "kind": "plan",
@@ -103,7 +103,7 @@ def test_an_approval_is_listed_decided_with_its_actor_and_then_gone(world: World
     assert service.decisions() == [], "decided: it waits on a runner now, not on a person"
     (event,) = [e for e in world.store.events() if e.instance_id == "plan/ship-1" and e.trigger == "decide"]
     assert event.actor == "carol@http", "the deciding actor is the event's"
-    refused("plan_not_waiting", lambda: service.decide(DecideInput("plan:ship-1:approve", False, "again")))
+    refused("plan_not_waiting", lambda: service.decisions.decide(DecideInput("plan:ship-1:approve", False, "again")))
     final = anyio.run(service.plans.resume, PlanResumeInput("ship-1"))
     assert final.state == "succeeded"
     assert final.data["steps"]["approve"]["outputs"]["decided_by"] == "carol@http"
@@ -112,7 +112,7 @@ def test_an_approval_is_listed_decided_with_its_actor_and_then_gone(world: World
 def test_a_rejection_through_decide_fails_the_step_when_the_plan_resumes(world: World, tmp_path: Path) -> None:
     service = with_plans(world, RecipeLibrary([recipes_in(tmp_path / "recipes")]))
     paused(service, "ship-2")
-    service.decide(DecideInput("plan:ship-2:approve", False, "not today"))
+    service.decisions.decide(DecideInput("plan:ship-2:approve", False, "not today"))
     final = anyio.run(service.plans.resume, PlanResumeInput("ship-2"))
     assert (final.state, final.data["failure"]["code"]) == ("failed", "decision_rejected")
     assert service.decisions() == []
@@ -133,7 +133,9 @@ def test_an_expired_approval_is_listed_to_resume_not_to_decide(tmp_path: Path) -
         (found,) = service.decisions()
         assert found["expired"] is True and found["deadline"] == format_time(clock.now - timedelta(seconds=1))
         assert found["settle"]["operation"] == "resume" and found["settle"]["decide"] is False
-        refused("approval_timeout", lambda: service.decide(DecideInput("plan:late:approve", True, "too late")))
+        refused(
+            "approval_timeout", lambda: service.decisions.decide(DecideInput("plan:late:approve", True, "too late"))
+        )
 
 
 def test_a_blocked_agent_is_listed_with_how_to_close_it_and_not_decided_here(world: World) -> None:
@@ -152,7 +154,7 @@ def test_a_blocked_agent_is_listed_with_how_to_close_it_and_not_decided_here(wor
     assert found["settle"]["operation"] == "close_blocked" and found["settle"]["decide"] is False
     assert f"--expect-seq {seq} --blocked --reason" in found["settle"]["cli"]
     with pytest.raises(DecisionNotPlanError) as caught:
-        world.service.decide(DecideInput(found["id"], True, "fine"))
+        world.service.decisions.decide(DecideInput(found["id"], True, "fine"))
     assert caught.value.code == "decision_not_plan" and caught.value.category == "refused"
     assert "--blocked" in caught.value.details["next"]
 
@@ -174,10 +176,10 @@ def test_an_ambiguous_delivery_is_listed_until_abandoned(tmp_path: Path) -> None
         assert found["receipt"] == receipt["token"] and "unconfirmed" in found["why"]
         assert found["settle"]["operation"] == "abandon" and receipt["token"] in found["settle"]["cli"]
         with pytest.raises(DecisionNotPlanError) as caught:
-            world.service.decide(DecideInput(found["id"], False, "no"))
+            world.service.decisions.decide(DecideInput(found["id"], False, "no"))
         assert "abandon" in caught.value.details["next"]
         anyio.run(world.host.wait, "p1", 1, 10)
-        world.service.abandon(AbandonInput("ctl", world.credential, receipt["token"], "seen finished"))
+        world.service.receipts.abandon(AbandonInput("ctl", world.credential, receipt["token"], "seen finished"))
         assert world.service.decisions() == []
     finally:
         world.store.close()
@@ -213,7 +215,7 @@ def test_decision_ids_parse(decision_id: str, parsed: tuple[str, str, str]) -> N
 @pytest.mark.parametrize("decision_id", ["plan:p-1", "plan::s", "lease:x", "agent:", "nonsense"])
 def test_an_unknown_decision_id_is_refused_before_anything_is_read(world: World, decision_id: str) -> None:
     with pytest.raises(NotFoundError) as caught:
-        world.service.decide(DecideInput(decision_id, True, "x"))
+        world.service.decisions.decide(DecideInput(decision_id, True, "x"))
     assert caught.value.code == "decision_unknown"
 
 
@@ -225,11 +227,11 @@ def test_bad_decide_inputs_are_refused(world: World, tmp_path: Path) -> None:
     service = with_plans(world, RecipeLibrary([recipes_in(tmp_path / "recipes")]))
     paused(service, "ship-3")
     with pytest.raises(InputError) as caught:
-        service.decide(DecideInput("plan:ship-3:approve", True, " "))
+        service.decisions.decide(DecideInput("plan:ship-3:approve", True, " "))
     assert caught.value.details["field"] == "reason"
     with pytest.raises(RefusedError) as refusal:
-        service.decide(DecideInput("plan:ship-3:before", True, "x"))
+        service.decisions.decide(DecideInput("plan:ship-3:before", True, "x"))
     assert refusal.value.code == "plan_not_waiting"
     with pytest.raises(NotFoundError) as unknown:
-        service.decide(DecideInput("plan:nope:approve", True, "x"))
+        service.decisions.decide(DecideInput("plan:nope:approve", True, "x"))
     assert unknown.value.code == "plan_unknown"

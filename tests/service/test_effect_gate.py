@@ -90,15 +90,15 @@ def side(tmp_path: Path) -> Iterator[Side]:
 
 
 def acquire(side: Side) -> Credential:
-    return side.service.acquire(AcquireInput("ctl", "T-9", SHA, 900, "t@h")).credential
+    return side.service.controller.acquire(AcquireInput("ctl", "T-9", SHA, 900, "t@h")).credential
 
 
 def resume(side: Side, credential: Credential) -> Credential:
-    return side.service.resume(ResumeInput("ctl", credential, 900)).credential
+    return side.service.controller.resume(ResumeInput("ctl", credential, 900)).credential
 
 
 def start(side: Side, credential: Credential, name: str = "rev") -> Any:
-    return side.service.reviewer_start(ReviewerStartInput("ctl", credential, name, "script", str(side.root / "wt")))
+    return side.service.reviewers.start(ReviewerStartInput("ctl", credential, name, "script", str(side.root / "wt")))
 
 
 def test_a_stale_controllers_relay_delivers_nothing(side: Side) -> None:
@@ -108,7 +108,7 @@ def test_a_stale_controllers_relay_delivers_nothing(side: Side) -> None:
     fresh: list[Credential] = []
     side.host.hook = lambda _: fresh.append(resume(side, old))  # generation + 1 while the relay is held
     with pytest.raises(AuthorityMovedError) as caught:
-        side.service.relay(RelayInput("ctl", old, "rev", "echo from the stale controller"))
+        side.service.receipts.relay(RelayInput("ctl", old, "rev", "echo from the stale controller"))
     assert caught.value.code == "fence_stale" and caught.value.status.exit == 4
     assert caught.value.details["delivered"] is False
     observed = side.host.get(pane)
@@ -121,7 +121,7 @@ def test_a_stale_controllers_relay_delivers_nothing(side: Side) -> None:
     triggers = [e.trigger for e in side.store.events() if e.machine == "receipt"]
     assert triggers == ["relay", "relay:failure"], "no relay:success recorded after the resume"
     # The new holder relays at once: nothing was left blocking the target.
-    assert side.service.relay(RelayInput("ctl", fresh[0], "rev", "echo new holder")).state == "pending"
+    assert side.service.receipts.relay(RelayInput("ctl", fresh[0], "rev", "echo new holder")).state == "pending"
 
 
 def test_an_abandoned_receipts_prompt_never_runs_under_its_successor(tmp_path: Path) -> None:
@@ -144,7 +144,7 @@ def test_an_abandoned_receipts_prompt_never_runs_under_its_successor(tmp_path: P
 
         side.host.hook = hold
         try:
-            results[key] = side.service.relay(RelayInput("ctl", credential, "rev", f"echo prompt {key}"))
+            results[key] = side.service.receipts.relay(RelayInput("ctl", credential, "rev", f"echo prompt {key}"))
         except CorralError as exc:
             results[key] = exc
         finally:
@@ -155,7 +155,7 @@ def test_an_abandoned_receipts_prompt_never_runs_under_its_successor(tmp_path: P
     assert r1_held.wait(30)
     reserved = main.store.find("receipt", ["reserved"])
     assert len(reserved) == 1
-    main.service.abandon(AbandonInput("ctl", credential, str(reserved[0].data["token"]), "operator: idle"))
+    main.service.receipts.abandon(AbandonInput("ctl", credential, str(reserved[0].data["token"]), "operator: idle"))
     second = threading.Thread(target=relay, args=("r2", r2_held, go_r2))
     second.start()
     assert r2_held.wait(30)
@@ -193,10 +193,10 @@ def test_a_close_held_past_a_resume_leaves_the_pane(side: Side) -> None:
     fresh: list[Credential] = []
     side.host.hook = lambda _: fresh.append(resume(side, old))
     with pytest.raises(AuthorityMovedError) as caught:
-        side.service.reviewer_close(ReviewerCloseInput("ctl", old, "rev", 0))
+        side.service.reviewers.close(ReviewerCloseInput("ctl", old, "rev", 0))
     assert caught.value.code == "fence_stale"
     assert side.host.get(pane).status == "idle", "the pane is still open"
     (lease,) = side.service.reviewers(ReviewerListInput("ctl"))
     assert lease.state == "close_failed"
-    closed = side.service.reviewer_close(ReviewerCloseInput("ctl", fresh[0], "rev", 0))
+    closed = side.service.reviewers.close(ReviewerCloseInput("ctl", fresh[0], "rev", 0))
     assert closed.lease.state == "closed", "the new holder closes it"

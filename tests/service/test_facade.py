@@ -5,6 +5,7 @@ fenced base, and the async operations never call the store, the engine or a host
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import threading
 import time
@@ -37,64 +38,6 @@ from runner.service.reviewers import Reviewers
 from runner.service.writers import Writers
 from tests.service.agents_world import World
 
-# Every public method and property of the service before it became a façade (issue 12).
-OPERATIONS = [
-    "store",
-    "library",
-    "engine",
-    "actor",
-    "kinds",
-    "store_url",
-    "host",
-    "now",
-    "acquire",
-    "renew",
-    "resume",
-    "takeover",
-    "release",
-    "leases",
-    "controller_lease",
-    "holds",
-    "reviewer_start",
-    "reviewer_close",
-    "reviewers",
-    "reviewer_cleanup",
-    "reconcile",
-    "reviewer_reconcile",
-    "pane_close",
-    "pane_reconcile",
-    "relay",
-    "relay_many",
-    "collect",
-    "collect_first",
-    "ask",
-    "ask_many",
-    "abandon",
-    "receipts",
-    "receipt",
-    "receipt_by_id",
-    "lease",
-    "wait_any",
-    "agent_get",
-    "agent_read",
-    "agent_wait",
-    "agents",
-    "status",
-    "locks",
-    "preflight",
-    "writer_start",
-    "writer_release",
-    "writer_verify",
-    "writers",
-    "scopes_check",
-    "adopt",
-    "adopted_close",
-    "adopted_release",
-    "adopted_list",
-    "adopted_reconcile",
-    "events",
-    "follow_events",
-]
 COMPONENTS = (
     "controller",
     "reviewers",
@@ -157,23 +100,53 @@ EXPORTED_BEFORE = [
     "machines",
     "validate",
 ]
-LISTINGS = ("reviewers", "receipts", "writers", "events")  # listing methods that became components
-ASYNC = {"collect", "collect_first", "ask", "ask_many", "wait_any", "agent_wait"}
 
 
-def test_every_operation_is_an_explicit_method_of_the_facade_and_every_name_is_still_exported() -> None:
-    for name in OPERATIONS:
-        if name in LISTINGS:
-            continue  # a component now, callable with the listing's arguments (below)
-        assert name in Service.__dict__, f"Service.{name} is defined on the façade itself"
-    for cls in (Reviewers, Receipts, Writers, Events):
-        assert "__call__" in vars(cls), f"{cls.__name__} is callable as the listing it replaced"
+def test_the_service_adds_only_its_components_and_every_operation_is_a_component_method() -> None:
+    """The façade keeps what it adds (the lazy components, what they run on); each operation of the
+    table is a method of the component that owns it, and no method of the service only delegates."""
+    import ast
+
+    from runner.service.operations import OPERATIONS as TABLE
+
+    methods = [op.method for op in TABLE if op.method is not None]
+    assert len(methods) >= 30
+    for method in methods:
+        component = method.partition(".")[0]
+        owner = getattr(Service, component)
+        assert isinstance(owner, (property, functools.cached_property)), f"Service.{component} is a component"
+    tree = ast.parse(inspect.getsource(Service))
+    cls = tree.body[0]
+    assert isinstance(cls, ast.ClassDef)
+    for fn in cls.body:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and not fn.decorator_list:
+            body = [b for b in fn.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            call = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+            delegates = (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and isinstance(call.func.value, ast.Attribute)
+                and call.func.value.attr != "core"
+            )
+            assert not delegates, f"Service.{fn.name} only delegates: call the component"
+    for cls_ in (Reviewers, Receipts, Writers, Events):
+        assert "__call__" in vars(cls_), f"{cls_.__name__} is callable as the listing it replaced"
     assert not hasattr(Service, "__getattr__"), "no delegation by attribute magic"
-    waiting = {n for n, f in Service.__dict__.items() if inspect.iscoroutinefunction(f) and not n.startswith("_")}
-    assert waiting == ASYNC, "only the waits are async"
     assert set(EXPORTED_BEFORE) <= set(service_module.__all__)
     for name in service_module.__all__:
         assert hasattr(service_module, name), name
+
+
+def test_every_operation_of_the_table_resolves_on_a_service(world: World) -> None:
+    from runner.service.operations import OPERATIONS as TABLE
+
+    for op in TABLE:
+        if op.method is None or op.method.startswith("plans"):
+            continue
+        target: Any = world.service
+        for part in op.method.split("."):
+            target = getattr(target, part)
+        assert callable(target), op.method
 
 
 def test_components_share_one_core_and_inherit_from_nothing(world: World) -> None:
@@ -198,9 +171,9 @@ def test_the_listing_spellings_of_before_and_the_components_agree(world: World) 
     assert world.service.writers() == world.service.writers.leases() == []
     events = world.service.events(EventsInput(0))
     assert events == world.service.events.read(EventsInput(0)) and len(events) == 5
-    assert world.service.receipt(receipt.token) == world.service.receipts.receipt(receipt.token)
-    assert world.service.lease(listed[0].id) == listed[0]
-    assert world.service.lease("controller/ctl") is None, "a controller lease is not an agent lease"
+    assert world.service.receipts.receipt(receipt.token) == world.service.receipts.receipt(receipt.token)
+    assert world.service.inventory.lease(listed[0].id) == listed[0]
+    assert world.service.inventory.lease("controller/ctl") is None, "a controller lease is not an agent lease"
 
 
 def fenced_inputs() -> list[type[Any]]:
@@ -297,7 +270,7 @@ def test_the_waits_call_the_host_off_the_event_loop_which_keeps_running(world: W
 
         async with anyio.create_task_group() as group:
             group.start_soon(ticker)
-            result = await world.service.wait_any(WaitAnyInput("ctl", world.credential, (("a", None),), 10))
+            result = await world.service.waits.wait_any(WaitAnyInput("ctl", world.credential, (("a", None),), 10))
             group.cancel_scope.cancel()
         return result
 

@@ -133,7 +133,7 @@ class World:
             hosts=lambda name: self.host,
             kinds=self.kinds,
         )
-        self.credential = self.service.acquire(AcquireInput("ctl", "T-10", SHA, 900, "t@h")).credential
+        self.credential = self.service.controller.acquire(AcquireInput("ctl", "T-10", SHA, 900, "t@h")).credential
         self.worktree = self.root / "wt"
         self.worktree.mkdir()
         (self.worktree / "main.py").write_text("print('hi')\n")
@@ -141,34 +141,36 @@ class World:
     # --- driving ---------------------------------------------------------------------------------
 
     def start(self, name: str = "rev", credential: Credential | None = None) -> Any:
-        return self.service.reviewer_start(
+        return self.service.reviewers.start(
             ReviewerStartInput(
                 "ctl", credential or self.credential, name, "script", str(self.worktree), host=self.rig.name
             )
         )
 
     def relay(self, text: str, target: str = "rev", credential: Credential | None = None) -> Any:
-        return self.service.relay(RelayInput("ctl", credential or self.credential, target, text))
+        return self.service.receipts.relay(RelayInput("ctl", credential or self.credential, target, text))
 
     def collect(self, *tokens: str, timeout: float = 30) -> Any:
-        return anyio.run(self.service.collect, CollectInput("ctl", self.credential, tokens, timeout))
+        return anyio.run(self.service.receipts.collect, CollectInput("ctl", self.credential, tokens, timeout))
 
     def close(self, seq: int, name: str = "rev", credential: Credential | None = None, **changes: Any) -> Any:
-        return self.service.reviewer_close(
+        return self.service.reviewers.close(
             ReviewerCloseInput("ctl", credential or self.credential, name, seq, **changes)
         )
 
     def ask_many(self, requests: tuple[tuple[str, str], ...], mode: str, timeout: float = 30) -> Any:
-        return anyio.run(self.service.ask_many, AskManyInput("ctl", self.credential, requests, mode, timeout))
+        return anyio.run(self.service.receipts.ask_many, AskManyInput("ctl", self.credential, requests, mode, timeout))
 
     def wait_any(self, targets: tuple[tuple[str, int | None], ...], timeout: float, fresh: bool = False) -> Any:
-        return anyio.run(self.service.wait_any, WaitAnyInput("ctl", self.credential, targets, timeout, fresh=fresh))
+        return anyio.run(
+            self.service.waits.wait_any, WaitAnyInput("ctl", self.credential, targets, timeout, fresh=fresh)
+        )
 
     def reconcile(self, machine: str = "reviewer") -> list[dict[str, Any]]:
-        return self.service.reconcile(ControllerInput("ctl", self.credential, apply=True), machine).actions
+        return self.service.inventory.reconcile(ControllerInput("ctl", self.credential, apply=True), machine).actions
 
     def resume(self, credential: Credential | None = None) -> Credential:
-        return self.service.resume(ResumeInput("ctl", credential or self.credential, 900)).credential
+        return self.service.controller.resume(ResumeInput("ctl", credential or self.credential, 900)).credential
 
     def settle(self, pane_id: str, after_seq: int) -> Observation:
         """Wait on the host itself (not through corral) for the agent to settle after ``after_seq``."""
@@ -408,23 +410,26 @@ def test_an_ambiguous_delivery_stays_reserved_and_is_abandoned_once_settled(worl
     assert error.details["receipt"]["state"] == "reserved"
     refused("receipt_outstanding", lambda: world.relay("echo other"))
     refused("receipt_reserved", lambda: world.collect(token))
-    refused("agent_not_settled", lambda: world.service.abandon(AbandonInput("ctl", world.credential, token)))
+    refused("agent_not_settled", lambda: world.service.receipts.abandon(AbandonInput("ctl", world.credential, token)))
     settled = world.settle(pane, before)
-    abandoned = world.service.abandon(AbandonInput("ctl", world.credential, token, "operator saw it finish"))
+    abandoned = world.service.receipts.abandon(AbandonInput("ctl", world.credential, token, "operator saw it finish"))
     assert (abandoned.state, abandoned.data["reason"]) == ("abandoned", "abandoned")
     assert abandoned.data["observed_seq"] == settled.seq
     assert world.relay("echo next").state == "pending"
-    assert world.service.status()["counts"]["receipt"] == {"abandoned": 1, "pending": 1}
+    assert world.service.inventory.status()["counts"]["receipt"] == {"abandoned": 1, "pending": 1}
 
 
 def test_a_pending_receipt_is_abandoned_only_once_its_agent_settled(world: World) -> None:
     world.start()
     pane = world.pane()
     receipt = world.relay("sleep 3")  # still running at the abandon below, even on a loaded machine
-    refused("agent_not_settled", lambda: world.service.abandon(AbandonInput("ctl", world.credential, receipt.token)))
+    refused(
+        "agent_not_settled",
+        lambda: world.service.receipts.abandon(AbandonInput("ctl", world.credential, receipt.token)),
+    )
     assert world.receipt(receipt.token).state == "pending"
     settled = world.settle(pane, receipt.data["after_seq"])
-    abandoned = world.service.abandon(AbandonInput("ctl", world.credential, receipt.token, "not needed"))
+    abandoned = world.service.receipts.abandon(AbandonInput("ctl", world.credential, receipt.token, "not needed"))
     assert (abandoned.state, abandoned.data["observed_seq"]) == ("abandoned", settled.seq)
     refused("receipt_ended", lambda: world.collect(receipt.token))
     assert world.relay("echo next").state == "pending", "the target is free again"
@@ -546,7 +551,7 @@ def test_an_operator_closes_the_pane_of_a_killed_start_fenced_and_bound_to_its_c
             "host": world.rig.name,
             **changes,
         }
-        return world.service.pane_close(PaneCloseInput("ctl", world.credential, pane_id, **fields))
+        return world.service.inventory.pane_close(PaneCloseInput("ctl", world.credential, pane_id, **fields))
 
     refused("cursor_mismatch", lambda: pane_close(orphan.pane_id, orphan.seq + 1))
     # Naming another agent: the process host's pane is corral's whatever it holds, so the identity is
@@ -635,7 +640,7 @@ def test_a_writer_lane_starts_in_a_linked_worktree_relays_and_releases_at_head_a
     wt = world.root / "wt-feat"
     git(repo, "worktree", "add", "-q", "-b", "feat", str(wt))
     (wt / "src" / "draft.py").write_text("print('draft')\n")  # uncommitted work, left in place throughout
-    started = world.service.writer_start(
+    started = world.service.writers.start(
         WriterStartInput(
             "ctl",
             world.credential,
@@ -663,13 +668,13 @@ def test_a_writer_lane_starts_in_a_linked_worktree_relays_and_releases_at_head_a
     head, status = head_of(wt), status_digest(wt)
     refused(
         "cursor_mismatch",
-        lambda: world.service.writer_release(
+        lambda: world.service.writers.release(
             WriterReleaseInput(
                 "ctl", world.credential, "alpha", receipt.data["before_seq"], head, status, "ck/alpha", CHECKPOINT_SHA
             )
         ),
     )
-    released = world.service.writer_release(
+    released = world.service.writers.release(
         WriterReleaseInput(
             "ctl",
             world.credential,
@@ -712,7 +717,7 @@ def test_after_a_herdr_restart_nothing_takes_the_new_agent_for_the_leased_one(wo
     error = refused("identity_changed", lambda: world.collect(receipt.token, timeout=20))
     assert error.details["receipt"]["state"] == "failed"
     first = CollectInput("ctl", world.credential, (other.token,), 20, mode="first")
-    refused("identity_changed", lambda: anyio.run(world.service.collect_first, first))
+    refused("identity_changed", lambda: anyio.run(world.service.receipts.collect_first, first))
     assert time.monotonic() - began < 10, "the old-lifetime cursors were not waited out"
     observed = world.observe()
     assert observed.name == "" and observed.terminal_id != lease.data["terminal_id"]

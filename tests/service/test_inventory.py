@@ -22,7 +22,7 @@ def test_needs_attention_lists_reserved_receipts(tmp_path: Path) -> None:
     world.start()
     with pytest.raises(DeliveryError):
         world.relay("echo x")
-    attention = world.service.status()["needs_attention"]
+    attention = world.service.inventory.status()["needs_attention"]
     assert [(a["machine"], a["state"]) for a in attention] == [("receipt", "reserved")]
 
 
@@ -33,11 +33,11 @@ def test_close_failure_then_reconcile(tmp_path: Path) -> None:
     world.host.close_fails = True  # type: ignore[attr-defined]
     error = refused(
         "agent_close_failed",
-        lambda: world.service.reviewer_close(ReviewerCloseInput("ctl", world.credential, "rev", 0)),
+        lambda: world.service.reviewers.close(ReviewerCloseInput("ctl", world.credential, "rev", 0)),
     )
     assert error.details["lease"]["state"] == "close_failed"
     ProcessHost.close(world.host, "p1")
-    done = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential, apply=True))
+    done = world.service.inventory.reviewer_reconcile(ControllerInput("ctl", world.credential, apply=True))
     assert [(a["action"], a["to"]) for a in done.actions] == [("reconciled", "closed")]
 
 
@@ -48,9 +48,9 @@ def test_cleanup_is_a_dry_run_by_default_and_closes_only_settled_matching_agents
     world.relay("sleep 2", target="busy")
     blocked = world.relay("block", target="waiting")
     world.collect(blocked.token)
-    dry = world.service.reviewer_cleanup(ControllerInput("ctl", world.credential))
+    dry = world.service.inventory.reviewer_cleanup(ControllerInput("ctl", world.credential))
     assert {a["name"]: a["action"] for a in dry.actions} == {"idle1": "would_close", "busy": "skip", "waiting": "skip"}
     assert len(world.service.reviewers(ReviewerListInput("ctl"))) == 3
-    applied = world.service.reviewer_cleanup(ControllerInput("ctl", world.credential, apply=True))
+    applied = world.service.inventory.reviewer_cleanup(ControllerInput("ctl", world.credential, apply=True))
     assert {a["name"]: a["action"] for a in applied.actions}["idle1"] == "closed"
     assert sorted(x.data["name"] for x in world.service.reviewers(ReviewerListInput("ctl"))) == ["busy", "waiting"]

@@ -223,7 +223,7 @@ def pane_close(world: World, pane: str, seq: int = 0, **changes: Any) -> Any:
         "expected_state_change_seq": seq,
         **changes,
     }
-    return world.service.pane_close(PaneCloseInput("ctl", world.credential, pane, **fields))
+    return world.service.inventory.pane_close(PaneCloseInput("ctl", world.credential, pane, **fields))
 
 
 def orphan_pane(world: World, name: str = "rev") -> str:
@@ -299,11 +299,11 @@ def test_a_blocked_writer_is_released_only_on_an_operators_decision(world: World
     lane = start_lane(world, worktree)
     receipt = world.relay("block", target="alpha")
     anyio.run(world.host.wait, lane.data["pane_id"], 1, 30)
-    world.service.abandon(AbandonInput("ctl", world.credential, receipt.token, "a person decides"))
-    facts = world.service.preflight(str(worktree))
+    world.service.receipts.abandon(AbandonInput("ctl", world.credential, receipt.token, "a person decides"))
+    facts = world.service.writers.preflight(str(worktree))
     args = ("ctl", world.credential, "alpha", 2, facts["head"], facts["status_sha256"], "ck/alpha", "c" * 64)
-    refused("agent_not_settled", lambda: world.service.writer_release(WriterReleaseInput(*args)))
-    released = world.service.writer_release(WriterReleaseInput(*args, blocked_reason="needs a human"))
+    refused("agent_not_settled", lambda: world.service.writers.release(WriterReleaseInput(*args)))
+    released = world.service.writers.release(WriterReleaseInput(*args, blocked_reason="needs a human"))
     assert released.lease.state == "released" and released.lease.data["decision"]["reason"] == "needs a human"
     assert (worktree / "src" / "app.py").read_text() == "print('app')\n"
 
@@ -319,7 +319,7 @@ def test_reconcile_is_a_dry_run_by_default_that_plans_from_the_guards_and_change
     lease = world.only("reviewer")
     (pane,) = live_panes(world)
     events_before = len(world.store.events())
-    dry = world.service.reconcile(ControllerInput("ctl", world.credential), "reviewer")
+    dry = world.service.inventory.reconcile(ControllerInput("ctl", world.credential), "reviewer")
     assert dry.applied is False
     (plan,) = dry.actions
     assert plan["lease"] == lease.id and plan["state"] == "provisioning"
@@ -329,14 +329,16 @@ def test_reconcile_is_a_dry_run_by_default_that_plans_from_the_guards_and_change
     assert len(world.store.events()) == events_before, "a dry run writes nothing"
     assert world.only("reviewer").state == "provisioning" and live_panes(world) == [pane], "and acts on nothing"
 
-    other = world.service.reconcile(
+    other = world.service.inventory.reconcile(
         ControllerInput("ctl", world.credential, apply=True, leases=("reviewer/00000000-0000-0000-0000-000000000000",)),
         "reviewer",
     )
     assert [a["action"] for a in other.actions] == ["skip"], "a lease not asked for is left alone"
     assert world.only("reviewer").state == "provisioning"
 
-    done = world.service.reconcile(ControllerInput("ctl", world.credential, apply=True, leases=(lease.id,)), "reviewer")
+    done = world.service.inventory.reconcile(
+        ControllerInput("ctl", world.credential, apply=True, leases=(lease.id,)), "reviewer"
+    )
     assert [(a["action"], a["to"]) for a in done.actions] == [("reconciled", "failed_closed")]
     assert live_panes(world) == []
 
@@ -349,7 +351,7 @@ def test_a_dry_run_reports_the_guard_that_would_refuse(world: World) -> None:
     with pytest.raises(RunnerDied):
         world.start()  # the recorded starter (this process) still runs
     world.host.die_after_create = False
-    dry = world.service.reconcile(ControllerInput("ctl", world.credential), "reviewer")
+    dry = world.service.inventory.reconcile(ControllerInput("ctl", world.credential), "reviewer")
     (plan,) = dry.actions
     assert dry.applied is False and (plan["action"], plan["code"]) == ("skip", "start_in_progress")
 
@@ -375,7 +377,7 @@ def test_an_orphaned_start_whose_pane_vanished_is_planned_then_settled_without_a
     world.host.close_fault = None
     (pane,) = live_panes(world)
     world.host.close(pane)  # closed outside corral
-    (plan,) = world.service.reconcile(ControllerInput("ctl", world.credential), "reviewer").actions
+    (plan,) = world.service.inventory.reconcile(ControllerInput("ctl", world.credential), "reviewer").actions
     assert (plan["state"], plan["action"], plan["to"]) == ("orphaned", "would_reconcile", "failed_closed")
     assert "effects" not in plan and "would_close_pane" not in plan
     assert actions(world) == [("orphaned", "reconciled", "failed_closed")]

@@ -72,14 +72,14 @@ def test_every_listing_pages_and_is_live_by_default(
     for name in ("c1", "c2", "c3"):
         acquire(name)
     released = acquire("c4")
-    service.release(ReleaseInput("c4", released.credential, "done", SHA))
-    held = [v.controller_id for v in service.leases(ListLeasesInput())]
+    service.controller.release(ReleaseInput("c4", released.credential, "done", SHA))
+    held = [v.controller_id for v in service.controller.leases(ListLeasesInput())]
     assert held == ["c1", "c2", "c3"], "released leases only with include_ended"
-    walked = _walk(lambda a: service.leases(ListLeasesInput(None, True, a, 1)), lambda v: v.controller_id)
+    walked = _walk(lambda a: service.controller.leases(ListLeasesInput(None, True, a, 1)), lambda v: v.controller_id)
     assert walked == ["c1", "c2", "c3", "c4"]
-    assert [v.state for v in service.leases(ListLeasesInput("c4"))] == ["released"], "one id in any state"
+    assert [v.state for v in service.controller.leases(ListLeasesInput("c4"))] == ["released"], "one id in any state"
     adopted = _fill(store, "adopted", ("active", "released"), 20, seed=2)
-    walked = _walk(lambda a: service.adopted_list(AdoptedListInput(None, False, a, 3)), lambda v: v.id)
+    walked = _walk(lambda a: service.adopted.leases(AdoptedListInput(None, False, a, 3)), lambda v: v.id)
     assert walked == sorted(i.id for i in adopted if i.state == "active")
     writers = _fill(store, "writer", ("active", "released"), 20, seed=3)
     walked = _walk(lambda a: service.writers(None, True, after=a, limit=4), lambda v: v.id)

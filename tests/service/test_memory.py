@@ -325,17 +325,17 @@ def test_auto_files_are_what_git_shows_changed_under_the_project_directory(servi
 
 def test_controller_release_with_a_memory_checkpoint_and_a_mismatching_one(service: Service) -> None:
     m = service.memory
-    grant = service.acquire(AcquireInput("proj", "T-1", AUTHORITY, 900, "t@h"))
+    grant = service.controller.acquire(AcquireInput("proj", "T-1", AUTHORITY, 900, "t@h"))
     mine = m.checkpoint(cp(project="proj"))
     theirs = m.checkpoint(cp(project="elsewhere"))
     with pytest.raises(RefusedError) as caught:
-        service.release(ReleaseInput("proj", grant.credential, theirs["ref"], None))
+        service.controller.release(ReleaseInput("proj", grant.credential, theirs["ref"], None))
     assert caught.value.code == "memory_project_mismatch"
     with pytest.raises(RefusedError) as caught:
-        service.release(ReleaseInput("proj", grant.credential, mine["ref"], "f" * 64))
+        service.controller.release(ReleaseInput("proj", grant.credential, mine["ref"], "f" * 64))
     assert caught.value.code == "memory_digest_mismatch"
-    assert service.controller_lease("proj").state == "active", "refusals released nothing"  # type: ignore[union-attr]
-    lease = service.release(ReleaseInput("proj", grant.credential, mine["ref"], None))
+    assert service.controller.controller_lease("proj").state == "active", "refusals released nothing"  # type: ignore[union-attr]
+    lease = service.controller.release(ReleaseInput("proj", grant.credential, mine["ref"], None))
     assert lease.state == "released"
     assert (lease.data["checkpoint_ref"], lease.data["checkpoint_sha256"]) == (mine["ref"], mine["content_sha256"])
     view = m.show(ShowInput(mine["checkpoint_id"]))["checkpoint"]
@@ -350,26 +350,26 @@ def canonical_keys() -> list[str]:
 
 def test_a_tampered_checkpoint_is_refused_at_release(service: Service, store_kind: StoreKind) -> None:
     m = service.memory
-    grant = service.acquire(AcquireInput("proj", "T-1", AUTHORITY, 900, "t@h"))
+    grant = service.controller.acquire(AcquireInput("proj", "T-1", AUTHORITY, 900, "t@h"))
     mine = m.checkpoint(cp(project="proj"))
     with memory_store(service.store).transaction() as tx:
         conn = tx.store_tx._conn  # type: ignore[attr-defined]  # reason: damage the row as raw SQL would
         conn.execute("UPDATE memory_checkpoints SET summary = 'rewritten' WHERE id = " + repr(mine["checkpoint_id"]))
     with pytest.raises(RefusedError) as caught:
-        service.release(ReleaseInput("proj", grant.credential, mine["ref"], None))
+        service.controller.release(ReleaseInput("proj", grant.credential, mine["ref"], None))
     assert caught.value.code == "memory_digest_mismatch"
     assert caught.value.details["content_sha256"] != mine["content_sha256"]
 
 
 def test_a_plain_ref_still_needs_its_digest_and_a_memory_ref_a_checkpoint_id(service: Service) -> None:
-    grant = service.acquire(AcquireInput("proj", "T-1", AUTHORITY, 900, "t@h"))
+    grant = service.controller.acquire(AcquireInput("proj", "T-1", AUTHORITY, 900, "t@h"))
     with pytest.raises(InvalidError) as caught:
         ReleaseInput("proj", grant.credential, "checkpoint/plain", None)
     assert caught.value.details["field"] == "checkpoint_sha256"
     bad = ReleaseInput("proj", grant.credential, "memory:nope", None)  # the service fills or refuses it
-    assert code_of(lambda: service.release(bad)) == "input_invalid"
+    assert code_of(lambda: service.controller.release(bad)) == "input_invalid"
     missing = ReleaseInput("proj", grant.credential, "memory:cp_0123456789abcdef", None)
-    assert code_of(lambda: service.release(missing)) == "memory_checkpoint_unknown"
+    assert code_of(lambda: service.controller.release(missing)) == "memory_checkpoint_unknown"
 
 
 def test_checkpoint_digest_is_of_its_canonical_content(service: Service) -> None:
@@ -397,13 +397,13 @@ def test_writer_release_with_a_memory_checkpoint_on_every_store(any_store: Store
     service = Service(
         any_store, Library(cache_dir=tmp_path / "cache"), actor="test", hosts=lambda name: host, kinds=kinds
     )
-    credential = service.acquire(AcquireInput("ctl", "T-7", AUTHORITY, 900, "t@h")).credential
+    credential = service.controller.acquire(AcquireInput("ctl", "T-7", AUTHORITY, 900, "t@h")).credential
     repo = make_repo(tmp_path / "repo")
     lane = tmp_path / "lane"
     git(repo, "worktree", "add", "-q", "-b", "lane", str(lane))
     from runner.service import WriterStartInput
 
-    service.writer_start(
+    service.writers.start(
         WriterStartInput(
             "ctl", credential, name="alpha", kind="script", worktree=str(lane), branch="lane",
             base_commit=git(repo, "rev-parse", "HEAD~1"), expected_head=head_of(lane),
@@ -419,7 +419,7 @@ def test_writer_release_with_a_memory_checkpoint_on_every_store(any_store: Store
         inp = WriterReleaseInput(
             "ctl", credential, "alpha", 0, head_of(lane), status_digest(lane), ref, digest, 20
         )  # fmt: skip
-        return service.writer_release(inp)
+        return service.writers.release(inp)
 
     for ref, digest, code in (
         (theirs["ref"], None, "memory_project_mismatch"),

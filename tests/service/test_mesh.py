@@ -65,10 +65,10 @@ class MeshWorld:
         self.kinds = Kinds.load([])
         self.host = RecordingHost(self.store, root / "agents", self.kinds)
         self.service = self.new_service()
-        self.credential = self.service.acquire(AcquireInput("ctl", "T-3", SHA, 900, "t@h")).credential
+        self.credential = self.service.controller.acquire(AcquireInput("ctl", "T-3", SHA, 900, "t@h")).credential
         self.worktree = root / "wt"
         self.worktree.mkdir()
-        lease = self.service.reviewer_start(
+        lease = self.service.reviewers.start(
             ReviewerStartInput("ctl", self.credential, "rev", "script", str(self.worktree))
         )
         self.pane = str(lease.data["pane_id"])
@@ -218,14 +218,14 @@ def test_an_unused_wake_expires_after_its_window(world: MeshWorld) -> None:
 
 def test_never_a_wake_while_a_receipt_is_open(world: MeshWorld) -> None:
     world.enable()
-    receipt = world.service.relay(RelayInput("ctl", world.credential, "rev", "echo hi"))
+    receipt = world.service.receipts.relay(RelayInput("ctl", world.credential, "rev", "echo hi"))
     world.settle()  # the agent is settled, but the receipt is still pending (not collected)
     wake = only_wake(world.send())
     assert (wake["wake"], wake["code"]) == ("skipped", "receipt_outstanding")
     assert len(world.prompts()) == 1  # only the relay's prompt
     import anyio
 
-    anyio.run(world.service.collect, CollectInput("ctl", world.credential, (receipt.token,), 30))
+    anyio.run(world.service.receipts.collect, CollectInput("ctl", world.credential, (receipt.token,), 30))
     world.clock.advance(WAKE_INTERVAL_SECONDS)
     assert only_wake(world.send())["wake"] == "delivered"
     assert len(world.prompts()) == 2
@@ -241,7 +241,7 @@ def test_a_working_agent_is_not_woken(world: MeshWorld) -> None:
 
 def test_a_wake_is_refused_once_the_lease_moved_on(world: MeshWorld) -> None:
     world.enable()
-    world.credential = world.service.resume(ResumeInput("ctl", world.credential, 900)).credential
+    world.credential = world.service.controller.resume(ResumeInput("ctl", world.credential, 900)).credential
     wake = only_wake(world.send())
     assert (wake["wake"], wake["code"]) == ("skipped", "fence_stale")
     assert world.prompts() == []
@@ -257,7 +257,7 @@ def test_the_wake_fence_is_checked_at_the_moment_of_the_prompt(
 
     def resume_in_the_window(name: str) -> None:
         if name == "wake.wake:intent":  # the wake is admitted and recorded; the prompt not handed over
-            world.credential = world.service.resume(ResumeInput("ctl", world.credential, 900)).credential
+            world.credential = world.service.controller.resume(ResumeInput("ctl", world.credential, 900)).credential
         original(name)
 
     monkeypatch.setattr(faults, "point", resume_in_the_window)
@@ -356,7 +356,7 @@ def test_status_says_an_unconfirmed_wake_settles_itself(world: MeshWorld, monkey
 
     monkeypatch.setattr(RecordingHost, "prompt", lost_reply)
     assert only_wake(world.send())["wake"] == "unconfirmed"
-    (item,) = [n for n in world.service.status()["needs_attention"] if n["machine"] == "wake"]
+    (item,) = [n for n in world.service.inventory.status()["needs_attention"] if n["machine"] == "wake"]
     assert item["state"] == "delivering" and "expires at" in item["next"] and "reconcile" not in item["next"]
 
 

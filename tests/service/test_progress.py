@@ -41,12 +41,12 @@ class StreamWorld:
         self.service = Service(
             self.store, Library(cache_dir=root / "cache"), actor="test", hosts=lambda name: self.host, kinds=self.kinds
         )
-        self.credential = self.service.acquire(AcquireInput("ctl", "T-23", SHA, 900, "t@h")).credential
+        self.credential = self.service.controller.acquire(AcquireInput("ctl", "T-23", SHA, 900, "t@h")).credential
         self.work = root / "work"
         self.work.mkdir()
 
     def start(self, name: str = "rev", **limits: Any) -> Any:
-        return self.service.reviewer_start(
+        return self.service.reviewers.start(
             ReviewerStartInput("ctl", self.credential, name, "streamer", str(self.work), **limits)
         )
 
@@ -73,34 +73,34 @@ def _until(check: Any, timeout: float = 20.0) -> Any:
 def test_the_feed_gives_a_run_once_whole_then_only_what_is_new_then_its_end(world: StreamWorld) -> None:
     lease = world.start()
     pane = lease.data["pane_id"]
-    updates, seen = world.service.live_progress("process", {})
+    updates, seen = world.service.waits.live_progress("process", {})
     assert updates == [] and seen == {pane: (0, 0)}  # idle: nothing to follow yet
     go = world.root / "go"
-    receipt = world.service.relay(
+    receipt = world.service.receipts.relay(
         RelayInput("ctl", world.credential, "rev", f"read a.py\nwait {go}\nread b.py\nwait {go}2\nok")
     )
-    first = _until(lambda: world.service.live_progress("process", seen)[0])
+    first = _until(lambda: world.service.waits.live_progress("process", seen)[0])
     (update,) = first
     assert update["pane_id"] == pane and update["name"] == "rev" and update["kind"] == "streamer"
     assert update["running"] is True and update["run"] == 1 and update["start"] == 0
     assert update["lines"] in ([], ["tool Read a.py"])
-    _, seen = world.service.live_progress("process", seen)
-    _until(lambda: world.service.agent_progress(AgentProgressInput(pane)).total == 1)  # type: ignore[union-attr]
-    updates, seen = world.service.live_progress("process", seen)
+    _, seen = world.service.waits.live_progress("process", seen)
+    _until(lambda: world.service.waits.progress(AgentProgressInput(pane)).total == 1)  # type: ignore[union-attr]
+    updates, seen = world.service.waits.live_progress("process", seen)
     assert [u["lines"] for u in updates] in ([], [["tool Read a.py"]])
-    assert world.service.live_progress("process", seen)[0] == []  # nothing new: nothing said
+    assert world.service.waits.live_progress("process", seen)[0] == []  # nothing new: nothing said
     go.write_text("")
-    _until(lambda: world.service.agent_progress(AgentProgressInput(pane)).total == 2)  # type: ignore[union-attr]
-    updates, seen = world.service.live_progress("process", seen)
+    _until(lambda: world.service.waits.progress(AgentProgressInput(pane)).total == 2)  # type: ignore[union-attr]
+    updates, seen = world.service.waits.live_progress("process", seen)
     assert [(u["start"], u["lines"]) for u in updates] == [(1, ["tool Read b.py"])]
     (world.root / "go2").write_text("")
-    anyio.run(world.service.collect, CollectInput("ctl", world.credential, (receipt.token,), 30))
-    updates, seen = world.service.live_progress("process", seen)
+    anyio.run(world.service.receipts.collect, CollectInput("ctl", world.credential, (receipt.token,), 30))
+    updates, seen = world.service.waits.live_progress("process", seen)
     assert [(u["running"], u["lines"], u["total"]) for u in updates] == [(False, [], 2)]  # the end, once
-    assert world.service.live_progress("process", seen)[0] == []
+    assert world.service.waits.live_progress("process", seen)[0] == []
     # A new follower starts from what runs now: an ended run is not replayed to it.
-    assert world.service.live_progress("process", {})[0] == []
-    progress = world.service.agent_progress(AgentProgressInput(pane, after=1))
+    assert world.service.waits.live_progress("process", {})[0] == []
+    progress = world.service.waits.progress(AgentProgressInput(pane, after=1))
     assert progress is not None and progress.lines == ("tool Read b.py",) and not progress.running
     with pytest.raises(InputError):
         AgentProgressInput(pane, after=-1)
@@ -108,12 +108,12 @@ def test_the_feed_gives_a_run_once_whole_then_only_what_is_new_then_its_end(worl
 
 def test_status_and_agents_show_spend_against_budget(world: StreamWorld) -> None:
     lease = world.start(budget_usd=1.0, budget_tokens=1000, max_turns=5)
-    receipt = world.service.relay(RelayInput("ctl", world.credential, "rev", "hello"))
-    anyio.run(world.service.collect, CollectInput("ctl", world.credential, (receipt.token,), 30))
-    (agent,) = world.service.agents("process")
+    receipt = world.service.receipts.relay(RelayInput("ctl", world.credential, "rev", "hello"))
+    anyio.run(world.service.receipts.collect, CollectInput("ctl", world.credential, (receipt.token,), 30))
+    (agent,) = world.service.inventory.agents("process")
     assert agent["budget"] == {"budget_usd": 1.0, "budget_tokens": 1000, "max_turns": 5}
     assert agent["spend"]["tokens"] == 120 and agent["session_id"]
-    (row,) = world.service.status()["spend"]
+    (row,) = world.service.inventory.status()["spend"]
     assert row["lease"] == lease.id and row["name"] == "rev" and row["machine"] == "reviewer"
     assert row["session_id"] == agent["session_id"]
     assert row["spend"] == {"tokens": 120, "cost_usd": 0.25, "turns": 1, "runs": 1}

@@ -39,7 +39,7 @@ def test_second_prompt_is_refused_while_a_receipt_is_unresolved(world: World) ->
 
 def test_prompt_with_a_fence_resumed_elsewhere_is_refused(world: World) -> None:
     world.start()
-    resumed = world.service.resume(ResumeInput("ctl", world.credential))
+    resumed = world.service.controller.resume(ResumeInput("ctl", world.credential))
     refused("fence_stale", lambda: world.relay("echo stale"))
     assert world.observe().seq == 0, "nothing was delivered"
     assert world.service.receipts(ReceiptsInput("ctl")) == []
@@ -68,7 +68,7 @@ def test_batch_first_returns_one_result_and_pending_receipts_that_collect_later(
     world.start("fast")
     world.start("slow")
     result = anyio.run(
-        world.service.ask_many,
+        world.service.receipts.ask_many,
         AskManyInput(
             "ctl",
             world.credential,
@@ -90,7 +90,7 @@ def test_batch_all_collects_every_result(world: World) -> None:
     world.start("a")
     world.start("b")
     result = anyio.run(
-        world.service.ask_many,
+        world.service.receipts.ask_many,
         AskManyInput(
             "ctl",
             world.credential,
@@ -111,12 +111,12 @@ def test_ambiguous_delivery_stays_reserved_and_blocks_until_abandoned(tmp_path: 
     assert error.details["receipt"]["state"] == "reserved"
     refused("receipt_outstanding", lambda: world.relay("echo other"))
     refused("receipt_reserved", lambda: world.collect(token))
-    refused("agent_not_settled", lambda: world.service.abandon(AbandonInput("ctl", world.credential, token)))
+    refused("agent_not_settled", lambda: world.service.receipts.abandon(AbandonInput("ctl", world.credential, token)))
     anyio.run(world.host.wait, "p1", 1, 10)
-    abandoned = world.service.abandon(AbandonInput("ctl", world.credential, token, "operator saw it finish"))
+    abandoned = world.service.receipts.abandon(AbandonInput("ctl", world.credential, token, "operator saw it finish"))
     assert (abandoned.state, abandoned.data["reason"], abandoned.data["observed_seq"]) == ("abandoned", "abandoned", 2)
     assert world.relay("echo next").state == "pending"
-    status = world.service.status()
+    status = world.service.inventory.status()
     assert status["counts"]["receipt"] == {"abandoned": 1, "pending": 1}
 
 

@@ -33,7 +33,7 @@ def test_a_refused_ask_many_delivers_to_no_target(world: World) -> None:
         world.start(name)
     busy = world.relay("sleep 30", target="b")
     batch = AskManyInput("ctl", world.credential, (("a", "echo a"), ("b", "echo b"), ("c", "echo c")), timeout=5)
-    refused("receipt_outstanding", lambda: anyio.run(world.service.ask_many, batch))
+    refused("receipt_outstanding", lambda: anyio.run(world.service.receipts.ask_many, batch))
     assert runs(world, "a") == 0 and runs(world, "c") == 0, "no prompt reached the other targets"
     assert (world.observe("a").seq, world.observe("c").seq) == (0, 0)
     receipts = world.service.receipts(ReceiptsInput(include_ended=True))
@@ -44,7 +44,7 @@ def test_an_ask_many_is_admitted_in_one_transaction(world: World) -> None:
     for name in ("a", "b"):
         world.start(name)
     batch = AskManyInput("ctl", world.credential, (("a", "echo one"), ("b", "echo two")), timeout=30)
-    result = anyio.run(world.service.ask_many, batch)
+    result = anyio.run(world.service.receipts.ask_many, batch)
     assert sorted(r.receipt.data["name"] for r in result.results) == ["a", "b"]
     relays = [e for e in world.store.events() if e.machine == "receipt" and e.trigger == "relay"]
     assert len(relays) == 2 and relays[1].seq == relays[0].seq + 1, "both intents in one commit, nothing between"
@@ -66,14 +66,16 @@ def test_collect_first_returns_the_first_and_leaves_the_rest_pending(world: Worl
     fast = world.relay("echo quick", target="fast")
     slow = world.relay("sleep 30", target="slow")
     batch = anyio.run(
-        world.service.collect_first, CollectInput("ctl", world.credential, (slow.token, fast.token), 30, mode="first")
+        world.service.receipts.collect_first,
+        CollectInput("ctl", world.credential, (slow.token, fast.token), 30, mode="first"),
     )
     (result,) = batch.results
     assert result.receipt.data["name"] == "fast" and result.receipt.state == "completed"
     assert [(r.data["name"], r.state) for r in batch.pending_receipts] == [("slow", "pending")]
     refused("receipt_outstanding", lambda: world.relay("echo no", target="slow"))
     again = anyio.run(
-        world.service.collect_first, CollectInput("ctl", world.credential, (slow.token, fast.token), 1, mode="first")
+        world.service.receipts.collect_first,
+        CollectInput("ctl", world.credential, (slow.token, fast.token), 1, mode="first"),
     )
     assert again.results[0].replayed, "a completed receipt wins at once"
 
@@ -115,12 +117,12 @@ def test_a_blocked_reviewer_is_closed_only_on_an_operators_recorded_decision(wor
     anyio.run(world.host.wait, world.observe().pane_id, 1, 30)
     assert world.observe().status == "blocked"
     plain = ReviewerCloseInput("ctl", world.credential, "rev", 2)
-    error = refused("agent_not_settled", lambda: world.service.reviewer_close(plain))
+    error = refused("agent_not_settled", lambda: world.service.reviewers.close(plain))
     assert "--blocked" in error.message
     decided = ReviewerCloseInput("ctl", world.credential, "rev", 2, blocked_reason="it asks for prod credentials")
-    refused("receipt_outstanding", lambda: world.service.reviewer_close(decided))
-    world.service.abandon(AbandonInput("ctl", world.credential, receipt.token, "blocked: a person decides"))
-    closed = world.service.reviewer_close(decided)
+    refused("receipt_outstanding", lambda: world.service.reviewers.close(decided))
+    world.service.receipts.abandon(AbandonInput("ctl", world.credential, receipt.token, "blocked: a person decides"))
+    closed = world.service.reviewers.close(decided)
     assert closed.lease.state == "closed"
     decision = closed.lease.data["decision"]
     assert (decision["reason"], decision["actor"]) == ("it asks for prod credentials", "test")
@@ -141,15 +143,15 @@ def test_status_lists_what_needs_a_person_with_the_next_command(world: World) ->
     world.start()
     world.relay("block")
     anyio.run(world.host.wait, world.observe().pane_id, 1, 30)
-    kinds = {item["kind"]: item for item in world.service.status()["needs_attention"]}
+    kinds = {item["kind"]: item for item in world.service.inventory.status()["needs_attention"]}
     assert "--blocked --reason" in kinds["agent_blocked"]["next"]
-    short = world.service.acquire(AcquireInput("brief", "T-1", "d" * 64, 5, "t@h")).credential
-    world.service.reviewer_start(ReviewerStartInput("brief", short, "other", "script", str(world.worktree)))
+    short = world.service.controller.acquire(AcquireInput("brief", "T-1", "d" * 64, 5, "t@h")).credential
+    world.service.reviewers.start(ReviewerStartInput("brief", short, "other", "script", str(world.worktree)))
     # Six seconds later, as the store's clock tells it (a second connection whose clock runs ahead):
     # the 5 s lease has expired there without the test sleeping it out.
     ahead = open_test_store(world.root, clock=lambda: datetime.now(UTC) + timedelta(seconds=6))
     later = Service(ahead, world.service.library, actor="test", hosts=lambda name: world.host, kinds=world.kinds)
-    kinds = {item["kind"]: item for item in later.status()["needs_attention"]}
+    kinds = {item["kind"]: item for item in later.inventory.status()["needs_attention"]}
     ahead.close()
     expired = kinds["controller_expired"]
     assert expired["controller"] == "brief" and expired["holds"] == 1

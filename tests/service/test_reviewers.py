@@ -33,7 +33,7 @@ def test_full_review_flow(world: World) -> None:
     assert result.receipt.state == "completed" and result.receipt.data["settled_seq"] == 2
     assert "main.py: 1 lines" in result.output and "verdict: 1 files reviewed" in result.output
     assert result.receipt.data["output_sha256"] == hashlib.sha256(result.output.encode()).hexdigest()
-    closed = world.service.reviewer_close(ReviewerCloseInput("ctl", world.credential, "rev", 2))
+    closed = world.service.reviewers.close(ReviewerCloseInput("ctl", world.credential, "rev", 2))
     assert closed.lease.state == "closed" and closed.output == result.output
     assert closed.lease.data["capture_sha256"] == hashlib.sha256(closed.output.encode()).hexdigest()
     triggers = [(e.instance_id.split("/")[0], e.trigger, e.to_state) for e in world.store.events()]
@@ -56,24 +56,26 @@ def test_close_with_a_stale_cursor_is_refused(world: World) -> None:
     world.start()
     world.collect(world.relay("echo one").token)
     refused(
-        "cursor_mismatch", lambda: world.service.reviewer_close(ReviewerCloseInput("ctl", world.credential, "rev", 0))
+        "cursor_mismatch", lambda: world.service.reviewers.close(ReviewerCloseInput("ctl", world.credential, "rev", 0))
     )
     assert [x.state for x in world.service.reviewers(ReviewerListInput("ctl"))] == ["active"]
-    assert world.service.reviewer_close(ReviewerCloseInput("ctl", world.credential, "rev", 2)).lease.state == "closed"
+    assert world.service.reviewers.close(ReviewerCloseInput("ctl", world.credential, "rev", 2)).lease.state == "closed"
 
 
 def test_close_is_refused_while_a_receipt_is_open_or_the_agent_works(world: World) -> None:
     world.start()
     receipt = world.relay("sleep 2")  # still working at the close below, even on a loaded machine
     refused(
-        "agent_not_settled", lambda: world.service.reviewer_close(ReviewerCloseInput("ctl", world.credential, "rev", 1))
+        "agent_not_settled",
+        lambda: world.service.reviewers.close(ReviewerCloseInput("ctl", world.credential, "rev", 1)),
     )
     world.collect(receipt.token)
     blocked = world.relay("block")
     world.collect(blocked.token)
     assert world.observe().status == "blocked"
     refused(
-        "agent_not_settled", lambda: world.service.reviewer_close(ReviewerCloseInput("ctl", world.credential, "rev", 4))
+        "agent_not_settled",
+        lambda: world.service.reviewers.close(ReviewerCloseInput("ctl", world.credential, "rev", 4)),
     )
 
 
@@ -87,11 +89,11 @@ def test_failed_start_closes_its_pane_or_is_orphaned_until_reconciled(tmp_path: 
     assert error.details["lease"]["state"] == "orphaned"
     pane = error.details["lease"]["pane_id"]
     # Reconcile closes the orphaned start's pane itself (fenced); while closing keeps failing, it stays orphaned.
-    again = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential, apply=True))
+    again = world.service.inventory.reviewer_reconcile(ControllerInput("ctl", world.credential, apply=True))
     assert [(a["action"], a["to"]) for a in again.actions] == [("reconciled", "orphaned")]
     assert [o.pane_id for o in world.host.list()] == [pane]
     world.host.close_fails = False  # type: ignore[attr-defined]
-    done = world.service.reviewer_reconcile(ControllerInput("ctl", world.credential, apply=True))
+    done = world.service.inventory.reviewer_reconcile(ControllerInput("ctl", world.credential, apply=True))
     assert [(a["action"], a["to"], a["closed_pane"]) for a in done.actions] == [("reconciled", "failed_closed", pane)]
     assert world.host.list() == [], "the orphaned pane is closed"
     assert {x.state for x in world.service.reviewers(ReviewerListInput("ctl", include_ended=True))} == {"failed_closed"}
@@ -116,7 +118,7 @@ def test_a_host_refusing_the_kind_fails_the_start_cleanly(tmp_path: Path) -> Non
 )
 def test_start_refusals_write_nothing(world: World, change: dict[str, str], code: str) -> None:
     fields = {"name": "rev", "kind": "script", "cwd": str(world.worktree), **change}
-    refused(code, lambda: world.service.reviewer_start(ReviewerStartInput("ctl", world.credential, **fields)))
+    refused(code, lambda: world.service.reviewers.start(ReviewerStartInput("ctl", world.credential, **fields)))
     assert world.store.find("reviewer") == [] and world.host.list() == []
 
 
@@ -127,7 +129,7 @@ def test_name_taken_and_bad_inputs(world: World) -> None:
         ReviewerStartInput("ctl", world.credential, "Bad Name", "script", "/tmp")
     assert bad.value.details["field"] == "name"
     with pytest.raises(InputError) as model:
-        world.service.reviewer_start(
+        world.service.reviewers.start(
             ReviewerStartInput("ctl", world.credential, "m", "script", str(world.worktree), model="opus")
         )
     assert model.value.details["field"] == "model"

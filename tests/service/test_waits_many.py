@@ -91,7 +91,7 @@ def test_of_64_targets_the_one_that_settles_wins_with_its_output(many: World) ->
     world = many
     world.relay("echo only r37", target="r37")
     targets = tuple((f"r{n}", 1 if n == 37 else 0) for n in range(MANY))
-    result = anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, targets, 20))
+    result = anyio.run(world.service.waits.wait_any, WaitAnyInput("ctl", world.credential, targets, 20))
     assert [(w.target, w.observation.status, w.observation.seq) for w in result.winners] == [("r37", "done", 2)]
     assert result.winners[0].output.strip() == "only r37"
 
@@ -116,7 +116,7 @@ def test_setting_up_64_targets_reads_the_store_once_and_observes_once(many: Worl
     async def wait_then_settle() -> WaitAnyResult:
         async with anyio.create_task_group() as group:
             group.start_soon(anyio.to_thread.run_sync, settle_later)
-            return await world.service.wait_any(WaitAnyInput("ctl", world.credential, targets, 20, fresh=True))
+            return await world.service.waits.wait_any(WaitAnyInput("ctl", world.credential, targets, 20, fresh=True))
 
     result = anyio.run(wait_then_settle)
     assert [(w.target, w.observation.seq) for w in result.winners] == [("r5", 1)]
@@ -128,7 +128,7 @@ def test_settled_targets_without_a_cursor_win_at_once_in_target_order(many: Worl
     for name in ("r50", "r7"):
         _settle_elsewhere(world, panes[name])
     targets = tuple((f"r{n}", None) for n in (63, 50, 1, 7))
-    result = anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, targets, 20))
+    result = anyio.run(world.service.waits.wait_any, WaitAnyInput("ctl", world.credential, targets, 20))
     assert [(w.target, w.observation.status, w.observation.seq) for w in result.winners] == [
         ("r63", "idle", 0),
         ("r50", "done", 1),
@@ -144,20 +144,23 @@ def test_the_first_failing_target_is_refused_as_before(many: World) -> None:
     gone = refused(
         "agent_gone",
         lambda: anyio.run(
-            world.service.wait_any, WaitAnyInput("ctl", world.credential, (("r1", 0), ("r2", None), ("nope", None)), 1)
+            world.service.waits.wait_any,
+            WaitAnyInput("ctl", world.credential, (("r1", 0), ("r2", None), ("nope", None)), 1),
         ),
     )
     assert gone.details["target"] == "r2"
     unknown = refused(
         "target_unknown",
         lambda: anyio.run(
-            world.service.wait_any, WaitAnyInput("ctl", world.credential, (("nope", None), ("r2", None)), 1)
+            world.service.waits.wait_any, WaitAnyInput("ctl", world.credential, (("nope", None), ("r2", None)), 1)
         ),
     )
     assert unknown.details["target"] == "nope"
     timed_out = refused(
         "wait_timeout",
-        lambda: anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, (("r1", 0), ("r3", 0)), 0.3)),
+        lambda: anyio.run(
+            world.service.waits.wait_any, WaitAnyInput("ctl", world.credential, (("r1", 0), ("r3", 0)), 0.3)
+        ),
     )
     assert timed_out.details["targets"] == ["r1", "r3"]
 
@@ -184,7 +187,7 @@ def test_on_one_process_host_the_set_up_the_wait_and_the_output_share_one_worker
         _record(world, name, calls)
     loop = threading.get_ident()
     targets = (("a", None), ("b", 1))
-    result = anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, targets, 20, fresh=True))
+    result = anyio.run(world.service.waits.wait_any, WaitAnyInput("ctl", world.credential, targets, 20, fresh=True))
     assert [(w.target, w.observation.status) for w in result.winners] == [("b", "done")]
     assert "from b" in result.winners[0].output
     assert [name for name, _ in calls] == ["cursors", "wait_many_blocking", "read", "get"]
@@ -201,11 +204,13 @@ def test_a_host_without_a_blocking_wait_is_waited_on_from_the_loop(world: World)
     world.host.wait_many_blocking = lambda *args: None  # type: ignore[method-assign,assignment]
     calls: list[tuple[str, int]] = []
     _record(world, "wait_many", calls)
-    result = anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, (("a", 0), ("b", 1)), 20))
+    result = anyio.run(world.service.waits.wait_any, WaitAnyInput("ctl", world.credential, (("a", 0), ("b", 1)), 20))
     assert [w.target for w in result.winners] == ["b"] and [name for name, _ in calls] == ["wait_many"]
     timed_out = refused(
         "wait_timeout",
-        lambda: anyio.run(world.service.wait_any, WaitAnyInput("ctl", world.credential, (("a", 0), ("b", 2)), 0.3)),
+        lambda: anyio.run(
+            world.service.waits.wait_any, WaitAnyInput("ctl", world.credential, (("a", 0), ("b", 2)), 0.3)
+        ),
     )
     assert timed_out.details["targets"] == ["a", "b"]
 
@@ -228,7 +233,7 @@ def test_cancelling_wait_any_ends_its_thread_s_wait(many: World) -> None:
 
     async def cancelled() -> None:
         with anyio.move_on_after(0.3) as scope:
-            await world.service.wait_any(WaitAnyInput("ctl", world.credential, targets, 600))
+            await world.service.waits.wait_any(WaitAnyInput("ctl", world.credential, targets, 600))
         assert scope.cancelled_caught
 
     anyio.run(cancelled)

@@ -114,7 +114,9 @@ class Lab:
         self.service = Service(
             self.store, Library(cache_dir=root / "cache"), actor="test", hosts=lambda name: self.host, kinds=self.kinds
         )
-        self.credential = self.service.acquire(AcquireInput("ctl", "T-7", AUTHORITY_SHA, 900, "t@h")).credential
+        self.credential = self.service.controller.acquire(
+            AcquireInput("ctl", "T-7", AUTHORITY_SHA, 900, "t@h")
+        ).credential
         self.repo = make_repo(root / "repo")
         self.base = git(self.repo, "rev-parse", "HEAD~1")
 
@@ -149,7 +151,7 @@ class Lab:
         return WriterStartInput("ctl", self.credential, **fields)
 
     def start(self, name: str, worktree: Path | str, **changes: Any) -> AgentLeaseView:
-        return self.service.writer_start(self.start_input(name, worktree, **changes))
+        return self.service.writers.start(self.start_input(name, worktree, **changes))
 
     def release(self, name: str, seq: int, worktree: Path, **changes: Any) -> Any:
         fields: dict[str, Any] = {
@@ -161,11 +163,11 @@ class Lab:
             "checkpoint_sha256": CHECKPOINT_SHA,
             **changes,
         }
-        return self.service.writer_release(WriterReleaseInput("ctl", self.credential, **fields))
+        return self.service.writers.release(WriterReleaseInput("ctl", self.credential, **fields))
 
     def ask(self, target: str, text: str) -> Any:
-        receipt = self.service.relay(RelayInput("ctl", self.credential, target, text))
-        (result,) = anyio.run(self.service.collect, CollectInput("ctl", self.credential, (receipt.token,), 30))
+        receipt = self.service.receipts.relay(RelayInput("ctl", self.credential, target, text))
+        (result,) = anyio.run(self.service.receipts.collect, CollectInput("ctl", self.credential, (receipt.token,), 30))
         return result
 
     def lane(self, name: str) -> AgentLeaseView:
@@ -265,7 +267,7 @@ def test_start_edit_through_a_receipt_and_release(lab: Lab) -> None:
 def test_preflight_gives_what_a_start_expects(lab: Lab) -> None:
     wt = lab.worktree("wt-feat")
     (wt / "untracked.txt").write_text("u\n")
-    facts = lab.service.preflight(str(wt))
+    facts = lab.service.writers.preflight(str(wt))
     assert (facts["branch"], facts["head"], facts["status_sha256"]) == (
         "feat",
         head_of(wt),
@@ -460,7 +462,7 @@ def test_a_lane_may_not_lock_what_it_owns(lab: Lab) -> None:
 
 def test_a_worktree_where_a_reviewer_runs_is_busy(lab: Lab) -> None:
     wt = lab.worktree("wt-a")
-    lab.service.reviewer_start(ReviewerStartInput("ctl", lab.credential, "rev", "script", str(wt)))
+    lab.service.reviewers.start(ReviewerStartInput("ctl", lab.credential, "rev", "script", str(wt)))
     error = refused_start(lab, "worktree_busy", lambda: lab.start("alpha", wt))
     assert error.details["lease"].startswith("reviewer/")
 
@@ -474,10 +476,10 @@ def test_a_worktree_where_an_unleased_agent_runs_is_busy(lab: Lab) -> None:
 
 def test_an_agent_in_a_subdirectory_makes_the_worktree_busy(lab: Lab) -> None:
     wt = lab.worktree("wt-a")
-    lab.service.reviewer_start(ReviewerStartInput("ctl", lab.credential, "rev", "script", str(wt / "src")))
+    lab.service.reviewers.start(ReviewerStartInput("ctl", lab.credential, "rev", "script", str(wt / "src")))
     error = refused_start(lab, "worktree_busy", lambda: lab.start("alpha", wt))
     assert error.details["lease"].startswith("reviewer/")
-    lab.service.reviewer_close(ReviewerCloseInput("ctl", lab.credential, "rev", 0))
+    lab.service.reviewers.close(ReviewerCloseInput("ctl", lab.credential, "rev", 0))
     stray = lab.host.start("stray", "script", os.path.realpath(wt / "src"), StartOptions())
     error = refused_start(lab, "worktree_busy", lambda: lab.start("alpha", wt))
     assert error.details["pane_id"] == stray.pane_id
@@ -487,7 +489,7 @@ def test_an_agent_in_a_sibling_sharing_the_prefix_does_not_block(lab: Lab) -> No
     wt = lab.worktree("wt-a")
     sibling = lab.root / "wt-a-notes"
     sibling.mkdir()
-    lab.service.reviewer_start(ReviewerStartInput("ctl", lab.credential, "rev", "script", str(sibling)))
+    lab.service.reviewers.start(ReviewerStartInput("ctl", lab.credential, "rev", "script", str(sibling)))
     lab.host.start("stray", "script", os.path.realpath(sibling), StartOptions())
     assert lab.start("alpha", wt).state == "active"
 
@@ -495,7 +497,7 @@ def test_an_agent_in_a_sibling_sharing_the_prefix_does_not_block(lab: Lab) -> No
 def test_a_reviewer_elsewhere_does_not_block(lab: Lab) -> None:
     elsewhere = lab.root / "elsewhere"
     elsewhere.mkdir()
-    lab.service.reviewer_start(ReviewerStartInput("ctl", lab.credential, "rev", "script", str(elsewhere)))
+    lab.service.reviewers.start(ReviewerStartInput("ctl", lab.credential, "rev", "script", str(elsewhere)))
     assert lab.start("alpha", lab.worktree("wt-a")).state == "active"
 
 
@@ -550,25 +552,27 @@ def test_release_refused_with_a_stale_cursor(lab: Lab) -> None:
 def test_release_refused_while_a_receipt_is_open(lab: Lab) -> None:
     wt = lab.worktree("wt-a")
     lane = lab.start("alpha", wt)
-    receipt = lab.service.relay(RelayInput("ctl", lab.credential, "alpha", "write src/x.py x = 1"))
+    receipt = lab.service.receipts.relay(RelayInput("ctl", lab.credential, "alpha", "write src/x.py x = 1"))
     anyio.run(lab.host.wait, lane.data["pane_id"], 1, 30)  # settled, but nobody collected
     error = refused("receipt_outstanding", lambda: lab.release("alpha", 2, wt))
     assert error.details["receipt"] == receipt.token
     assert lab.lane("alpha").state == "active"
-    anyio.run(lab.service.collect, CollectInput("ctl", lab.credential, (receipt.token,), 30))
+    anyio.run(lab.service.receipts.collect, CollectInput("ctl", lab.credential, (receipt.token,), 30))
     assert lab.release("alpha", 2, wt).lease.state == "released"
 
 
 def test_release_refused_while_the_agent_works(lab: Lab) -> None:
     wt = lab.worktree("wt-a")
     lab.start("alpha", wt)
-    receipt = lab.service.relay(RelayInput("ctl", lab.credential, "alpha", f"wait-file {wt.name}.go\necho done"))
+    receipt = lab.service.receipts.relay(
+        RelayInput("ctl", lab.credential, "alpha", f"wait-file {wt.name}.go\necho done")
+    )
     go = wt / f"{wt.name}.go"
     try:
         refused("agent_not_settled", lambda: lab.release("alpha", 1, wt))
     finally:
         go.write_text("")
-    anyio.run(lab.service.collect, CollectInput("ctl", lab.credential, (receipt.token,), 30))
+    anyio.run(lab.service.receipts.collect, CollectInput("ctl", lab.credential, (receipt.token,), 30))
     assert lab.release("alpha", 2, wt).lease.state == "released"
 
 
@@ -655,14 +659,14 @@ def test_a_release_whose_pane_vanished_is_reconciled_and_frees_the_lane(flaky: t
     assert error.details["lease"]["state"] == "release_failed"
     wt_b = lab.worktree("wt-b")
     refused_start(lab, "scope_overlap", lambda: lab.start("beta", wt_b, owned_scopes=("src",)))
-    skipped = lab.service.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
+    skipped = lab.service.inventory.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
     assert [(a["name"], a["action"]) for a in skipped.actions] == [("alpha", "skip")], "its pane still exists"
     ProcessHost.close(host, lane.data["pane_id"])  # the pane vanishes by other means
-    done = lab.service.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
+    done = lab.service.inventory.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
     assert [(a["name"], a["action"], a["to"]) for a in done.actions] == [("alpha", "reconciled", "released")]
     assert lab.lane("alpha").data["reconciled_at"]
     assert lab.start("beta", wt_b, owned_scopes=("src",)).state == "active"
-    again = lab.service.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
+    again = lab.service.inventory.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
     assert again.actions == [], "a settled lane is not touched again"
 
 
@@ -673,7 +677,7 @@ def test_a_failed_release_can_be_released_again(flaky: tuple[Lab, FlakyCloseHost
     host.close_fails = True
     refused("agent_close_failed", lambda: lab.release("alpha", 0, wt))
     assert lab.lane("alpha").state == "release_failed" and len(host.list()) == 1
-    attention = lab.service.status()["needs_attention"]
+    attention = lab.service.inventory.status()["needs_attention"]
     assert [(a["machine"], a["name"], a["state"]) for a in attention] == [("writer", "alpha", "release_failed")]
     host.close_fails = False
     settle_index(wt)
@@ -693,7 +697,7 @@ def test_an_orphaned_start_whose_pane_vanished_is_reconciled(flaky: tuple[Lab, F
     refused_start(lab, "scope_overlap", lambda: lab.start("beta", wt_b, owned_scopes=("src",)))
     refused_start(lab, "worktree_taken", lambda: lab.start("beta", wt, owned_scopes=("docs",)))
     ProcessHost.close(host, error.details["lease"]["pane_id"])
-    done = lab.service.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
+    done = lab.service.inventory.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
     assert [(a["action"], a["to"]) for a in done.actions] == [("reconciled", "failed_closed")]
     assert lab.start("beta", wt_b, owned_scopes=("src",)).state == "active"
 
@@ -713,7 +717,7 @@ def test_an_active_lane_whose_pane_vanished_can_be_settled(lab: Lab) -> None:
     lane = lab.start("alpha", wt, owned_scopes=("src",))
     lab.host.close(lane.data["pane_id"])
     refused("agent_gone", lambda: lab.release("alpha", 0, wt))
-    lab.service.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
+    lab.service.inventory.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
     assert lab.start("beta", lab.worktree("wt-b"), owned_scopes=("src",)).state == "active"
 
 
@@ -728,11 +732,11 @@ def test_scopes_check_reports_conflicts_and_writes_nothing(lab: Lab) -> None:
     before = (lab.footprint(), [(i.id, i.version) for i in lab.store.find("writer")])
     db = store_fingerprint(lab.store.url)
 
-    report = lab.service.scopes_check(
+    report = lab.service.writers.scopes_check(
         ScopesCheckInput(owned_scopes=("./src/x.py", "docs/", "lib/a"), locked_scopes=("src",), worktree=str(other_wt))
     )
     assert report["conflicts"] == [{"lane": "gamma", "kind": "owned/owned", "scope": "lib/a", "theirs": "lib"}]
-    everywhere = lab.service.scopes_check(
+    everywhere = lab.service.writers.scopes_check(
         ScopesCheckInput(owned_scopes=("./src/x.py", "docs/", "lib/a"), locked_scopes=("src",))
     )
     assert everywhere["owned_scopes"] == ["docs", "lib/a", "src/x.py"] and everywhere["locked_scopes"] == ["src"]
@@ -744,7 +748,7 @@ def test_scopes_check_reports_conflicts_and_writes_nothing(lab: Lab) -> None:
         {"lane": "gamma", "kind": "owned/owned", "scope": "lib/a", "theirs": "lib"},
     ]
     assert everywhere["ok"] is False and report["ok"] is False
-    clear = lab.service.scopes_check(ScopesCheckInput(owned_scopes=("tests",), worktree=str(lab.repo)))
+    clear = lab.service.writers.scopes_check(ScopesCheckInput(owned_scopes=("tests",), worktree=str(lab.repo)))
     assert clear == {
         "owned_scopes": ["tests"],
         "locked_scopes": [],
@@ -762,17 +766,17 @@ def test_release_bound_to_the_content_refuses_a_dirty_file_edited_again(lab: Lab
     wt = lab.worktree("wt-a")
     lab.start("alpha", wt)
     (wt / "src" / "app.py").write_text("reviewed edit\n")
-    reviewed = lab.service.preflight(str(wt))
+    reviewed = lab.service.writers.preflight(str(wt))
     (wt / "src" / "app.py").write_text("edited again after the review\n")
-    assert lab.service.preflight(str(wt))["status_sha256"] == reviewed["status_sha256"]
+    assert lab.service.writers.preflight(str(wt))["status_sha256"] == reviewed["status_sha256"]
     error = refused(
         "git_content_mismatch",
         lambda: lab.release("alpha", 0, wt, expected_content_sha256=reviewed["content_sha256"]),
     )
     assert error.details["expected"] == reviewed["content_sha256"]
-    assert error.details["actual"] == lab.service.preflight(str(wt))["content_sha256"]
+    assert error.details["actual"] == lab.service.writers.preflight(str(wt))["content_sha256"]
     assert lab.lane("alpha").state == "active" and len(lab.host.list()) == 1
-    now = lab.service.preflight(str(wt))["content_sha256"]
+    now = lab.service.writers.preflight(str(wt))["content_sha256"]
     assert lab.release("alpha", 0, wt, expected_content_sha256=now).lease.state == "released"
 
 

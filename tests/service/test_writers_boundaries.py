@@ -67,10 +67,10 @@ def test_a_symlink_tracked_at_head_but_replaced_on_disk_is_refused(lab: Lab) -> 
 
 def test_scopes_check_reports_symlinks(lab: Lab) -> None:
     wt = _linked_repo(lab)
-    report = lab.service.scopes_check(ScopesCheckInput(owned_scopes=("lib/a.py", "docs"), worktree=str(wt)))
+    report = lab.service.writers.scopes_check(ScopesCheckInput(owned_scopes=("lib/a.py", "docs"), worktree=str(wt)))
     assert report["symlinks"] == [{"scope": "lib/a.py", "link": "lib", "target": "src", "where": "both"}]
     assert report["ok"] is False
-    clean = lab.service.scopes_check(ScopesCheckInput(owned_scopes=("src/a.py",), worktree=str(wt)))
+    clean = lab.service.writers.scopes_check(ScopesCheckInput(owned_scopes=("src/a.py",), worktree=str(wt)))
     assert clean["symlinks"] == [] and clean["ok"] is True
 
 
@@ -106,7 +106,7 @@ def test_without_a_remote_main_stays_protected_while_the_main_checkout_is_on_a_t
     wt = lab.worktree("wt-main", "--force", start="main")
     error = refused_start(lab, "git_branch_protected", lambda: lab.start("alpha", wt))
     assert error.details["protected"] == ["main"]
-    facts = lab.service.preflight(str(wt))
+    facts = lab.service.writers.preflight(str(wt))
     assert facts["default_branch"] is None and facts["protected_default"] == ["main"]
 
 

@@ -77,7 +77,7 @@ def ack(op, seq, version, cred):
                       "lease_id": cred.lease_id}), flush=True)
 
 
-grant = service.acquire(AcquireInput(CTL, "CRASH-1", SHA, 3600, "child@host"))
+grant = service.controller.acquire(AcquireInput(CTL, "CRASH-1", SHA, 3600, "child@host"))
 cred = grant.credential
 save(cred)
 ack("acquire", grant.event_seq, grant.lease.version, cred)
@@ -87,14 +87,14 @@ i = 0
 while time.monotonic() < deadline:
     i += 1
     if i % 4 == 0:
-        grant = service.resume(ResumeInput(CTL, cred))
+        grant = service.controller.resume(ResumeInput(CTL, cred))
         if i == int(die_at):  # die after the commit, before the new credential is saved or acknowledged
             os.kill(os.getpid(), signal.SIGKILL)
         cred = grant.credential
         save(cred)
         seq, version = grant.event_seq, grant.lease.version
     else:
-        view = service.renew(RenewInput(CTL, cred))
+        view = service.controller.renew(RenewInput(CTL, cred))
         # Only this process writes: the one event after last_seq is the renew just acknowledged.
         (event,) = service.events(EventsInput(since=last_seq, instance_id=INSTANCE))
         assert event.version == view.version and event.trigger == "renew"
@@ -189,22 +189,22 @@ def test_acknowledged_transitions_survive_sigkill(tmp_path: Path, acks: int | No
             assert saved["generation"] == lease.data["generation"] - 1, "the resume before the kill was lost"
         cred = Credential(CONTROLLER, saved["lease_id"], saved["generation"], saved["token"])
         if saved["generation"] == lease.data["generation"]:
-            grant = service.resume(ResumeInput(CONTROLLER, cred, holder="parent@host"))
+            grant = service.controller.resume(ResumeInput(CONTROLLER, cred, holder="parent@host"))
         else:
             # The child died between committing a resume and saving the new credential: the saved one
             # is stale now, and the lease can only be taken over once it expires.
             with pytest.raises(RefusedError) as caught:
-                service.resume(ResumeInput(CONTROLLER, cred))
+                service.controller.resume(ResumeInput(CONTROLLER, cred))
             assert caught.value.code == "fence_stale"
             later = datetime.now(UTC) + timedelta(seconds=TTL + 60)
             with SQLiteStore(tmp_path / "corral.db", clock=lambda: later) as future:
-                grant = Service(future, service.library, actor="parent").takeover(
+                grant = Service(future, service.library, actor="parent").controller.takeover(
                     TakeoverInput(CONTROLLER, lease.data["lease_id"], 60, "parent@host")
                 )
         assert grant.credential.generation == lease.data["generation"] + 1
         assert grant.event_seq > events[-1].seq
-        service.renew(RenewInput(CONTROLLER, grant.credential))
-        released = service.release(ReleaseInput(CONTROLLER, grant.credential, "after-crash", SHA))
+        service.controller.renew(RenewInput(CONTROLLER, grant.credential))
+        released = service.controller.release(ReleaseInput(CONTROLLER, grant.credential, "after-crash", SHA))
         assert released.state == "released" and released.version == lease.version + 3
         assert store.integrity() == "ok"
 
@@ -222,7 +222,7 @@ def test_newer_schema_is_refused_and_left_untouched(tmp_path: Path, kind: str) -
     db = tmp_path / "corral.db"
     if kind == "corral":  # a real store with a lease in it, then "upgraded" by a future corral
         with SQLiteStore(db) as store:
-            Service(store, Library(cache_dir=tmp_path / "spec-cache")).acquire(
+            Service(store, Library(cache_dir=tmp_path / "spec-cache")).controller.acquire(
                 AcquireInput(CONTROLLER, "TICKET-1", SHA, 60, "h@host")
             )
     conn = sqlite3.connect(db)

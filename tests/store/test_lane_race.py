@@ -95,7 +95,7 @@ for round_no in range(rounds):
     service = Service(store, library, actor=f"worker-{index}", hosts=lambda name: host, kinds=kinds)
     home = rundir / ("home-a", "home-b")[int(index) % 2]
     credential = credentials.load(home / "credentials" / f"{job['controller']}.json", job["controller"], store.url)
-    facts = service.preflight(job["worktree"])
+    facts = service.writers.preflight(job["worktree"])
     request = WriterStartInput(
         controller_id=job["controller"],
         credential=credential,
@@ -120,7 +120,7 @@ for round_no in range(rounds):
         time.sleep(0.0005)
     began = time.time()
     try:
-        lane = service.writer_start(request)
+        lane = service.writers.start(request)
         reply = {"won": True, "lane": lane.id, "state": lane.state}
     except CorralError as exc:  # a refusal is an answer; anything else is a bug and kills the worker
         reply = {"won": False, "code": exc.code, "details": exc.details, "message": exc.message}
@@ -244,7 +244,7 @@ def _prepare_round(rundir: Path, repo: Repo, roles: list[Role], url: str) -> str
     with open_store(url) as store:
         Library(cache_dir=cache).builtin("writer")
         service = Service(store, Library(cache_dir=cache), actor="parent")
-        credential = service.acquire(AcquireInput(CONTROLLER, "RACE-1", SHA, 900, "parent@race")).credential
+        credential = service.controller.acquire(AcquireInput(CONTROLLER, "RACE-1", SHA, 900, "parent@race")).credential
         for home in ("home-a", "home-b"):
             credential_file = rundir / home / "credentials" / f"{CONTROLLER}.json"
             credentials.save(credential_file, credential, store.url)

@@ -96,13 +96,13 @@ def ack_view(op, cred, view):
 
 def look():
     try:
-        return service.leases(ListLeasesInput(CTL))[0]
+        return service.controller.leases(ListLeasesInput(CTL))[0]
     except NotFoundError:
         return None
 
 
 def renew(cred):
-    view = attempt("renew", lambda: service.renew(RenewInput(CTL, cred)))
+    view = attempt("renew", lambda: service.controller.renew(RenewInput(CTL, cred)))
     if view is not None:
         ack_view("renew", cred, view)
     return view is not None
@@ -112,11 +112,11 @@ def replay(cred, prefix="stale_"):
     # A credential that no longer holds the lease: every fenced operation must be refused.
     for op in ("renew", "resume", "release"):
         if op == "renew":
-            call = lambda: service.renew(RenewInput(CTL, cred))
+            call = lambda: service.controller.renew(RenewInput(CTL, cred))
         elif op == "resume":
-            call = lambda: service.resume(ResumeInput(CTL, cred))
+            call = lambda: service.controller.resume(ResumeInput(CTL, cred))
         else:
-            call = lambda: service.release(ReleaseInput(CTL, cred, "checkpoint", SHA))
+            call = lambda: service.controller.release(ReleaseInput(CTL, cred, "checkpoint", SHA))
         result = attempt(prefix + op, call)
         if result is not None:  # a stale credential was honoured: log it, the parent fails the test
             log(op=prefix + op, version=getattr(result, "version", None) or result.lease.version, bug=True)
@@ -127,7 +127,7 @@ def hold(cred, stop):
         time.sleep(0.5)
         if time.time() >= stop or not renew(cred):
             return
-    grant = attempt("resume", lambda: service.resume(ResumeInput(CTL, cred)))
+    grant = attempt("resume", lambda: service.controller.resume(ResumeInput(CTL, cred)))
     if grant is None:
         return
     old, cred = cred, ack_grant("resume", grant)
@@ -137,7 +137,7 @@ def hold(cred, stop):
         return
     taken_over = any(e.trigger == "takeover" for e in service.events(EventsInput(instance_id="controller/race")))
     if taken_over and rng.random() < 0.5:
-        view = attempt("release", lambda: service.release(ReleaseInput(CTL, cred, "checkpoint", SHA)))
+        view = attempt("release", lambda: service.controller.release(ReleaseInput(CTL, cred, "checkpoint", SHA)))
         if view is not None:
             ack_view("release", cred, view)
         return
@@ -164,24 +164,24 @@ while time.time() < stop:
     if view is not None and view.data["lease_id"] not in seen_ids:
         seen_ids.append(view.data["lease_id"])
     if view is None or view.state == "released":
-        grant = attempt("acquire", lambda: service.acquire(AcquireInput(CTL, "RACE-1", SHA, TTL, name)))
+        grant = attempt("acquire", lambda: service.controller.acquire(AcquireInput(CTL, "RACE-1", SHA, TTL, name)))
         op = "acquire"
     elif view.expired:
         if len(seen_ids) > 1:  # first with an id seen earlier (e.g. before a resume): must be lease_mismatch
             stale_id = seen_ids[-2]
-            grant = attempt("takeover", lambda: service.takeover(TakeoverInput(CTL, stale_id, TTL, name)))
+            grant = attempt("takeover", lambda: service.controller.takeover(TakeoverInput(CTL, stale_id, TTL, name)))
         if grant is None:
             seen = view.data["lease_id"]
-            grant = attempt("takeover", lambda: service.takeover(TakeoverInput(CTL, seen, TTL, name)))
+            grant = attempt("takeover", lambda: service.controller.takeover(TakeoverInput(CTL, seen, TTL, name)))
         op = "takeover"
     else:
         dice = rng.random()
         if dice < 0.2:  # a live lease: acquire must be refused
-            grant = attempt("acquire", lambda: service.acquire(AcquireInput(CTL, "RACE-1", SHA, TTL, name)))
+            grant = attempt("acquire", lambda: service.controller.acquire(AcquireInput(CTL, "RACE-1", SHA, TTL, name)))
             op = "acquire"
         elif dice < 0.3:  # and so must a takeover, even naming the right lease
             seen = view.data["lease_id"]
-            grant = attempt("takeover", lambda: service.takeover(TakeoverInput(CTL, seen, TTL, name)))
+            grant = attempt("takeover", lambda: service.controller.takeover(TakeoverInput(CTL, seen, TTL, name)))
             op = "takeover"
     if grant is not None:
         hold(ack_grant(op, grant), stop)

@@ -44,7 +44,7 @@ def real_db(path: Path, library: Library) -> None:
     with SQLiteStore(path) as store:
         service = Service(store, library, actor="test")
         for controller in ("ctl", "other"):
-            service.acquire(AcquireInput(controller, "TICKET-1", SHA, 60, "h@host"))
+            service.controller.acquire(AcquireInput(controller, "TICKET-1", SHA, 60, "h@host"))
 
 
 def pragma(path: Path, name: str) -> int:

@@ -14,14 +14,14 @@ from runner.service.steps import RUN, OpContext, Outputs, Resume
 def _resume_acquire(ctx: OpContext, args: dict[str, Any]) -> Resume:
     """An acquire in flight: run it again (it renews a credential that holds the lease), unless the lease
     is held and the credential kept here does not hold it: then a person must decide."""
-    lease = ctx.service.controller_lease(ctx.controller_id)
+    lease = ctx.service.controller.controller_lease(ctx.controller_id)
     if lease is None or lease.state != "active":
         return RUN
     try:
         held = ctx.credentials.load(ctx.controller_id)
     except CredentialError:
         held = None
-    if held is not None and ctx.service.holds(held, allow_expired=True):
+    if held is not None and ctx.service.controller.holds(held, allow_expired=True):
         return RUN
     return Resume(
         "pause",
@@ -46,7 +46,7 @@ async def controller_acquire(ctx: OpContext, args: dict[str, Any]) -> Outputs:
         # A live credential is shared, not replaced: other plans of this controller may hold it too,
         # and a resume would fence them out. Renew it; resume only an expired one.
         try:
-            lease = service.renew(RenewInput(ctx.controller_id, held, ttl))
+            lease = service.controller.renew(RenewInput(ctx.controller_id, held, ttl))
             return _lease_fields(lease.data)
         except RefusedError as exc:
             if exc.code != "lease_expired":
@@ -55,15 +55,15 @@ async def controller_acquire(ctx: OpContext, args: dict[str, Any]) -> Outputs:
             held = None
     # Keep the credential-to-be before the grant commits: a runner killed in between leaves a
     # credential that either holds the lease (the grant happened) or is stale (it did not).
-    current = service.controller_lease(ctx.controller_id)
+    current = service.controller.controller_lease(ctx.controller_id)
     proposal = fence.Proposal.new()
     generation = int((current.data.get("generation") if current else 0) or 0) + 1
     keeper.save(fence.Credential(ctx.controller_id, proposal.lease_id, generation, proposal.token))
     try:
         if held is not None:
-            grant = service.resume(ResumeInput(ctx.controller_id, held, ttl, proposal=proposal))
+            grant = service.controller.resume(ResumeInput(ctx.controller_id, held, ttl, proposal=proposal))
         else:
-            grant = service.acquire(
+            grant = service.controller.acquire(
                 AcquireInput(
                     ctx.controller_id,
                     str(args["authority_ref"]),
@@ -88,7 +88,7 @@ def _lease_fields(data: Mapping[str, Any]) -> Outputs:
 
 
 def _resume_release(ctx: OpContext, args: dict[str, Any]) -> Resume:
-    lease = ctx.service.controller_lease(ctx.controller_id)
+    lease = ctx.service.controller.controller_lease(ctx.controller_id)
     if lease is not None and lease.state == "released":
         return Resume("done", Outputs({"state": "released"}))
     return RUN
@@ -99,7 +99,7 @@ async def controller_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import ReleaseInput
 
     held = ctx.credential()
-    lease = ctx.service.release(
+    lease = ctx.service.controller.release(
         ReleaseInput(ctx.controller_id, held, str(args["checkpoint_ref"]), checkpoint_sha256(args))
     )
     ctx.credentials.remove(ctx.controller_id, held)  # not a successor's, written meanwhile

@@ -31,7 +31,7 @@ def _lease_outputs(view: AgentLeaseView) -> Outputs:
 
 def _resume_start(machine: str) -> ResumeFn:
     def resume(ctx: OpContext, args: dict[str, Any]) -> Resume:
-        view = ctx.service.lease(f"{machine}/{ctx.key}")
+        view = ctx.service.inventory.lease(f"{machine}/{ctx.key}")
         if view is None:
             return RUN
         if view.state == "active":
@@ -83,7 +83,7 @@ def _own_lease(ctx: OpContext, machine: str, args: Mapping[str, Any], states: tu
     if lease_id is None and name is None:
         raise InputError("lease", f"{machine} step {ctx.step_id!r} names neither a lease nor a name")
     if lease_id is not None:
-        found = ctx.service.lease(str(lease_id))
+        found = ctx.service.inventory.lease(str(lease_id))
         if found is None or found.machine != machine or not ctx.created(found.id):
             raise NotCreatedByPlan(
                 f"{machine} lease {lease_id!r} was {NOT_CREATED}; step {ctx.step_id!r} leaves it alone",
@@ -155,7 +155,7 @@ def _budget(args: dict[str, Any]) -> dict[str, Any]:
 async def reviewer_start(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import ReviewerStartInput
 
-    view = ctx.service.reviewer_start(
+    view = ctx.service.reviewers.start(
         ReviewerStartInput(
             ctx.controller_id,
             ctx.credential(),
@@ -180,7 +180,7 @@ async def reviewer_close(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     seq = args.get("expected_seq")
     if seq is None:
         seq = _current_seq(ctx, lease)
-    result = ctx.service.reviewer_close(
+    result = ctx.service.reviewers.close(
         ReviewerCloseInput(
             ctx.controller_id,
             ctx.credential(),
@@ -201,7 +201,7 @@ async def reviewer_close(ctx: OpContext, args: dict[str, Any]) -> Outputs:
 async def writer_start(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import WriterStartInput
 
-    view = ctx.service.writer_start(
+    view = ctx.service.writers.start(
         WriterStartInput(
             ctx.controller_id,
             ctx.credential(),
@@ -241,7 +241,7 @@ async def writer_verify(ctx: OpContext, args: dict[str, Any]) -> Outputs:
         inp = WriterVerifyInput(ctx.controller_id, ctx.credential(), str(args["name"]))  # a live lane (validate)
     else:
         raise InputError("lease", f"writer.verify step {ctx.step_id!r} names neither a lease nor a name")
-    result = ctx.service.writer_verify(inp, scratch=ctx.scratch)
+    result = ctx.service.writers.verify(inp, scratch=ctx.scratch)
     v = result.verification
     outputs = {"passed": v["passed"], "head": v["head"], "status_sha256": v["status_sha256"], "results": v["results"]}
     try:
@@ -261,10 +261,10 @@ async def writer_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     name = str(lease.data["name"])
     head, status = args.get("expected_head"), args.get("expected_status_sha256")
     if not (head and status):  # expect what is there now: read git once here (the release reads it again)
-        facts = ctx.service.preflight(str(lease.data["cwd"]))
+        facts = ctx.service.writers.preflight(str(lease.data["cwd"]))
         head, status = head or facts["head"], status or facts["status_sha256"]
     seq = args.get("expected_seq")
-    result = ctx.service.writer_release(
+    result = ctx.service.writers.release(
         WriterReleaseInput(
             ctx.controller_id,
             ctx.credential(),

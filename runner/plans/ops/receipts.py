@@ -92,7 +92,7 @@ def _receipt_key(token: str) -> str:
 
 
 def _resume_receipt(ctx: OpContext, receipt_id: str) -> Resume:
-    found = ctx.service.receipt_by_id(receipt_id)
+    found = ctx.service.receipts.receipt_by_id(receipt_id)
     if found is None:
         return RUN
     if found.state == "reserved":
@@ -117,7 +117,7 @@ def _own_receipts(ctx: OpContext, tokens: tuple[str, ...]) -> None:
     a token that names no receipt)."""
     keys = ctx.created_keys()
     for token in tokens:
-        receipt = ctx.service.receipt(token)
+        receipt = ctx.service.receipts.receipt(token)
         if _receipt_key(receipt.token) not in keys:
             raise NotCreatedByPlan(f"receipt {token} was {NOT_CREATED}; step {ctx.step_id!r} leaves it alone")
 
@@ -137,7 +137,7 @@ async def receipt_relay(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import RelayInput
 
     _within_budget(ctx)
-    view = ctx.service.relay(
+    view = ctx.service.receipts.relay(
         RelayInput(
             ctx.controller_id,
             ctx.credential(),
@@ -153,7 +153,7 @@ async def receipt_relay(ctx: OpContext, args: dict[str, Any]) -> Outputs:
 async def _collect(ctx: OpContext, token: str, args: Mapping[str, Any]) -> Outputs:
     from runner.service import CollectInput
 
-    (result,) = await ctx.service.collect(
+    (result,) = await ctx.service.receipts.collect(
         CollectInput(ctx.controller_id, ctx.credential(), (token,), timeout(ctx, args), int(args.get("lines") or 200))
     )
     observed_status = "done"
@@ -189,7 +189,7 @@ async def receipt_collect_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     if not tokens:
         return Outputs({"results": []})
     _own_receipts(ctx, tokens)
-    results = await ctx.service.collect(
+    results = await ctx.service.receipts.collect(
         CollectInput(ctx.controller_id, ctx.credential(), tokens, timeout(ctx, args), int(args.get("lines") or 200))
     )
     _denied(ctx, [r.receipt for r in results], args)
@@ -206,10 +206,10 @@ def _resume_ask(ctx: OpContext, args: dict[str, Any]) -> Resume:
 async def receipt_ask(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import RelayInput
 
-    existing = ctx.service.receipt_by_id(ctx.key)
+    existing = ctx.service.receipts.receipt_by_id(ctx.key)
     if existing is None:
         _within_budget(ctx)
-        view = ctx.service.relay(
+        view = ctx.service.receipts.relay(
             RelayInput(
                 ctx.controller_id,
                 ctx.credential(),
@@ -242,11 +242,11 @@ async def receipt_ask_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
         raise InputError("requests", "give 1-8 requests")
     credential = ctx.credential()  # read once for the whole batch
     keys = tuple(ctx.subkey(index) for index in range(len(requests)))
-    existing = [ctx.service.receipt_by_id(key) for key in keys]
+    existing = [ctx.service.receipts.receipt_by_id(key) for key in keys]
     if all(found is None for found in existing):
         _within_budget(ctx)
         # Admitted all at once: every receipt reserved in one transaction, or none (a refusal).
-        views = ctx.service.relay_many(
+        views = ctx.service.receipts.relay_many(
             AskManyInput(
                 ctx.controller_id,
                 credential,
@@ -263,7 +263,7 @@ async def receipt_ask_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
                 tokens.append(found.token)
                 continue
             # Only a batch admitted before admission was atomic can be partly reserved.
-            view = ctx.service.relay(
+            view = ctx.service.receipts.relay(
                 RelayInput(ctx.controller_id, credential, str(request["target"]), str(request["text"]), ctx.key, key)
             )
             tokens.append(view.token)
@@ -271,11 +271,11 @@ async def receipt_ask_many(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     collect = CollectInput(ctx.controller_id, credential, tuple(tokens), timeout(ctx, args), lines)
     if str(args.get("mode") or "all") == "first":
         # The first to settle (a completed one at once), collected; the others left pending.
-        first = await ctx.service.collect_first(collect)
+        first = await ctx.service.receipts.collect_first(collect)
         results = first.results
         pending = [view.token for view in first.pending_receipts]
     else:
-        results = await ctx.service.collect(collect)
+        results = await ctx.service.receipts.collect(collect)
         pending = []
     _denied(ctx, [r.receipt for r in results], args)
     public, private = _results(results)
@@ -288,10 +288,10 @@ async def receipt_abandon(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import AbandonInput
 
     _own_receipts(ctx, (str(args["receipt"]),))
-    receipt = ctx.service.receipt(str(args["receipt"]))
+    receipt = ctx.service.receipts.receipt(str(args["receipt"]))
     if receipt.state == "abandoned":
         return Outputs({"state": "abandoned"})
-    view = ctx.service.abandon(
+    view = ctx.service.receipts.abandon(
         AbandonInput(ctx.controller_id, ctx.credential(), str(args["receipt"]), args.get("message"))
     )
     return Outputs({"state": view.state})

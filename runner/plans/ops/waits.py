@@ -15,5 +15,7 @@ async def wait_any(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     targets = tuple(
         (str(t["target"]), t.get("after_seq")) if isinstance(t, dict) else (str(t), None) for t in args["targets"]
     )
-    result = await ctx.service.wait_any(WaitAnyInput(ctx.controller_id, ctx.credential(), targets, timeout(ctx, args)))
+    result = await ctx.service.waits.wait_any(
+        WaitAnyInput(ctx.controller_id, ctx.credential(), targets, timeout(ctx, args))
+    )
     return Outputs({"target": result.target, "status": result.observation.status, "seq": result.observation.seq})
