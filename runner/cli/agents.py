@@ -1,4 +1,4 @@
-"""CLI commands for agents: reviewer leases, relay/ask/collect/abandon, receipts, waits, status.
+"""CLI commands for agents: reviewer leases, panes no lease holds, observations, status.
 
 Every acting command takes ``--controller`` and loads the credential from the state home (or
 ``--credential FILE``); prompts come from ``--text`` or standard input, never from argv of another
@@ -7,7 +7,6 @@ process. Output as in :mod:`runner.cli.app`: text for people, ``--json`` for pro
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,20 +25,10 @@ from runner.cli.app import (
     credential_option,
     fenced,
     json_option,
-    load_credential,
     page_options,
 )
-from runner.errors import InputError, UsageError
 
 DEFAULT_TIMEOUT = 600.0
-
-
-def _prompt_text(text: str | None) -> str:
-    if text is not None:
-        return text
-    if sys.stdin.isatty():
-        raise UsageError("give the prompt with --text or on standard input")
-    return sys.stdin.read()
 
 
 class HostName(click.ParamType[str]):
@@ -108,16 +97,9 @@ def lines_option(fn: Any) -> Any:
     )(fn)
 
 
-def _show_output(header: str, output: str) -> None:
+def show_output(header: str, output: str) -> None:
     click.echo(header)
     click.echo(output.rstrip("\n") if output.strip() else "(no output)")
-
-
-def _describe_receipt(receipt: Any) -> str:
-    data = receipt.data
-    cursors = ", ".join(f"{k}={data[k]}" for k in ("before_seq", "after_seq", "settled_seq") if data.get(k) is not None)
-    reason = f" ({data['reason']})" if data.get("reason") else ""
-    return f"receipt {data['token']}: {receipt.state}{reason}, {data.get('name')} [{cursors}]"
 
 
 # --- reviewer leases ----------------------------------------------------------------------------------
@@ -217,7 +199,7 @@ def reviewer_close(
     if as_json:
         render.emit_result("reviewer close", result)
         return
-    _show_output(
+    show_output(
         f"closed reviewer {name} at seq {result.lease.data.get('closing_seq')} "
         f"(capture sha256 {str(result.lease.data.get('capture_sha256'))[:16]}…); its last output:",
         result.output,
@@ -417,7 +399,7 @@ def agent_read(app: App, target: str, lines: int, host_name: str, as_json: bool)
     if as_json:
         render.emit_json({"output": output, "observation": observed.to_dict()})
         return
-    _show_output(_describe_observation(observed), output)
+    show_output(_describe_observation(observed), output)
 
 
 @agent.command(name="wait")
@@ -463,312 +445,7 @@ def _describe_observation(observed: Any) -> str:
     )
 
 
-# --- receipts --------------------------------------------------------------------------------------------
-
-
-@cli.command()
-@click.argument("target")
-@controller_option
-@click.option("--text", help="The prompt (default: standard input).")
-@credential_option
-@json_option
-@click.pass_obj
-def relay(
-    app: App, target: str, controller_id: str, text: str | None, credential_path: Path | None, as_json: bool
-) -> None:
-    """Hand a prompt to the leased agent TARGET with a receipt (does not wait)."""
-
-    receipt = fenced(app, "relay", controller_id, credential_path, target, _prompt_text(text))
-    if as_json:
-        render.emit_result("relay", receipt)
-        return
-    click.echo(_describe_receipt(receipt))
-    click.echo(f"collect it with: corral collect --controller {controller_id} --receipt {receipt.token}")
-
-
-def _print_results(results: list[Any], as_json: bool) -> None:
-    if as_json:
-        render.emit_json({"results": [r.to_dict() for r in results]})
-        return
-    for result in results:
-        _show_output(_describe_receipt(result.receipt) + (" (replayed)" if result.replayed else ""), result.output)
-        for denial in result.receipt.data.get("denials") or ():
-            click.echo(f"denied: {denial.get('tool')} {denial.get('path') or ''}".rstrip())
-
-
-@cli.command()
-@click.argument("target")
-@controller_option
-@click.option("--text", help="The prompt (default: standard input).")
-@click.option(
-    "--schema",
-    "schema_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A JSON Schema file the agent's final answer must match (claude, codex): validated and recorded.",
-)
-@timeout_option
-@lines_option
-@credential_option
-@json_option
-@click.pass_obj
-def ask(
-    app: App,
-    target: str,
-    controller_id: str,
-    text: str | None,
-    schema_file: Path | None,
-    timeout: float,
-    lines: int,
-    credential_path: Path | None,
-    as_json: bool,
-) -> None:
-    """Relay a prompt to TARGET and collect its result."""
-    from runner.service import RelayInput
-
-    credential = load_credential(app, controller_id, credential_path)
-    schema = None
-    if schema_file is not None:
-        try:
-            schema = schema_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError("schema", f"{schema_file}: cannot be read ({exc})") from None
-    relay_input = RelayInput(controller_id, credential, target, _prompt_text(text), schema=schema)
-    import anyio  # only the commands that wait pay for it
-
-    result = anyio.run(app.service.receipts.ask, relay_input, timeout, lines)
-    if as_json:
-        render.emit_result("ask", result)
-        return
-    _print_results([result], False)
-
-
-def _parse_request(raw: str) -> tuple[str, str]:
-    target, sep, text = raw.partition("=")
-    if not sep:
-        raise InputError("request", f"{raw!r} is not TARGET=PROMPT")
-    return target, text
-
-
-@cli.command(name="ask-many")
-@controller_option
-@click.option(
-    "--request",
-    "requests",
-    multiple=True,
-    required=True,
-    metavar="TARGET=PROMPT",
-    help="One prompt for one target (1-8 distinct targets).",
-)
-@click.option(
-    "--mode",
-    type=click.Choice(["all", "first"]),
-    default="all",
-    show_default=True,
-    help="Collect every result, or the first to settle (the rest stay pending).",
-)
-@timeout_option
-@lines_option
-@credential_option
-@json_option
-@click.pass_obj
-def ask_many(
-    app: App,
-    controller_id: str,
-    requests: tuple[str, ...],
-    mode: str,
-    timeout: float,
-    lines: int,
-    credential_path: Path | None,
-    as_json: bool,
-) -> None:
-    """Ask several leased agents at once."""
-    from runner.service import AskManyInput
-
-    credential = load_credential(app, controller_id, credential_path)
-    parsed = tuple(_parse_request(r) for r in requests)
-    import anyio
-
-    result = anyio.run(
-        app.service.receipts.ask_many, AskManyInput(controller_id, credential, parsed, mode, timeout, lines)
-    )
-    if as_json:
-        render.emit_result("ask-many", result)
-        return
-    _print_results(result.results, False)
-    for pending in result.pending_receipts:
-        click.echo(f"still pending: {_describe_receipt(pending)}")
-
-
-@cli.command()
-@controller_option
-@click.option("--receipt", "tokens", multiple=True, required=True, help="A receipt token (repeatable, 1-8).")
-@click.option(
-    "--mode",
-    type=click.Choice(["all", "first"]),
-    default="all",
-    show_default=True,
-    help="all: every result; first: the first to settle, the others left pending.",
-)
-@timeout_option
-@lines_option
-@credential_option
-@json_option
-@click.pass_obj
-def collect(
-    app: App,
-    controller_id: str,
-    tokens: tuple[str, ...],
-    mode: str,
-    timeout: float,
-    lines: int,
-    credential_path: Path | None,
-    as_json: bool,
-) -> None:
-    """Wait for receipts' agents to settle and collect exactly their results (or replay completed ones)."""
-    from runner.service import CollectInput
-
-    inp = CollectInput(
-        controller_id, load_credential(app, controller_id, credential_path), tokens, timeout, lines, mode
-    )
-    import anyio
-
-    if mode == "all":
-        _print_results(anyio.run(app.service.receipts.collect, inp), as_json)
-        return
-    batch = anyio.run(app.service.receipts.collect_first, inp)
-    if as_json:
-        render.emit_result("collect", batch)
-        return
-    _print_results(batch.results, False)
-    for pending in batch.pending_receipts:
-        click.echo(f"still pending: {_describe_receipt(pending)}")
-
-
-@cli.command()
-@controller_option
-@click.option("--receipt", "token", required=True, help="The receipt token.")
-@click.option("--message", help="Why (recorded with the receipt).")
-@credential_option
-@json_option
-@click.pass_obj
-def abandon(
-    app: App, controller_id: str, token: str, message: str | None, credential_path: Path | None, as_json: bool
-) -> None:
-    """Abandon a reserved or pending receipt on fresh evidence that its agent is settled."""
-
-    receipt = fenced(app, "abandon", controller_id, credential_path, token, message)
-    if as_json:
-        render.emit_result("abandon", receipt)
-        return
-    click.echo(_describe_receipt(receipt))
-
-
-@cli.command()
-@click.option("--controller", "controller_id", help="Only this controller's receipts.")
-@click.option(
-    "--state",
-    "states",
-    multiple=True,
-    type=click.Choice(["reserved", "pending", "completed", "failed", "abandoned"]),
-    help="Only receipts in this state (repeatable; default: the open ones, reserved and pending).",
-)
-@click.option("--all", "include_ended", is_flag=True, help="Every state (completed, failed, abandoned too).")
-@page_options
-@json_option
-@click.pass_obj
-def receipts(
-    app: App,
-    controller_id: str | None,
-    states: tuple[str, ...],
-    include_ended: bool,
-    limit: int | None,
-    after: str | None,
-    as_json: bool,
-) -> None:
-    """Receipts (open ones unless --all or --state): states and cursors, never prompts or outputs.
-
-    Oldest reservation first; with --limit and --after, pages follow receipt ids (each page sorted by
-    reservation) and --after takes the previous page's next_after."""
-    from runner.service import ReceiptsInput
-
-    if include_ended and states:
-        raise UsageError("--all and --state exclude each other: --state already names the states", code="usage")
-    found = app.service.receipts(ReceiptsInput(controller_id, states, include_ended, after, limit))
-    render.listing(
-        "receipts",
-        found,
-        as_json,
-        ["token", "state", "target", "before", "after", "settled", "reason"],
-        lambda r: (
-            r.token,
-            r.state,
-            r.data.get("name"),
-            r.data.get("before_seq"),
-            r.data.get("after_seq"),
-            r.data.get("settled_seq"),
-            r.data.get("reason"),
-        ),
-    )
-
-
-# --- waits, observations, status -----------------------------------------------------------------------
-
-
-def _parse_target(raw: str) -> tuple[str, int | None]:
-    name, sep, after = raw.partition(":")
-    if not sep:
-        return name, None
-    if not after.isdigit():
-        raise InputError("target", f"{raw!r} is not TARGET or TARGET:AFTER_SEQ")
-    return name, int(after)
-
-
-@cli.command(name="wait-any")
-@controller_option
-@click.option(
-    "--target",
-    "targets",
-    multiple=True,
-    required=True,
-    metavar="TARGET[:AFTER_SEQ]",
-    help="A leased agent, and the cursor to wait past (without one: already settled wins at once).",
-)
-@click.option(
-    "--fresh",
-    is_flag=True,
-    help="A target without a cursor waits for its next settle after this call, even if it is settled now.",
-)
-@timeout_option
-@click.option("--lines", type=int, default=40, show_default=True, help="Lines of each winner's output.")
-@credential_option
-@json_option
-@click.pass_obj
-def wait_any(
-    app: App,
-    controller_id: str,
-    targets: tuple[str, ...],
-    fresh: bool,
-    timeout: float,
-    lines: int,
-    credential_path: Path | None,
-    as_json: bool,
-) -> None:
-    """Wait until the first of 1-64 leased agents settles; print each winner's state and output."""
-    from runner.service import WaitAnyInput
-
-    credential = load_credential(app, controller_id, credential_path)
-    parsed = tuple(_parse_target(t) for t in targets)
-    import anyio
-
-    result = anyio.run(
-        app.service.waits.wait_any, WaitAnyInput(controller_id, credential, parsed, timeout, lines, fresh)
-    )
-    if as_json:
-        render.emit_result("wait-any", result)
-        return
-    for winner in result.winners:
-        observed = winner.observation
-        _show_output(f"{winner.target} settled: {observed.status} at seq {observed.seq}", winner.output)
+# --- observations, status -------------------------------------------------------------------------
 
 
 @cli.command()

@@ -203,11 +203,8 @@ def _grant(app: App, controller_id: str, path: Path, fire: Callable[[Any], Any],
 # when that command runs (or help lists them all), so `controller renew` does not pay for the agent,
 # writer and plan commands (tests/cli/test_cli.py checks this table against what the modules register).
 COMMAND_MODULES: dict[str, str] = {
-    **dict.fromkeys(
-        ("abandon", "agent", "agents", "ask", "ask-many", "collect", "receipts", "relay", "reviewer"),
-        "runner.cli.agents",
-    ),
-    **dict.fromkeys(("status", "wait-any"), "runner.cli.agents"),
+    **dict.fromkeys(("agent", "agents", "reviewer", "status"), "runner.cli.agents"),
+    **dict.fromkeys(("abandon", "ask", "ask-many", "collect", "receipts", "relay", "wait-any"), "runner.cli.receipts"),
     **dict.fromkeys(("adopt", "adopted"), "runner.cli.adopted"),
     **dict.fromkeys(("plans", "recipe", "run"), "runner.cli.plans"),
     **dict.fromkeys(("preflight", "scopes", "writer"), "runner.cli.writers"),
