@@ -40,15 +40,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import re
-import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
@@ -66,6 +63,25 @@ from runner.agents.abc import (
     WaitTimeoutError,
     check_promptable,
 )
+from runner.agents.herdr_cli import (
+    GRACE,
+    MAPPED_CODES,
+    NOT_DELIVERED_CODES,
+    CommandRunner,
+    Completed,
+    SubprocessRunner,
+    answer,
+    check_answer,
+    clip,
+    command_line,
+    herdr_binary,
+    ms,
+    optional_text,
+    parse_version,
+    protocol_error,
+    start_timeout_ms,
+    unavailable,
+)
 from runner.agents.kinds import Kind, Kinds
 from runner.context import Gate
 from runner.errors import CorralError, InputError
@@ -73,11 +89,7 @@ from runner.errors import CorralError, InputError
 logger = logging.getLogger(__name__)
 
 BUSY_RETRY = 0.1  # seconds between agent starts while Herdr says the new pane is busy
-GRACE = 5.0  # seconds a herdr call may run past the timeout it was given before it is killed
 MAX_PROMPT_BYTES = 128 * 1024 - 1  # Linux refuses a longer single argv element (MAX_ARG_STRLEN)
-# Herdr's bounds on ``agent start --timeout`` (src/app/agents.rs): over 3000 ms, at most 300000 ms.
-START_TIMEOUT_MIN_MS = 3_000
-START_TIMEOUT_MAX_MS = 300_000
 # Herdr's prompt effect gate (src/api/wait.rs): a prompt whose agent shows no change within 5 s is
 # ``agent_prompt_stalled``; corral's prompt timeout must be longer for that answer to be given.
 PROMPT_EFFECT_SECONDS = 5.0
@@ -85,156 +97,6 @@ PROMPT_EFFECT_SECONDS = 5.0
 # 4031). None: no release has one yet (0.8.2 has not), so the plain close after the gate is used.
 CONDITIONAL_CLOSE_SINCE: tuple[int, ...] | None = None
 UNKNOWN_KIND = "unknown"  # the kind of an agent Herdr has not identified
-
-# Herdr's error codes, by what they mean to corral.
-# The pane or its agent is not there (``agent_not_running``: a wait's agent left or its pane closed).
-GONE_CODES = frozenset({"agent_not_found", "pane_not_found", "agent_not_running"})
-# A prompt refused with one of these was not typed into the pane (src/app/api/agents.rs: each is
-# answered before any byte is sent; a failed send sends nothing).
-NOT_DELIVERED_CODES = frozenset(
-    {"agent_blocked", "agent_not_ready", "empty_agent_prompt", "agent_prompt_failed", "agent_target_ambiguous"}
-)
-# Herdr code -> (corral code, what to do next), for the codes corral re-exposes under its own name.
-# Any other Herdr code becomes ``herdr_error`` (the Herdr code is in ``details["herdr_code"]``).
-MAPPED_CODES: dict[str, tuple[str, str]] = {
-    "agent_name_taken": ("agent_name_taken", "choose another name, or close the agent that has it"),
-    "agent_pane_busy": ("agent_pane_busy", "close the pane named in details and start again"),
-    "agent_pane_not_found": (
-        "agent_pane_not_found",
-        "the new pane was closed before the agent could start in it; start again",
-    ),
-    "agent_pane_unavailable": ("agent_pane_not_found", "the new pane has no live terminal; start again"),
-    "agent_kind_mismatch": (
-        "agent_kind_mismatch",
-        "Herdr detected another agent than the kind's herdr_kind; check the kind's configuration and close the pane",
-    ),
-    "agent_name_not_found": (
-        "agent_name_lost",
-        "the agent lost its name while starting (a restart, or someone renamed it); close the pane and start again",
-    ),
-    "invalid_agent_timeout": ("agent_start_timeout_invalid", "give a start timeout over 3 s and at most 300 s"),
-    "agent_not_ready": ("agent_not_ready", "the agent is launching or no longer in the foreground; observe again"),
-    "agent_blocked": ("agent_busy", "the agent shows a question; answer it in Herdr, then observe again"),
-    "agent_prompt_stalled": (
-        "agent_prompt_stalled",
-        "the text was typed but the agent showed no change within 5 s; read the pane before prompting again",
-    ),
-    "confirmation_required": (
-        "pane_close_needs_confirmation",
-        "closing this pane would close a Herdr worktree group; close it in Herdr yourself, then reconcile",
-    ),
-    "precondition_failed": (
-        "agent_moved",
-        "the pane no longer holds the agent at the cursor corral saw; observe again",
-    ),
-}
-
-
-@dataclass(frozen=True)
-class Completed:
-    """How one herdr invocation ended."""
-
-    returncode: int
-    stdout: bytes
-    stderr: bytes
-
-
-class CommandRunner(Protocol):
-    """Runs one argv to completion. Raises :class:`OSError` if it cannot start, :class:`TimeoutError`."""
-
-    def run(self, argv: Sequence[str], timeout: float) -> Completed: ...
-
-    async def run_async(self, argv: Sequence[str], timeout: float) -> Completed:
-        """As :meth:`run`; when cancelled, the process is killed before the cancellation propagates."""
-        ...
-
-
-def herdr_environment() -> dict[str, str]:
-    """Ours without corral's own ``CORRAL_*`` variables: Herdr may hand its client's environment to the
-    panes it starts, and an agent must not learn where its coordinator's credentials are."""
-    return {k: v for k, v in os.environ.items() if not k.upper().startswith("CORRAL_")}
-
-
-class SubprocessRunner:
-    """The real thing: a child process per call, stdin closed, output captured, no ``CORRAL_*``."""
-
-    def run(self, argv: Sequence[str], timeout: float) -> Completed:
-        try:
-            done = subprocess.run(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=timeout,
-                check=False,
-                env=herdr_environment(),
-            )
-        except subprocess.TimeoutExpired:
-            raise TimeoutError(f"{argv[0]} did not finish within {timeout:g} s") from None
-        return Completed(done.returncode, done.stdout, done.stderr)
-
-    async def run_async(self, argv: Sequence[str], timeout: float) -> Completed:
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        # Shielded: a cancellation delivered between the spawn and open_process's return would leave
-        # the child killed but never reaped (asyncio's own clean-up wait is cancelled again), and the
-        # loop closing under it warns of a subprocess still running. Cancelled, it is killed below.
-        with anyio.CancelScope(shield=True):
-            process = await anyio.open_process(list(argv), stdin=subprocess.DEVNULL, env=herdr_environment())
-        chunks: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
-
-        async def drain(name: str, stream: Any) -> None:
-            async for chunk in stream:
-                chunks[name].append(chunk)
-
-        try:
-            with anyio.fail_after(timeout):
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(drain, "stdout", process.stdout)
-                    tg.start_soon(drain, "stderr", process.stderr)
-                    await process.wait()
-        finally:
-            # Cancelled, timed out or failed: the process must not outlive the call.
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-            with anyio.CancelScope(shield=True):
-                await process.aclose()
-        if process.returncode is None:  # aclose() waited for it; this never happens
-            raise OSError(f"{argv[0]} ended without an exit status")
-        return Completed(process.returncode, b"".join(chunks["stdout"]), b"".join(chunks["stderr"]))
-
-
-def _ms(seconds: float) -> str:
-    return str(max(1, round(seconds * 1000)))
-
-
-def start_timeout_ms(seconds: float) -> int:
-    """``agent start --timeout`` in ms, within Herdr's bounds (over 3000, at most 300000).
-
-    Raises:
-        InputError: ``seconds`` is outside them (Herdr would answer ``invalid_agent_timeout``).
-    """
-    ms = math.ceil(seconds * 1000)
-    if not START_TIMEOUT_MIN_MS < ms <= START_TIMEOUT_MAX_MS:
-        raise InputError(
-            "start_timeout",
-            f"{seconds:g} s is outside Herdr's agent start timeout (over {START_TIMEOUT_MIN_MS // 1000} s, at most "
-            f"{START_TIMEOUT_MAX_MS // 1000} s)",
-        )
-    return ms
-
-
-def herdr_binary(binary: str | None = None) -> str:
-    """The ``herdr`` to run: ``binary``, else ``$CORRAL_HERDR``, else ``$HERDR_BIN_PATH`` (what Herdr
-    sets inside its panes, as its own tools use it), else ``herdr`` on ``PATH``."""
-    return binary or os.environ.get("CORRAL_HERDR") or os.environ.get("HERDR_BIN_PATH") or "herdr"
-
-
-def parse_version(text: str) -> tuple[int, ...] | None:
-    """``(0, 8, 2)`` from ``herdr 0.8.2`` (None if there is no version in it)."""
-    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
-    if found is None:
-        return None
-    return tuple(int(part) for part in found.groups() if part is not None)
 
 
 class HerdrHost(AgentHost):
@@ -303,10 +165,12 @@ class HerdrHost(AgentHost):
         try:
             completed = self.runner.run(argv, timeout or self.call_timeout)
         except TimeoutError as exc:  # before OSError, of which it is a subclass
-            raise AgentError(f"herdr {_command(args)}: {exc}", code="herdr_timeout", command=_command(args)) from None
+            raise AgentError(
+                f"herdr {command_line(args)}: {exc}", code="herdr_timeout", command=command_line(args)
+            ) from None
         except (OSError, ValueError) as exc:
-            raise _unavailable(self.binary, args, exc) from None
-        _check(completed, args, json_out=json_out)
+            raise unavailable(self.binary, args, exc) from None
+        check_answer(completed, args, json_out=json_out)
         return completed
 
     async def _call_async(self, args: Sequence[str], timeout: float) -> Completed:
@@ -314,10 +178,12 @@ class HerdrHost(AgentHost):
         try:
             completed = await self.runner.run_async(argv, timeout)
         except TimeoutError as exc:  # before OSError, of which it is a subclass
-            raise AgentError(f"herdr {_command(args)}: {exc}", code="herdr_timeout", command=_command(args)) from None
+            raise AgentError(
+                f"herdr {command_line(args)}: {exc}", code="herdr_timeout", command=command_line(args)
+            ) from None
         except (OSError, ValueError) as exc:
-            raise _unavailable(self.binary, args, exc) from None
-        _check(completed, args)
+            raise unavailable(self.binary, args, exc) from None
+        check_answer(completed, args)
         return completed
 
     def version(self) -> tuple[int, ...] | None:
@@ -338,16 +204,16 @@ class HerdrHost(AgentHost):
     # --- observing ---------------------------------------------------------------------------------
 
     def get(self, pane_id: str) -> Observation:
-        return self._observation(_result(self._call(["agent", "get", pane_id]), "agent", ["agent", "get"]))
+        return self._observation(answer(self._call(["agent", "get", pane_id]), "agent", ["agent", "get"]))
 
     async def _get_async(self, pane_id: str) -> Observation:
         completed = await self._call_async(["agent", "get", pane_id], self.call_timeout)
-        return self._observation(_result(completed, "agent", ["agent", "get"]))
+        return self._observation(answer(completed, "agent", ["agent", "get"]))
 
     def list(self) -> list[Observation]:
-        agents = _result(self._call(["agent", "list"]), "agents", ["agent", "list"])
+        agents = answer(self._call(["agent", "list"]), "agents", ["agent", "list"])
         if not isinstance(agents, list):
-            raise _protocol(["agent", "list"], "result.agents is not a list")
+            raise protocol_error(["agent", "list"], "result.agents is not a list")
         return [self._observation(agent) for agent in agents]
 
     def read(self, pane_id: str, lines: int) -> str:
@@ -396,7 +262,7 @@ class HerdrHost(AgentHost):
         args = ["agent", "wait", pane_id]
         for status in statuses:
             args += ["--until", status]
-        args += ["--timeout", _ms(limit)]
+        args += ["--timeout", ms(limit)]
         try:
             await self._call_async(args, limit + GRACE)
         except AgentError as exc:
@@ -427,10 +293,10 @@ class HerdrHost(AgentHost):
         args += ["--cwd", cwd, "--label", name, "--no-focus"]
         if gate is not None:
             gate()  # Herdr cannot be atomic with the store: the last check before the pane exists
-        created = _result(self._call(args), "root_pane", ["tab", "create"])
+        created = answer(self._call(args), "root_pane", ["tab", "create"])
         pane_id = created.get("pane_id") if isinstance(created, dict) else None
         if not isinstance(pane_id, str) or not pane_id:
-            raise _protocol(["tab", "create"], "result.root_pane.pane_id is missing")
+            raise protocol_error(["tab", "create"], "result.root_pane.pane_id is missing")
         from runner import faults  # test-only crash points: the pane exists, no lease records it yet
 
         self._note_start(nonce, pane_id)
@@ -600,7 +466,7 @@ class HerdrHost(AgentHost):
         # settled, promptable state is confirmed here, on a fresh read, immediately before the gate.
         check_promptable(self.get(pane_id), expect)
         args = ["agent", "prompt", pane_id, text, "--wait", "--until", "working", "--timeout"]
-        args.append(_ms(self.prompt_timeout))
+        args.append(ms(self.prompt_timeout))
         if gate is not None:
             # Herdr cannot be atomic with the store: this is the last check before the prompt is typed.
             # The window left is the time from this transaction's commit to herdr typing the text
@@ -629,7 +495,7 @@ class HerdrHost(AgentHost):
             exc.details["pane_id"] = pane_id
             raise
         try:
-            return self._observation(_result(completed, "agent", ["agent", "prompt"]))
+            return self._observation(answer(completed, "agent", ["agent", "prompt"]))
         except AgentError:
             # Herdr took the prompt and saw the agent working, but its answer carries no full agent
             # record: observe afresh. The caller still judges delivery on the agent ``working`` past
@@ -697,20 +563,20 @@ class HerdrHost(AgentHost):
 
     def _observation(self, raw: Any) -> Observation:
         if not isinstance(raw, dict):
-            raise _protocol(["agent"], "an agent is not a JSON object")
+            raise protocol_error(["agent"], "an agent is not a JSON object")
         pane_id, status, seq = (raw.get(k) for k in ("pane_id", "agent_status", "state_change_seq"))
         if not (isinstance(pane_id, str) and pane_id and isinstance(status, str)):
-            raise _protocol(["agent"], f"an agent lacks pane_id or agent_status: {_clip(json.dumps(raw))}")
+            raise protocol_error(["agent"], f"an agent lacks pane_id or agent_status: {clip(json.dumps(raw))}")
         seq = 0 if seq is None else seq  # Herdr omits nothing here, but its schema defaults it to 0
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-            raise _protocol(["agent"], f"agent {pane_id} has no integer state_change_seq")
+            raise protocol_error(["agent"], f"agent {pane_id} has no integer state_change_seq")
         # Optional in Herdr's AgentInfo: an agent nobody named, or not yet identified, is listed too.
-        name = _optional_text(raw, "name", pane_id)
-        herdr_kind = _optional_text(raw, "agent", pane_id) or _optional_text(raw, "kind", pane_id)
-        cwd = _optional_text(raw, "cwd", pane_id)
+        name = optional_text(raw, "name", pane_id)
+        herdr_kind = optional_text(raw, "agent", pane_id) or optional_text(raw, "kind", pane_id)
+        cwd = optional_text(raw, "cwd", pane_id)
         terminal_id = raw.get("terminal_id")
         if terminal_id is not None and not (isinstance(terminal_id, str) and terminal_id):
-            raise _protocol(["agent"], f"agent {pane_id} has a terminal_id that is not a string")
+            raise protocol_error(["agent"], f"agent {pane_id} has a terminal_id that is not a string")
         if status not in STATUSES:
             logger.warning("herdr reported status %r for %s; treating it as unknown", status, pane_id)
             status = "unknown"
@@ -718,106 +584,3 @@ class HerdrHost(AgentHost):
         # revision stays None: Herdr's own ``revision`` counts title and metadata changes, not this
         # agent's status changes, so it cannot stand for Observation.revision.
         return Observation(pane_id, name, kind, cwd, status, seq, terminal_id=terminal_id)
-
-
-# --- herdr's answers -------------------------------------------------------------------------------
-
-
-def _optional_text(raw: dict[str, Any], key: str, pane_id: str) -> str:
-    """``raw[key]`` if present (a string), else ``""``."""
-    value = raw.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise _protocol(["agent"], f"agent {pane_id} has a {key} that is not a string")
-    return value
-
-
-def _command(args: Sequence[str]) -> str:
-    """The subcommand words (``agent prompt``): safe to log, unlike a prompt's text."""
-    return " ".join(args[:2])
-
-
-def _clip(text: str, limit: int = 500) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _unavailable(binary: str, args: Sequence[str], exc: Exception) -> AgentError:
-    return AgentError(
-        f"could not run {binary!r}: {exc}", code="herdr_unavailable", binary=binary, command=_command(args)
-    )
-
-
-def _protocol(args: Sequence[str], why: str) -> AgentError:
-    return AgentError(
-        f"herdr {_command(args)}: unexpected answer: {why}", code="herdr_protocol", command=_command(args)
-    )
-
-
-def _check(completed: Completed, args: Sequence[str], *, json_out: bool = True) -> None:
-    """Raise the corral error for a failed herdr call.
-
-    Herdr prints ``{"id", "error": {"code", "message"}}`` on stderr and exits 1; a JSON answer with
-    exit 0 is checked for an error too. Exit 2 is the client's own refusal, in plain text.
-    """
-    command = _command(args)
-    if completed.returncode == 0:
-        error = _error_in(completed.stdout) if json_out else None
-        if error is None:
-            return
-        herdr_code, message = error
-        raise _mapped(herdr_code, f"herdr {command}: {herdr_code}: {message}", command=command)
-    stderr = completed.stderr.decode("utf-8", errors="replace").strip()
-    if completed.returncode == 2:
-        raise AgentError(f"herdr {command}: usage error: {_clip(stderr)}", code="herdr_usage", command=command)
-    error = _error_in(completed.stderr) or _error_in(completed.stdout)
-    if error is None:
-        raise AgentError(
-            f"herdr {command} exited {completed.returncode}: {_clip(stderr) or '(no error output)'}",
-            code="herdr_protocol",
-            command=command,
-            exit_status=completed.returncode,
-        )
-    herdr_code, message = error
-    raise _mapped(herdr_code, f"herdr {command}: {herdr_code}: {message}", command=command)
-
-
-def _error_in(output: bytes) -> tuple[str, str] | None:
-    """``(code, message)`` of the JSON error in ``output`` (all of it, or else its last line), if any."""
-    text = output.decode("utf-8", errors="replace").strip()
-    lines = text.splitlines()
-    for candidate in (text, lines[-1] if lines else ""):
-        try:
-            document = json.loads(candidate)
-        except ValueError:
-            continue
-        error = document.get("error") if isinstance(document, dict) else None
-        if isinstance(error, dict) and isinstance(error.get("code"), str):
-            return error["code"], str(error.get("message", ""))
-        return None
-    return None
-
-
-def _mapped(herdr_code: str, message: str, **details: Any) -> CorralError:
-    """The corral error for one of Herdr's error codes (its code kept in ``details["herdr_code"]``)."""
-    details["herdr_code"] = herdr_code
-    if herdr_code in GONE_CODES:
-        return AgentGoneError(message, **details)
-    if herdr_code == "unsupported_agent_kind":
-        return AgentKindError(message, **details)
-    if herdr_code == "precondition_failed":
-        return AgentBusyError(f"{message}; {MAPPED_CODES[herdr_code][1]}", code="agent_moved", **details)
-    if herdr_code in MAPPED_CODES:
-        code, next_step = MAPPED_CODES[herdr_code]
-        return AgentError(f"{message}; {next_step}", code=code, **details)
-    return AgentError(message, code="herdr_error", **details)
-
-
-def _result(completed: Completed, key: str, args: Sequence[str]) -> Any:
-    """``result[key]`` from a successful call's stdout."""
-    try:
-        document = json.loads(completed.stdout)
-        return document["result"][key]
-    except (ValueError, KeyError, TypeError):
-        text = completed.stdout.decode("utf-8", errors="replace")
-        raise _protocol(args, f"expected JSON with result.{key}, got {_clip(text)!r}") from None

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from runner.agents.abc import StartOptions
-from runner.agents.herdr import herdr_environment
+from runner.agents.herdr_cli import herdr_environment
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.errors import InputError

@@ -343,7 +343,7 @@ def test_a_call_cancelled_as_its_process_starts_leaves_no_child_behind_its_loop(
     import random
     import warnings
 
-    from runner.agents.herdr import SubprocessRunner
+    from runner.agents.herdr_cli import SubprocessRunner
 
     unraised: list[str] = []
     seen_hook = sys.unraisablehook
