@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class Hints:
+class Hints(NamedTuple):
     """What an operation does to the world, stated per operation (the MCP annotations), and checked by
     a test against what it does."""
 
@@ -43,32 +41,54 @@ def acts(*, destructive: bool = False, idempotent: bool = False, agents: bool = 
     return Hints(read_only=False, destructive=destructive, idempotent=idempotent, open_world=agents)
 
 
-@dataclass(frozen=True)
 class Operation:
-    """One operation: what it is, what it takes and answers, and where the surfaces show it."""
+    """One operation: what it is, what it takes and answers, and where the surfaces show it.
 
-    name: str
-    """``component.verb``: the CLI command's words joined by dots."""
-    tool: str | None
-    """Its MCP tool (and so its HTTP route's tool); None: see ``not_on``."""
-    command: str | None
-    """Its CLI command (``"controller renew"``); None: see ``not_on``."""
-    title: str
-    hints: Hints
-    input: str | None = None
-    """Its Input class, ``module.Class`` under :mod:`runner.service.inputs`; None: it takes no Input."""
-    method: str | None = None
-    """The façade's method that does it, given the Input (``"renew"``, ``"mesh.checkin"``); None: the
-    surface composes it (a grant that stores a credential, a wait that reports progress)."""
-    result: str | None = None
-    """Its document: ``"lease"`` wraps the view as ``{"lease": ...}``; ``"page:leases"`` is a page
-    ``{"leases": [...], "next_after": ...}``; None: the view's own document."""
-    waits: bool = False
-    """It waits on agents (server-side, with progress and cancellation)."""
-    not_on: Mapping[str, str] = field(default_factory=dict)
-    """Surface (``mcp``, ``cli``, ``http``) -> why the operation is not on it."""
-    http: str | None = None
-    """Where the HTTP API serves it beside the route table (a stream, a long poll), if it does."""
+    A plain class with slots, not a dataclass: the table is built by every command that prints
+    through it, and a dataclass costs a cold process most of a millisecond to create."""
+
+    __slots__ = ("command", "hints", "http", "input", "method", "name", "not_on", "result", "title", "tool", "waits")
+
+    def __init__(
+        self,
+        name: str,
+        tool: str | None,
+        command: str | None,
+        title: str,
+        hints: Hints,
+        input: str | None = None,
+        method: str | None = None,
+        result: str | None = None,
+        *,
+        waits: bool = False,
+        not_on: Mapping[str, str] | None = None,
+        http: str | None = None,
+    ) -> None:
+        self.name = name
+        """``component.verb``: the CLI command's words joined by dots."""
+        self.tool = tool
+        """Its MCP tool (and so its HTTP route's tool); None: see ``not_on``."""
+        self.command = command
+        """Its CLI command (``"controller renew"``); None: see ``not_on``."""
+        self.title = title
+        self.hints = hints
+        self.input = input
+        """Its Input class, ``module.Class`` under :mod:`runner.service.inputs`; None: it takes no Input."""
+        self.method = method
+        """The component method that does it, given the Input (``"controller.renew"``); None: the
+        surface composes it (a grant that stores a credential, a wait that reports progress)."""
+        self.result = result
+        """Its document: ``"lease"`` wraps the view as ``{"lease": ...}``; ``"page:leases"`` is a page
+        ``{"leases": [...], "next_after": ...}``; None: the view's own document."""
+        self.waits = waits
+        """It waits on agents (server-side, with progress and cancellation)."""
+        self.not_on: Mapping[str, str] = not_on or {}
+        """Surface (``mcp``, ``cli``, ``http``) -> why the operation is not on it."""
+        self.http = http
+        """Where the HTTP API serves it beside the route table (a stream, a long poll), if it does."""
+
+    def __repr__(self) -> str:
+        return f"Operation({self.name!r})"
 
     @property
     def input_type(self) -> type | None:
