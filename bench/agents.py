@@ -83,7 +83,6 @@ from runner._version import __version__
 from runner.agents import process
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
-from runner.agents.sqlite_slots import SQLiteSlots
 from runner.context import parse_time
 from runner.definitions.library import Library
 from runner.fence import Credential
@@ -96,7 +95,8 @@ from runner.service import (
     Service,
     WaitAnyInput,
 )
-from runner.store.sqlite import SQLiteStore
+from runner.sql.slots_sqlite import SQLiteSlots
+from runner.sql.store_sqlite import SQLiteStore
 
 CONTROLLER = "bench"
 AUTHORITY_SHA = hashlib.sha256(b"bench authority").hexdigest()

@@ -74,7 +74,7 @@ from pathlib import Path
 import runner
 from runner.definitions.library import Library
 from runner.service import AcquireInput, RenewInput, Service
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 db, cache, outdir, workers = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
 Library(cache_dir=cache).builtin("controller")

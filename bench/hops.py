@@ -6,7 +6,7 @@ step (the ``review`` example plan), each measured in a fresh interpreter:
 - ``modules``: how many ``runner.*`` modules the command imported (what a reader of that path reads);
 - ``hops``: at the store write that records the command's transition, the ``runner`` modules on the
   call stack from the CLI entry to the store, consecutive frames of one module counted once
-  (``runner.cli.app -> runner.service -> runner.engine.engine -> runner.store.sqlite`` is 3 hops);
+  (``runner.cli.app -> runner.service -> runner.engine.engine -> runner.sql.store_sqlite`` is 3 hops);
 - ``frames``: the ``runner`` frames on that stack.
 
 Run from a checkout: ``python bench/hops.py [--json] [--root DIR]`` (``--root`` measures another

@@ -76,7 +76,7 @@ def measure(directory: Path, lanes: int, scopes_per_kind: int, runs: int, warmup
     """Run in the checkout on ``sys.path``: the timings of ``runs`` conflict-checked starts."""
     from runner.context import Context, Instance
     from runner.guards import GUARDS
-    from runner.store.sqlite import SQLiteStore
+    from runner.sql.store_sqlite import SQLiteStore
 
     guard = GUARDS.get("lane_conflicts")
     assert guard is not None

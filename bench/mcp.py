@@ -165,7 +165,7 @@ class Warm:
         return lease
 
     def slot_of(self, name: str) -> Any:
-        from runner.agents.sqlite_slots import SQLiteSlots
+        from runner.sql.slots_sqlite import SQLiteSlots
 
         with SQLiteSlots(self.runtime.store).read() as reader:
             (slot,) = [s for s in reader.slots() if s.name == name]

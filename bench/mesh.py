@@ -71,9 +71,9 @@ def _fill(store: Any, agent: str, count: int) -> None:
 
     with store.write() as tx:
         if store.url.startswith("sqlite"):
-            from runner.store.sqlite import connection_of
+            from runner.sql.store_sqlite import connection_of
         else:
-            from runner.store.postgres import connection_of  # type: ignore[assignment]
+            from runner.sql.store_postgres import connection_of  # type: ignore[assignment]
         conn = connection_of(tx)[0]
         mark = "?" if store.url.startswith("sqlite") else "%s"
         stamp = format_time(tx.now)

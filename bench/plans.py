@@ -79,7 +79,7 @@ def run_plan_steps(n: int, directory: str | Path) -> dict[str, Any]:
     from runner.service import Service
     from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
     from runner.service.plans import Plans
-    from runner.store.sqlite import SQLiteStore
+    from runner.sql.store_sqlite import SQLiteStore
 
     root = Path(tempfile.mkdtemp(prefix=f"plan-{n}-", dir=directory))
     (root / "recipes").mkdir()

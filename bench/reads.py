@@ -120,7 +120,7 @@ def prune_probe(root: Path, store: Path, count: int) -> dict[str, Any]:
     """Prune all but 1000 events in-process with ``root``'s code while another connection writes."""
     sys.path.insert(0, str(root))
     import runner
-    from runner.store.sqlite import SQLiteStore
+    from runner.sql.store_sqlite import SQLiteStore
 
     assert Path(runner.__file__).resolve().is_relative_to(root), f"runner imported from {runner.__file__}"
 

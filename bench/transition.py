@@ -54,7 +54,7 @@ from runner._version import __version__
 from runner.context import Context, Instance
 from runner.definitions.library import Library
 from runner.service import AcquireInput, RenewInput, Service
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 CONTROLLER = "bench"
 AUTHORITY_SHA = hashlib.sha256(b"bench authority").hexdigest()

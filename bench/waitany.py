@@ -58,7 +58,7 @@ def child(window: float, setups: int, directory: Path) -> dict[str, Any]:
     from runner.definitions.library import Library
     from runner.errors import CorralError
     from runner.service import AcquireInput, ReviewerStartInput, Service, WaitAnyInput
-    from runner.store.sqlite import SQLiteStore
+    from runner.sql.store_sqlite import SQLiteStore
 
     try:  # WaitAnyInput's module: runner.service.inputs.waits since the inputs are one module per component
         from runner.service.inputs import waits as service_inputs

@@ -191,7 +191,7 @@ class StoreVersionError(InvalidError):
 class StoreCorruptError(InvalidError):
     """The store's file is empty, truncated, not an SQLite database, or a row cannot be decoded.
 
-    Raised by ``runner.store.sqlite`` at open (``details["path"]``) or when a row is read
+    Raised by ``runner.sql.store_sqlite`` at open (``details["path"]``) or when a row is read
     (``details["table"]``, ``details["row"]``); nothing was written. Restore the file from a backup,
     or move it away to start a new store; corral never re-initialises it in place.
     """
@@ -272,7 +272,7 @@ class StoreBusyError(ConflictError):
 class StoreUnavailableError(ConflictError):
     """The store's database server cannot be reached (refused, gone, or the connection was lost).
 
-    Raised by the PostgreSQL store (``runner.store.postgres``) when connecting fails or a connection
+    Raised by the PostgreSQL store (``runner.sql.store_postgres``) when connecting fails or a connection
     breaks; ``details`` name the server (``server``: host, port, database, schema; never a password)
     and, for a commit whose answer was lost, ``outcome: "unknown"``. Nothing is re-sent: re-read the
     state (a compare-and-set may have committed) and retry once the server is back.

@@ -73,9 +73,3 @@ def status(holder: Mapping[str, Any] | None) -> str:
     if started is None:
         return "stale" if not os.path.exists(f"/proc/{pid}") else "indeterminate"
     return "active" if started == holder.get("start_time") else "stale"
-
-
-def same(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
-    """Whether two records name the same process."""
-    keys = ("pid", "host", "boot_id", "start_time")
-    return bool(a) and bool(b) and all(a.get(k) == b.get(k) for k in keys)  # type: ignore[union-attr]

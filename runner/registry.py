@@ -62,6 +62,13 @@ class Registry(Generic[F]):
         until one is used)."""
         self.add(name, cast("F", _Deferred(target, summary)))
 
+    def preload(self, name: str) -> None:
+        """Import the built-in registered lazily under ``name`` now, without calling it: for a process
+        that has time to spare before it needs the adapter (a no-op for any other entry)."""
+        entry = self._entries.get(name)
+        if entry is not None and isinstance(entry.fn, _Deferred):
+            entry.fn.load()
+
     def get(self, name: str) -> Entry[F] | None:
         """The entry named ``name``, loading plugins on the first miss; None if nobody has it."""
         entry = self._entries.get(name)
@@ -103,10 +110,14 @@ class _Deferred:
         self.__doc__ = summary
         self._fn: Callable[..., Any] | None = None
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def load(self) -> Callable[..., Any]:
+        """The target, imported on the first call."""
         if self._fn is None:
             from importlib import import_module
 
             module, _, attr = self.target.partition(":")
             self._fn = getattr(import_module(module), attr)
-        return self._fn(*args, **kwargs)
+        return self._fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.load()(*args, **kwargs)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from runner.fence import Credential, Proposal
     from runner.lineage import Binding
     from runner.plans.keeper import FileKeeper
+    from runner.presentation.pack import Written
     from runner.service import Service
     from runner.service.plans import Plans
     from runner.store.abc import Store
@@ -201,6 +202,14 @@ class Runtime:
         component was made)."""
         if self.contain_plan_paths is not None:
             self.contain_plan_paths(args, names)
+
+    def write_review_pack(self, out_dir: Path) -> Written:
+        """Write the review pack (every machine and recipe, drawn and tabulated) into ``out_dir``:
+        presentation over this runtime's library and the packaged and local recipes."""
+        from runner.definitions.recipes import RecipeLibrary
+        from runner.presentation.pack import write
+
+        return write(out_dir, self.library, RecipeLibrary())
 
     def host(self, name: str) -> AgentHost:
         """The agent host called ``name``, opened once per runtime through the host registry.

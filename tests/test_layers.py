@@ -112,7 +112,7 @@ RENEW_NEVER = (
     # The PostgreSQL driver (issue 16): only a postgresql:// store imports it.
     "psycopg",
     "psycopg_pool",
-    "runner.store.postgres",
+    "runner.sql.store_postgres",
     # The MCP SDK and what it brings (issue 14): only `corral mcp` imports them.
     "mcp",
     "mcp_types",
@@ -131,7 +131,13 @@ RENEW_NEVER = (
     *(f"runner.service.inputs.{m}" for m in ("adopted", "events")),
     *(f"runner.service.views.{m}" for m in ("waits", "inventory", "writers")),
 )
-VERSION_NEVER = (*RENEW_NEVER, "runner.service.facade", "runner.store.sqlite", "sqlite3", "runner.service.inputs.base")
+VERSION_NEVER = (
+    *RENEW_NEVER,
+    "runner.service.facade",
+    "runner.sql.store_sqlite",
+    "sqlite3",
+    "runner.service.inputs.base",
+)
 
 
 @pytest.mark.slow  # seconds of waiting on processes or deadlines: left out of make test-fast

@@ -67,7 +67,7 @@ from runner.engine import Engine, Request
 from runner.errors import RefusedError
 from runner.guards import GUARDS
 from runner.definitions.library import Library
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 library = Library()
 spec = library.load(Path(sys.argv[1]))

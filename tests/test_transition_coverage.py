@@ -49,7 +49,7 @@ from runner.service import (
 )
 from runner.service.inputs.plans import PlanCancelInput, PlanDecideInput, PlanRunInput, PlanSubmitInput
 from runner.service.plans import Plans as PlansComponent
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.support.gitrepo import feature_worktree
 
 SHA = hashlib.sha256(b"coverage authority").hexdigest()

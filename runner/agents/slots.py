@@ -7,7 +7,7 @@ a :class:`SlotStore` is bound to one :class:`~runner.store.abc.Store` and every
 :class:`SlotTransaction` runs inside one of that store's transactions (:attr:`SlotTransaction.store_tx`).
 
 An adapter is one module plus one entry in :data:`SLOT_STORES`, keyed by the scheme of the store it
-lives in (the built-in ``sqlite``: ``runner.agents.sqlite_slots``); other distributions add theirs
+lives in (the built-in ``sqlite``: ``runner.sql.slots_sqlite``); other distributions add theirs
 through the entry point group ``corral.slot_stores`` (``postgresql = "package.module:slots"``, a
 callable taking the store). :func:`slot_store` picks the adapter for a store.
 """
@@ -155,12 +155,12 @@ SLOT_STORES: Registry[SlotStoreFactory] = Registry("slot store", "corral.slot_st
 # The built-in adapters, named (not imported) by this port: each is imported when first used.
 SLOT_STORES.lazy(
     "sqlite",
-    "runner.agents.sqlite_slots:SQLiteSlots",
+    "runner.sql.slots_sqlite:SQLiteSlots",
     "Slots in the table ``agent_slots`` of the SQLite store's own file and connection.",
 )
 SLOT_STORES.lazy(
     "postgresql",
-    "runner.agents.postgres_slots:PostgresSlots",
+    "runner.sql.slots_postgres:PostgresSlots",
     "Slots in the table ``agent_slots`` of the PostgreSQL store's own schema and connection.",
 )
 

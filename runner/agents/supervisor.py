@@ -198,7 +198,9 @@ def main() -> None:
     try:
         child = start(job)
         _full_path()
-        import runner.agents.sqlite_slots  # noqa: F401  (the slot port and store: loaded while the agent runs)
+        from runner.agents.slots import SLOT_STORES
+
+        SLOT_STORES.preload("sqlite")  # the slot port's adapter and its store: loaded while the agent runs
 
         code = 127 if child is None else child.wait()
         try:

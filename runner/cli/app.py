@@ -452,10 +452,7 @@ def review_pack(app: App, out: Path, as_json: bool) -> None:
     No network resources at all (the drawings are inline SVG from Graphviz, which must be installed):
     open DIR/index.html anywhere, attach it to a review, archive it with a release.
     """
-    from runner.definitions.recipes import RecipeLibrary
-    from runner.presentation.pack import write
-
-    written = write(out, app.library, RecipeLibrary())
+    written = app.write_review_pack(out)
     if as_json:
         render.emit_result("review-pack", written)
     else:

@@ -373,7 +373,8 @@ def plans_show(app: App, plan_id: str, as_json: bool) -> None:
     """One plan: its steps, their outcomes and outputs (agent output text excluded)."""
     from runner.service.inputs.plans import PlanShowInput
 
-    detail = _plans(app, runs=False).show(PlanShowInput(plan_id))
+    plans = _plans(app, runs=False)
+    detail = plans.show(PlanShowInput(plan_id))
     plan, live, collected, runner = detail.plan, detail.live, detail.collected, detail.runner
     if as_json:
         # Never the inputs (they may hold prompt text); the collected agent output is the one reply that
@@ -382,9 +383,7 @@ def plans_show(app: App, plan_id: str, as_json: bool) -> None:
             {**_summary(plan), "runner": runner, "live": live, "collected": collected, "spend": detail.spend}
         )
         return
-    from runner.definitions.recipes import RecipeLibrary
-
-    _print_summary(plan, [s.id for s in RecipeLibrary().get(str(plan.data["recipe"])).steps])
+    _print_summary(plan, [s.id for s in plans.recipes.get(str(plan.data["recipe"])).steps])
     if runner["status"] == "absent":
         click.echo("runner: absent (no runner has taken the plan)")
     else:

@@ -6,11 +6,11 @@ happened; ``ambiguous`` when the world may have changed in a way that could not 
 
 from __future__ import annotations
 
-from runner.agents.abc import (
+from runner.agentfacts import (
+    AgentActions,
     AgentBusyError,
     AgentError,
     AgentGoneError,
-    AgentHost,
     Expect,
     StartOptions,
 )
@@ -21,9 +21,9 @@ from runner.log import get_logger
 logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 
-def _host(ctx: Context) -> AgentHost:
+def _host(ctx: Context) -> AgentActions:
     host = ctx.resources.get("agents")
-    if not isinstance(host, AgentHost):
+    if not isinstance(host, AgentActions):
         raise TypeError("this transition needs an agent host in resources['agents']")
     return host
 

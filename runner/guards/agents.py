@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runner.agents.abc import IDENTITY, PROMPTABLE, SETTLED, STATUSES
+from runner.agentfacts import IDENTITY, PROMPTABLE, SETTLED, STATUSES
 from runner.context import Context, Rejection
 from runner.guards import GUARDS
 

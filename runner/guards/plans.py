@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner import lockstatus
+from runner import lockholder
 from runner.context import Context, Rejection, parse_time
 from runner.guards import GUARDS
 
@@ -12,7 +12,7 @@ def plan_runner_free(ctx: Context) -> Rejection | None:
     """No other live runner holds the plan: the recorded runner's lease expired (by the store's clock,
     whatever machine it ran on), or it is gone (on this machine: its process is not running)."""
     recorded = ctx.instance.data.get("runner")
-    if not recorded or lockstatus.same(recorded, ctx.params.get("runner")):
+    if not recorded or lockholder.same(recorded, ctx.params.get("runner")):
         return None
     seen = ctx.observations.get("runner_status")
     if seen == "stale":
@@ -32,7 +32,7 @@ def plan_runner_free(ctx: Context) -> Rejection | None:
 @GUARDS.register("plan_runner")
 def plan_runner(ctx: Context) -> Rejection | None:
     """The caller is the runner that holds the plan."""
-    if lockstatus.same(ctx.instance.data.get("runner"), ctx.params.get("runner")):
+    if lockholder.same(ctx.instance.data.get("runner"), ctx.params.get("runner")):
         return None
     return Rejection(
         "plan_runner_changed", "another runner took this plan over; stop", {"runner": ctx.instance.data.get("runner")}

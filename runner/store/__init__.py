@@ -3,16 +3,17 @@
 =====================================  ==============================================
 URL                                    adapter
 =====================================  ==============================================
-``sqlite:///abs/path.db``              :class:`~runner.store.sqlite.SQLiteStore`
+``sqlite:///abs/path.db``              :class:`~runner.sql.store_sqlite.SQLiteStore`
 ``sqlite:relative/path.db``, a path    the same, relative to the working directory
-``postgresql://…``, ``postgres://…``   :class:`~runner.store.postgres.PostgresStore` (``?schema=NAME``)
+``postgresql://…``, ``postgres://…``   :class:`~runner.sql.store_postgres.PostgresStore` (``?schema=NAME``)
 =====================================  ==============================================
 
 An adapter is one module plus one registry entry: a scheme mapped to an opener
-``open(url, clock=None) -> Store``. The built-in ``sqlite`` registers here; another distribution adds
-its scheme through the entry point group ``corral.stores`` (``postgresql = "package.module:open"``),
-loaded the first time a URL's scheme is not among the built-ins. An opener imports its driver
-when called, so naming a store costs nothing until one is opened.
+``open(url, clock=None) -> Store``. The built-ins (``sqlite``, ``postgresql``, in :mod:`runner.sql`)
+register here by name; another distribution adds its scheme through the entry point group
+``corral.stores`` (``postgresql = "package.module:open"``), loaded the first time a URL's scheme is
+not among the built-ins. An opener imports its driver when called, so naming a store costs nothing
+until one is opened.
 """
 
 from __future__ import annotations
@@ -75,38 +76,18 @@ def sqlite_path(url: str) -> Path | None:
     return Path(url)
 
 
-@STORES.register("sqlite")
-def open_sqlite(url: str, clock: Clock | None = None) -> Store:
-    """One SQLite file, created (not its directory) if missing: the embedded default."""
-    path = sqlite_path(url)
-    assert path is not None, "only sqlite: URLs and bare paths resolve to this opener"
-    if str(path) in ("", "/"):
-        raise InputError("store", f"the store URL {url!r} names no file", code="store_url_invalid")
-    if not path.parent.is_dir():
-        raise InputError(
-            "store",
-            f"the directory of the store file does not exist: {path.parent}",
-            code="store_url_invalid",
-            path=str(path),
-        )
-    from runner.store.sqlite import SQLiteStore  # sqlite3 and the adapter load only to open one
-
-    return SQLiteStore(path, clock=clock)
-
-
-@STORES.register("postgresql")
-def open_postgresql(url: str, clock: Clock | None = None) -> Store:
-    """One schema of a PostgreSQL database, shared by coordinators on several machines."""
-    try:
-        from runner.store.postgres import PostgresStore  # psycopg loads only to open one
-    except ImportError as exc:
-        raise InputError(
-            "store",
-            f"the PostgreSQL store needs psycopg 3 ({exc}); install corral[postgres]",
-            code="store_unsupported",
-            url="postgresql://…",
-        ) from None
-    return PostgresStore(url, clock=clock)
+# The built-in adapters, named (not imported) by this port: each is imported when a store of its
+# scheme is first opened (sqlite3 and psycopg load only then).
+STORES.lazy(
+    "sqlite",
+    "runner.sql.store_sqlite:open_sqlite",
+    "One SQLite file, created (not its directory) if missing: the embedded default.",
+)
+STORES.lazy(
+    "postgresql",
+    "runner.sql.store_postgres:open_postgresql",
+    "One schema of a PostgreSQL database, shared by coordinators on several machines.",
+)
 
 
 def open_store(url: str, *, clock: Clock | None = None) -> Store:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from runner.context import Claim, Event, Instance
 from runner.errors import InputError
@@ -315,6 +315,11 @@ class Store(ABC):
     """A durable home for instances and their event log."""
 
     url: str
+
+    backend: ClassVar[str] = ""
+    """The built-in adapter this store is (``sqlite``, ``postgresql``; empty for none), whatever
+    scheme its URL names: a subclass under another scheme (a plugin's alias) keeps its base's, so a
+    port kept beside the store (memory) can find its adapter without importing the store's."""
 
     @abstractmethod
     def write(self) -> AbstractContextManager[Transaction]:

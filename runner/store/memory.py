@@ -315,12 +315,12 @@ MEMORY_STORES: Registry[MemoryStoreFactory] = Registry("memory store", "corral.m
 # The built-in adapters, named (not imported) by this port: each is imported when first used.
 MEMORY_STORES.lazy(
     "sqlite",
-    "runner.store.memory_sqlite:SQLiteMemory",
+    "runner.sql.memory_sqlite:SQLiteMemory",
     "Memory in the tables ``memory_*`` of the SQLite store's own file and connection.",
 )
 MEMORY_STORES.lazy(
     "postgresql",
-    "runner.store.memory_postgres:PostgresMemory",
+    "runner.sql.memory_postgres:PostgresMemory",
     "Memory in the tables ``memory_*`` of the PostgreSQL store's own schema and connection.",
 )
 
@@ -334,11 +334,8 @@ def memory_store(store: Store) -> MemoryStore:
     """
     scheme = scheme_of(store.url)
     entry = MEMORY_STORES.get(scheme)
-    if entry is None:
-        from runner.store.sqlite import SQLiteStore
-
-        if isinstance(store, SQLiteStore):
-            entry = MEMORY_STORES.get("sqlite")
+    if entry is None and store.backend:
+        entry = MEMORY_STORES.get(store.backend)
     if entry is None:
         raise InputError(
             "store",

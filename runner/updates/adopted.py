@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.agents.abc import IDENTITY
+from runner.agentfacts import IDENTITY
 from runner.context import Context, Update, format_time
 from runner.updates import UPDATES
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from runner.agents.abc import IDENTITY
+from runner.agentfacts import IDENTITY
 from runner.context import Context, Update, format_time
 from runner.updates import UPDATES
 

@@ -17,7 +17,7 @@ from runner.agents.herdr_cli import herdr_environment
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.errors import InputError
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 DUMP = "import json, os; print(json.dumps(dict(os.environ)))"
 

@@ -17,7 +17,7 @@ from runner.agents.kinds import Kinds
 from runner.definitions.library import Library
 from runner.errors import CorralError
 from runner.service import AcquireInput, AdoptedCloseInput, AdoptInput, Service
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 SHA = hashlib.sha256(b"adopt on herdr").hexdigest()
 

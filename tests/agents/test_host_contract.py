@@ -34,7 +34,7 @@ from runner.agents.abc import (
 from runner.agents.herdr import HerdrHost
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 
 def assert_next(before: Observation, after: Observation) -> None:

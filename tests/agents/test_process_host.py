@@ -26,7 +26,7 @@ from runner.agents.abc import AgentBusyError, AgentError, AgentGoneError, StartO
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.errors import ConflictError
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 
 @pytest.fixture

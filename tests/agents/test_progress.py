@@ -21,7 +21,7 @@ from runner.agents.drivers import RunSpec, driver
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.agents.progress import ProgressReader, progress_item
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.support import stream_agent
 
 

@@ -26,8 +26,8 @@ from runner.agents.abc import AgentHost, StartOptions, WaitTimeoutError
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.agents.slots import AgentSlot, SlotProgress, SlotReader
-from runner.agents.sqlite_slots import SQLiteSlots
-from runner.store.sqlite import SQLiteStore, connection_of
+from runner.sql.slots_sqlite import SQLiteSlots
+from runner.sql.store_sqlite import SQLiteStore, connection_of
 
 TARGETS = 64
 

@@ -204,7 +204,7 @@ def test_status_judges_every_lock_and_prints_no_pid_lock_id_or_token(
 
     from runner import lockstatus
     from runner.context import Instance
-    from runner.store.sqlite import SQLiteStore
+    from runner.sql.store_sqlite import SQLiteStore
 
     ok(corral("controller", "acquire", "--controller", "ctl", "--authority-ref", "T", "--authority-sha256", SHA))
     ok(corral("controller", "acquire", "--controller", "old", "--authority-ref", "T", "--authority-sha256", SHA,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from runner.context import Instance
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.support.runs import Run
 
 

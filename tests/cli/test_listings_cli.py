@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from runner.context import Instance
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 STAMP = "2025-01-01T00:00:00.000000Z"
 FUTURE = "2099-01-01T00:00:00.000000Z"

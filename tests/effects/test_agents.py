@@ -16,7 +16,7 @@ from runner.agents.abc import AgentBusyError, AgentError, Expect, Observation, S
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.context import format_time
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.conftest import FakeClock
 from tests.support.contexts import Contexts
 

@@ -65,7 +65,7 @@ from runner.service import (
     TakeoverInput,
     WaitAnyInput,
 )
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 pytestmark = pytest.mark.slow  # a Hypothesis state machine over real processes
 

@@ -55,7 +55,7 @@ from runner.service import (
     Service,
     TakeoverInput,
 )
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 pytestmark = pytest.mark.slow  # a Hypothesis state machine
 

@@ -24,7 +24,7 @@ from runner.errors import (
     TransitionNotAllowedError,
 )
 from runner.guards import GUARDS
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from runner.updates import UPDATES
 
 # Test-only registry entries: the real registries, extended the way a plugin would.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.support.contexts import Contexts
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.support.contexts import Contexts
 
 CWD = "/work/project"

@@ -11,7 +11,7 @@ import pytest
 
 from runner import scopes
 from runner.git import preflight
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.support.contexts import Contexts
 
 pytestmark = pytest.mark.usefixtures("hermetic_git")

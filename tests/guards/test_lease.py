@@ -10,7 +10,7 @@ import pytest
 
 from runner.fence import Credential
 from runner.service import Grant
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.conftest import FakeClock
 from tests.support.contexts import Contexts
 

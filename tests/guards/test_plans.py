@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runner import lockstatus
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.support.contexts import Contexts
 
 

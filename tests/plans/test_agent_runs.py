@@ -26,7 +26,7 @@ from runner.plans.ops import OPERATIONS
 from runner.service import Service
 from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
 from runner.service.plans import Plans
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.support import stream_agent
 
 AUTHORITY = hashlib.sha256(b"the plan's authority").hexdigest()

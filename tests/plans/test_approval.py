@@ -30,7 +30,7 @@ from runner.plans.ops import OPERATIONS, Operation, StepOperation
 from runner.service import Service
 from runner.service.inputs.plans import PlanDecideInput, PlanResumeInput, PlanRunInput, PlanShowInput, PlanSubmitInput
 from runner.service.plans import Plans
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.conftest import FakeClock
 from tests.support.plans import step_records
 

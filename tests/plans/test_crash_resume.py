@@ -42,7 +42,7 @@ from runner.agents.process import ProcessHost
 from runner.definitions.library import Library
 from runner.plans.ops import OpContext
 from runner.service import AcquireInput, DeliveryError, RelayInput, Service
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.support.plans import records_of
 
 pytestmark = pytest.mark.slow

@@ -38,7 +38,7 @@ from runner.plans.ops import OPERATIONS
 from runner.service import Service
 from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
 from runner.service.plans import Plans
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.support.plans import records_of
 
 GOLDEN = Path(__file__).with_name("golden") / "review.json"

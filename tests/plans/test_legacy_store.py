@@ -24,7 +24,7 @@ from runner.plans.ops import OPERATIONS
 from runner.service import Service
 from runner.service.inputs.plans import PlanListInput, PlanRetryInput, PlanRunInput, PlanShowInput
 from runner.service.plans import Plans
-from runner.store.sqlite import SCHEMA_VERSION, SQLiteStore
+from runner.sql.store_sqlite import SCHEMA_VERSION, SQLiteStore
 from tests.support.plans import step_records
 
 LEGACY = Path(__file__).with_name("legacy")

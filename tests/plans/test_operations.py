@@ -119,7 +119,7 @@ from runner.plans.ops import OPERATIONS
 from runner.service import Service
 from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
 from runner.service.plans import Plans
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 root = Path(sys.argv[1])
 recipes = RecipeLibrary([root / "recipes"])

@@ -39,7 +39,7 @@ from runner.service import AcquireInput, Service, WriterStartInput
 from runner.service.inputs.memory import CheckpointInput, ShowInput
 from runner.service.inputs.plans import PlanCancelInput, PlanRunInput, PlanSubmitInput
 from runner.service.plans import PlanConflictError, Plans
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.support.gitrepo import git, status_digest
 from tests.support.plans import step_records
 

@@ -23,7 +23,7 @@ from runner.errors import RefusedError
 from runner.fence import Credential
 from runner.service import AcquireInput, RenewInput, Service
 from runner.definitions.library import Library
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 
 def test_acquire_and_a_refused_renew(tmp_path):
@@ -48,7 +48,7 @@ def test_nothing():
 RELEASE_FILE = """
 from runner.service import AcquireInput, ReleaseInput, Service
 from runner.definitions.library import Library
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 def test_acquire_and_release(tmp_path):
     with SQLiteStore(tmp_path / "corral.db") as store:

@@ -41,7 +41,7 @@ from runner.presentation.draw import (
 from runner.service import Grant, ReleaseInput, RenewInput, Service
 from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
 from runner.service.plans import Plans
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parents[2]
 MERMAID_JS = Path(os.environ.get("CORRAL_MERMAID_JS", REPO / ".cache/mermaid/node_modules/mermaid/dist/mermaid.min.js"))

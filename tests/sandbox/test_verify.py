@@ -33,7 +33,7 @@ from runner.definitions.library import Library
 from runner.errors import CorralError, InputError, RefusedError, SpecError
 from runner.fence import Credential
 from runner.service import AcquireInput, Service, VerifyResult, WriterStartInput, WriterVerifyInput
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 SHA = "d" * 64
 
@@ -90,7 +90,7 @@ from pathlib import Path
 from runner import credentials
 from runner.service import ResumeInput, Service
 from runner.definitions.library import Library
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 db, cache, path = sys.argv[1:4]
 with SQLiteStore(db) as store:

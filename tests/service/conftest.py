@@ -22,7 +22,7 @@ from runner.agents.abc import AgentHost
 from runner.agents.herdr import HerdrHost
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.service.agents_world import World
 
 BACKGROUND_AGENTS = 4  # on Herdr: busy agents corral did not start, moving the shared counter

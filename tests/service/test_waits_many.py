@@ -33,7 +33,7 @@ MANY = 64
 def statements(store: Store) -> Iterator[list[str]]:
     seen: list[str] = []
     if store.url.startswith("sqlite:"):
-        from runner.store.sqlite import connection_of
+        from runner.sql.store_sqlite import connection_of
 
         with store.read() as reader:
             conn, _ = connection_of(reader)
@@ -43,7 +43,7 @@ def statements(store: Store) -> Iterator[list[str]]:
         finally:
             conn.set_trace_callback(None)
         return
-    from runner.store.postgres import connection_of as pg_connection_of
+    from runner.sql.store_postgres import connection_of as pg_connection_of
 
     with store.read() as reader:
         pg, _ = pg_connection_of(reader)

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from runner import scopes
 from runner.context import Instance, Rejection
 from runner.guards.git import LANE_STATES, lane_rejection
-from runner.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
-from runner.store.sqlite_file import APPLICATION_ID
+from runner.sql.store_sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
+from runner.sql.store_sqlite_file import APPLICATION_ID
 from tests.support.contexts import Contexts
 
 # Few segment names, shallow paths: overlaps (equal, ancestor, under) are common, and so are mere

@@ -29,9 +29,9 @@ from runner.errors import (
     StoreCorruptError,
     StoreVersionError,
 )
+from runner.sql.store_sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore, _statements
+from runner.sql.store_sqlite_file import APPLICATION_ID
 from runner.store import STORES, Store
-from runner.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore, _statements
-from runner.store.sqlite_file import APPLICATION_ID
 from tests.conftest import FakeClock
 from tests.support.stores import KINDS, StoreKind, sqlite_file_before
 
@@ -1052,8 +1052,8 @@ def test_a_bad_page_is_refused_before_reading(any_store: Store, bad: dict[str, A
 
 def test_a_version_2_sqlite_file_migrates_forward_and_pages(tmp_path: Path) -> None:
     """A store written before paged listings (schema 2) opens, migrates and answers counts and pages."""
-    from runner.store import sqlite as sqlite_store
-    from runner.store.sqlite_file import APPLICATION_ID
+    from runner.sql import store_sqlite as sqlite_store
+    from runner.sql.store_sqlite_file import APPLICATION_ID
 
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)

@@ -41,7 +41,7 @@ from runner.service import (
     Service,
     TakeoverInput,
 )
-from runner.store.sqlite import SCHEMA_VERSION, SQLiteStore
+from runner.sql.store_sqlite import SCHEMA_VERSION, SQLiteStore
 
 CONTROLLER = "crash"
 INSTANCE = fence.instance_id(CONTROLLER)
@@ -55,7 +55,7 @@ from pathlib import Path
 
 from runner.service import AcquireInput, EventsInput, RenewInput, ResumeInput, Service
 from runner.definitions.library import Library
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 db, cache, credfile, die_at = sys.argv[1:5]
 CTL, INSTANCE = "crash", "controller/crash"

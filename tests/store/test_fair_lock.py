@@ -1,4 +1,5 @@
-"""The SQLite store's FIFO write queue (``runner.store.writelock``): order, deadline, crashes, no lost update.
+"""The SQLite store's FIFO write queue (``runner.sql.store_sqlite_writelock``): order, deadline, crashes, no lost
+update.
 
 Real SQLite files, real processes (killed with SIGKILL where a crash is the point), real threads. No
 assertion is about speed; where a thread must not block, it is given a generous bound to finish.
@@ -22,14 +23,14 @@ import pytest
 
 from runner.context import Instance
 from runner.errors import StoreBusyError
-from runner.store.sqlite import SQLiteStore
-from runner.store.writelock import lock_path
+from runner.sql.store_sqlite import SQLiteStore
+from runner.sql.store_sqlite_writelock import lock_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 HOLDER = r"""
 import sys, time
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from runner.context import Instance
 
 store = SQLiteStore(sys.argv[1], busy_deadline=30)
@@ -41,7 +42,7 @@ with store.write() as tx:
 
 WRITER = r"""
 import sys
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 
 db, threads, each = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 import threading
@@ -267,7 +268,7 @@ def test_a_holder_killed_with_sigkill_does_not_block_the_next_writer(db: Path) -
 def test_a_waiter_killed_in_the_queue_does_not_block_those_behind_it(db: Path) -> None:
     waiter = r"""
 import sys
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 store = SQLiteStore(sys.argv[1], busy_deadline=3600)
 with store.write():
     pass
@@ -369,7 +370,7 @@ def test_without_a_usable_lock_file_writers_fall_back_to_sqlites_own_waits(
     db: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     lock_path(db).mkdir()  # something that cannot be the lock file
-    with caplog.at_level("WARNING", logger="runner.store.writelock"), SQLiteStore(db) as store:
+    with caplog.at_level("WARNING", logger="runner.sql.store_sqlite_writelock"), SQLiteStore(db) as store:
         with store.write() as tx:
             tx.put(new(), "a", {})
         waiter = SQLiteStore(db, busy_deadline=0.3)

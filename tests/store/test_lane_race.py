@@ -43,8 +43,8 @@ import pytest
 from runner import credentials, fence
 from runner.definitions.library import Library
 from runner.service import AcquireInput, Service
+from runner.sql.store_sqlite import SQLiteStore
 from runner.store import open_store
-from runner.store.sqlite import SQLiteStore
 from tests.support.stores import check_integrity, fresh_url, store_holds
 
 WORKERS = 8

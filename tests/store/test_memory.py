@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from runner.sql.store_sqlite import SCHEMA_VERSION, SQLiteStore, _run_migration
 from runner.store import Store
 from runner.store.memory import (
     CheckpointRecord,
@@ -25,7 +26,6 @@ from runner.store.memory import (
     memory_store,
     search_words,
 )
-from runner.store.sqlite import SCHEMA_VERSION, SQLiteStore, _run_migration
 from tests.support.stores import sqlite_file_before
 
 STAMP = "2026-01-01T00:00:00.000000Z"
@@ -241,7 +241,7 @@ def test_retention_exempts_pinned_and_newest_of_open_sessions_only(any_store: St
 
 def test_sqlite_without_fts5_searches_by_a_scan_with_the_same_answers(tmp_path: Path) -> None:
     """How a build of SQLite without FTS5 degrades: the migration skips ``memory_fts`` (see
-    ``runner.store.sqlite._run_migration``) and search scans the same words with LIKE."""
+    ``runner.sql.store_sqlite._run_migration``) and search scans the same words with LIKE."""
     path = tmp_path / "s.db"
     with SQLiteStore(path) as store:
         memory = memory_store(store)

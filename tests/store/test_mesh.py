@@ -317,7 +317,7 @@ def test_two_coordinators_on_one_store(store_kind: StoreKind, any_store: Store, 
 
 def test_an_sqlite_store_from_before_the_mesh_migrates_forward(tmp_path: Path, clock: FakeClock) -> None:
     """A file of the schema before the mesh tables opens, gains them, keeps its rows and runs the mesh."""
-    from runner.store.sqlite import SCHEMA_VERSION, TABLES_BY_VERSION, SQLiteStore
+    from runner.sql.store_sqlite import SCHEMA_VERSION, TABLES_BY_VERSION, SQLiteStore
     from tests.support.stores import sqlite_file_before
 
     path = tmp_path / "old.db"
@@ -338,8 +338,8 @@ def test_a_postgresql_store_from_before_the_mesh_migrates_forward(
     """A schema made by the versions before the mesh opens at the latest, with the mesh tables."""
     import psycopg
 
+    from runner.sql.store_postgres_schema import MIGRATIONS, SCHEMA_VERSION, statements
     from runner.store import open_store
-    from runner.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, statements
     from tests.support.stores import PostgresKind, kind_for
 
     pg = kind_for("postgresql", request)
@@ -368,7 +368,7 @@ def test_agents_from_before_identity_are_claimed_by_their_next_checkin(tmp_path:
     ``mesh_agent_unclaimed`` until the id's next check-in claims it (and from then on needs the token)."""
     import sqlite3
 
-    from runner.store.sqlite import SQLiteStore
+    from runner.sql.store_sqlite import SQLiteStore
     from tests.support.stores import sqlite_file_before
 
     path = tmp_path / "old.db"

@@ -19,8 +19,8 @@ import pytest
 
 from runner.context import Instance
 from runner.errors import StoreForeignError, StoreUnavailableError
+from runner.sql.store_postgres import PostgresStore
 from runner.store import open_store
-from runner.store.postgres import PostgresStore
 from tests.support.stores import PostgresKind, PostgresServer, kind_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -251,7 +251,7 @@ def test_a_schema_of_an_older_version_migrates_forward_on_open(pg: PostgresKind,
     """A store made by the first schema version (before idempotency records) opens at the latest."""
     import psycopg
 
-    from runner.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, statements
+    from runner.sql.store_postgres_schema import MIGRATIONS, SCHEMA_VERSION, statements
 
     url = pg.url(tmp_path)
     schema = url.rsplit("schema=", 1)[1]

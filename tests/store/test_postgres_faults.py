@@ -99,7 +99,7 @@ def _url(cluster: tuple[Path, str], schema: str) -> str:
 def _rows(url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     import psycopg
 
-    from runner.store.postgres import Target
+    from runner.sql.store_postgres import Target
 
     target = Target(url)
     with psycopg.connect(target.conninfo, autocommit=True) as conn:

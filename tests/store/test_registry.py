@@ -14,8 +14,8 @@ import pytest
 import runner.store
 from runner.errors import InputError, StoreUnavailableError
 from runner.registry import Registry
+from runner.sql.store_sqlite import SQLiteStore
 from runner.store import STORES, Clock, Store, StoreOpener, open_store, scheme_of, sqlite_path
-from runner.store.sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -136,7 +136,8 @@ def test_naming_a_store_imports_no_driver() -> None:
     """``runner.store`` (the port and the registry) loads neither sqlite3 nor an adapter."""
     probe = (
         "import sys, runner.store, runner.agents.slots\n"
-        "print(sorted(m for m in ('sqlite3', 'runner.store.sqlite', 'runner.agents.sqlite_slots') if m in sys.modules))"
+        "adapters = ('sqlite3', 'runner.sql.store_sqlite', 'runner.sql.slots_sqlite')\n"
+        "print(sorted(m for m in adapters if m in sys.modules))"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],

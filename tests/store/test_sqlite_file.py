@@ -22,8 +22,8 @@ from runner.agents.slots import slot_store
 from runner.definitions.library import Library
 from runner.errors import StoreCorruptError
 from runner.service import AcquireInput, Service
-from runner.store.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
-from runner.store.sqlite_file import APPLICATION_ID
+from runner.sql.store_sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
+from runner.sql.store_sqlite_file import APPLICATION_ID
 
 SHA = hashlib.sha256(b"authority").hexdigest()
 

@@ -80,7 +80,7 @@ class SQLiteKind(StoreKind):
         return f"sqlite://{directory / 'conformance.db'}"
 
     def open_with_deadline(self, url: str, clock: Clock | None, busy_deadline: float) -> Store:
-        from runner.store.sqlite import SQLiteStore
+        from runner.sql.store_sqlite import SQLiteStore
 
         path = sqlite_path(url)
         assert path is not None
@@ -92,7 +92,7 @@ class SQLiteKind(StoreKind):
         return sqlite3.connect(path, isolation_level=None)
 
     def make_newer(self, url: str) -> None:
-        from runner.store.sqlite import SCHEMA_VERSION
+        from runner.sql.store_sqlite import SCHEMA_VERSION
 
         conn = self._raw(url)
         try:
@@ -227,7 +227,7 @@ class PostgresKind(StoreKind):
         return with_database(self._server().url, self._server().database, schema=f"t_{secrets.token_hex(6)}")
 
     def open_with_deadline(self, url: str, clock: Clock | None, busy_deadline: float) -> Store:
-        from runner.store.postgres import PostgresStore
+        from runner.sql.store_postgres import PostgresStore
 
         return PostgresStore(url, clock=clock, busy_deadline=busy_deadline)
 
@@ -235,7 +235,7 @@ class PostgresKind(StoreKind):
         """A superuser connection to the store's database, ``search_path`` on the store's schema."""
         import psycopg
 
-        from runner.store.postgres import Target
+        from runner.sql.store_postgres import Target
 
         target = Target(url)
         conn = psycopg.connect(target.conninfo, autocommit=True)
@@ -243,7 +243,7 @@ class PostgresKind(StoreKind):
         return conn
 
     def make_newer(self, url: str) -> None:
-        from runner.store.postgres import SCHEMA_VERSION
+        from runner.sql.store_postgres import SCHEMA_VERSION
 
         with self.raw(url) as conn:
             conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION + 1,))
@@ -316,7 +316,7 @@ def suite_store_url(directory: Path) -> str:
 def open_test_store(directory: Path, clock: Clock | None = None) -> Store:
     """Open the test's store in ``directory`` (see :func:`suite_store_url`)."""
     if TEST_STORE == "sqlite":
-        from runner.store.sqlite import SQLiteStore
+        from runner.sql.store_sqlite import SQLiteStore
 
         return SQLiteStore(directory / "corral.db", clock=clock)
     opened = kind_for(TEST_STORE).open(suite_store_url(directory), clock=clock)
@@ -413,8 +413,8 @@ def sqlite_file_before(path: Path, creates: str) -> int:
     """An SQLite store file at ``path`` at the schema version just before the migration whose script
     holds ``creates`` (e.g. ``"CREATE TABLE idempotency"``), holding one instance ``a/1``: what a store
     written by an older corral looks like. Returns that version."""
-    from runner.store.sqlite import MIGRATIONS, _statements
-    from runner.store.sqlite_file import APPLICATION_ID
+    from runner.sql.store_sqlite import MIGRATIONS, _statements
+    from runner.sql.store_sqlite_file import APPLICATION_ID
 
     previous = next(n for n, script in enumerate(MIGRATIONS) if creates in script)
     conn = sqlite3.connect(path, isolation_level=None)

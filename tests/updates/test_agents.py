@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runner.context import format_time
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.conftest import FakeClock
 from tests.support.contexts import Contexts
 

@@ -9,7 +9,7 @@ import pytest
 from runner import fence
 from runner.context import format_time
 from runner.service import Grant
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.conftest import FakeClock
 from tests.support.contexts import Contexts
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runner.context import Instance, format_time
-from runner.store.sqlite import SQLiteStore
+from runner.sql.store_sqlite import SQLiteStore
 from tests.conftest import FakeClock
 from tests.support.contexts import Contexts
 

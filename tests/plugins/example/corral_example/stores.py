@@ -18,8 +18,8 @@ PREFIX = "example://"
 
 def open_example_store(url: str, clock: Clock | None = None) -> Store:
     """An SQLite file named by an example:// URL (an example plugin's store)."""
+    from runner.sql.store_sqlite import SQLiteStore
     from runner.store import sqlite_path
-    from runner.store.sqlite import SQLiteStore
 
     class ExampleStore(SQLiteStore):
         def info(self) -> dict[str, Any]:
@@ -34,6 +34,6 @@ def open_example_store(url: str, clock: Clock | None = None) -> Store:
 
 def example_slots(store: Store) -> SlotStore:
     """The process host's slots in an example store: a table of its SQLite file, on its connection."""
-    from runner.agents.sqlite_slots import SQLiteSlots
+    from runner.sql.slots_sqlite import SQLiteSlots
 
     return SQLiteSlots(store)

@@ -6,7 +6,7 @@ implementation over a small :class:`Dialect`: what each store spells its own way
 list match, the column that orders an instance's parts, where its retention floor lives) and how a
 row that does not decode is reported (by file or by server). Statements are written with ``?``
 placeholders; a dialect whose placeholder differs turns them into its own (``%s``), as the mesh's
-and the memory's shared SQL do (:mod:`runner.store._mesh_sql`, :mod:`runner.store._memory_sql`).
+and the memory's shared SQL do (:mod:`runner.sql.mesh_sql`, :mod:`runner.sql.memory_sql`).
 What differs in substance stays in its adapter: transactions and locking (SQLite's ``BEGIN
 IMMEDIATE`` behind its write queue, PostgreSQL's advisory write lock), SQLite's cache of decoded
 rows, PostgreSQL's NOTIFY, how an event takes its seq, how claims are probed (JSON arrays on
@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from runner.context import Claim, Event, Instance, format_time, parse_time
 from runner.errors import ConflictError, EventsPrunedError, InputError, StoreCorruptError
 from runner.scopes import ancestors
-from runner.store._sql import SQLDialect
+from runner.sql.dialect import SQLDialect
 from runner.store.abc import IDEMPOTENCY_PRUNE_BATCH, IdempotencyRecord, Reader
 
 INSTANCE = "SELECT id, machine, state, version, data, created_at, updated_at FROM instances"

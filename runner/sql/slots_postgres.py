@@ -1,11 +1,11 @@
 """The process host's slots in a PostgreSQL store: the table ``agent_slots`` of the store's own schema.
 
 Every statement runs on the store's connection inside the store's own snapshot or writing
-transaction (``runner.store.postgres.connection_of``), so a slot's compare-and-set, the effect gate
+transaction (``runner.sql.store_postgres.connection_of``), so a slot's compare-and-set, the effect gate
 run in the same transaction, and the pane counter commit together or not at all, as with SQLite. A
 changed slot notifies the store's channel (payload ``s <pane id>``) on commit. The table's schema is
-migrated with the rest of the store (``runner.store.postgres.MIGRATIONS``). The reads and writes are
-the shared SQL of :mod:`runner.agents._slots_sql`; what is PostgreSQL's own is here: the rows of many
+migrated with the rest of the store (``runner.sql.store_postgres.MIGRATIONS``). The reads and writes are
+the shared SQL of :mod:`runner.sql.slots_sql`; what is PostgreSQL's own is here: the rows of many
 pane ids in one ``= ANY`` statement, an insert that finds its slot there by ``ON CONFLICT DO
 NOTHING``, and the notification.
 """
@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from runner.agents._slots_sql import Dialect, SQLSlots
 from runner.errors import CorralError
+from runner.sql.slots_sql import Dialect, SQLSlots
+from runner.sql.store_postgres import PostgresStore, connection_of, decode_object, encode_json, notify
 from runner.store.abc import Reader, Store, Transaction
-from runner.store.postgres import PostgresStore, connection_of, decode_object, encode_json, notify
 
 if TYPE_CHECKING:
     import psycopg
@@ -54,7 +54,7 @@ class _Postgres(Dialect):
 
 
 class PostgresSlots(SQLSlots):
-    """Slots in a :class:`~runner.store.postgres.PostgresStore`'s schema, on its connection."""
+    """Slots in a :class:`~runner.sql.store_postgres.PostgresStore`'s schema, on its connection."""
 
     def __init__(self, store: Store) -> None:
         if not isinstance(store, PostgresStore):

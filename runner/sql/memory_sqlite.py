@@ -1,9 +1,9 @@
 """Handoff memory in an SQLite store: the tables ``memory_*`` of the store's own file.
 
 Every statement runs on the store's connection inside the store's own snapshot or ``BEGIN
-IMMEDIATE`` transaction (``runner.store.sqlite.connection_of``), so a checkpoint, the session it
+IMMEDIATE`` transaction (``runner.sql.store_sqlite.connection_of``), so a checkpoint, the session it
 starts, the retention after it and the event recording them commit together or not at all. The
-reads and writes are the shared SQL of :mod:`runner.store._memory_sql`; what is SQLite's own is
+reads and writes are the shared SQL of :mod:`runner.sql.memory_sql`; what is SQLite's own is
 here: search uses the FTS5 table ``memory_fts`` (external content: the checkpoints' ``search_text``,
 keyed by their row number), kept in step by every insert and delete; where the migration found no
 FTS5 in this build of SQLite, it is a scan with ``LIKE`` over the same words (same answers, slower).
@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runner.store._memory_sql import CHECKPOINT, INSERT_CHECKPOINT, Dialect, SQLMemoryReader, SQLMemoryTransaction
+from runner.sql.memory_sql import CHECKPOINT, INSERT_CHECKPOINT, Dialect, SQLMemoryReader, SQLMemoryTransaction
+from runner.sql.store_sqlite import connection_of, decode_object, encode_json
 from runner.store.abc import Reader, Store, Transaction
 from runner.store.memory import MemoryReader, MemoryStore, MemoryTransaction, iter_chunks
-from runner.store.sqlite import connection_of, decode_object, encode_json
 
 
 class _SQLite(Dialect):
@@ -89,7 +89,7 @@ class _SQLite(Dialect):
 
 
 class SQLiteMemory(MemoryStore):
-    """The memory port over one :class:`~runner.store.sqlite.SQLiteStore`."""
+    """The memory port over one :class:`~runner.sql.store_sqlite.SQLiteStore`."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

@@ -1,11 +1,11 @@
 """Handoff memory in a PostgreSQL store: the tables ``memory_*`` of the store's own schema.
 
 Every statement runs on the store's connection inside the store's own snapshot or writing
-transaction (``runner.store.postgres.connection_of``). A writing transaction holds the store's one
-advisory write lock from its first statement to its commit (``runner.store.postgres``), so the
+transaction (``runner.sql.store_postgres.connection_of``). A writing transaction holds the store's one
+advisory write lock from its first statement to its commit (``runner.sql.store_postgres``), so the
 check-and-create of a session by project is serialized exactly as ``BEGIN IMMEDIATE`` serializes
 it on SQLite: no finer lock is taken, none is needed. The reads and writes are the shared SQL of
-:mod:`runner.store._memory_sql`; what is PostgreSQL's own is here: search matches a stored
+:mod:`runner.sql.memory_sql`; what is PostgreSQL's own is here: search matches a stored
 ``tsvector`` of the checkpoint's words (``'simple'`` configuration) through a GIN index, and an
 insert hands its row number back with ``RETURNING n``.
 """
@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from runner.store._memory_sql import CHECKPOINT, INSERT_CHECKPOINT, Dialect, SQLMemoryReader, SQLMemoryTransaction
+from runner.sql.memory_sql import CHECKPOINT, INSERT_CHECKPOINT, Dialect, SQLMemoryReader, SQLMemoryTransaction
+from runner.sql.store_postgres import PostgresStore, connection_of, decode_object, encode_json
 from runner.store.abc import Reader, Store, Transaction
 from runner.store.memory import MemoryReader, MemoryStore, MemoryTransaction
-from runner.store.postgres import PostgresStore, connection_of, decode_object, encode_json
 
 if TYPE_CHECKING:
     import psycopg
@@ -79,7 +79,7 @@ class _Postgres(Dialect):
 
 
 class PostgresMemory(MemoryStore):
-    """The memory port over one :class:`~runner.store.postgres.PostgresStore`."""
+    """The memory port over one :class:`~runner.sql.store_postgres.PostgresStore`."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

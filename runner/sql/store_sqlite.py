@@ -3,7 +3,7 @@
 Durability: ``synchronous=FULL`` in WAL mode, so an acknowledged commit survives a crash of the
 process and of the machine. Writers serialize on SQLite's write lock, and wait for it in arrival
 order: a FIFO queue of kernel byte-range locks in a lock file beside the database
-(``runner.store.writelock``) stands in front of ``BEGIN IMMEDIATE``, so waiters sleep in the kernel
+(``runner.sql.store_sqlite_writelock``) stands in front of ``BEGIN IMMEDIATE``, so waiters sleep in the kernel
 and the next in line is woken at each release (SQLite's own waits poll, and a writer that commits
 and begins again keeps winning while the sleepers starve). Behind the queue stays SQLite's own
 handling, for programs that write the file without our lock file: a short busy timeout plus bounded
@@ -12,7 +12,7 @@ share one busy budget (``busy_deadline``); ``store_busy`` reports it and the tim
 
 The schema is versioned in ``PRAGMA user_version`` and migrated forward on open; a database whose
 version is newer than this code knows is refused rather than misread. The file is created whole
-and recognised before anything is written to it (``runner.store.sqlite_file``): an empty, damaged
+and recognised before anything is written to it (``runner.sql.store_sqlite_file``): an empty, damaged
 or foreign file is refused, never re-initialised; so is a row whose JSON cannot be decoded.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from runner.context import Claim, Event, Instance, format_time
 from runner.errors import (
@@ -41,8 +41,19 @@ from runner.errors import (
     StoreVersionError,
 )
 from runner.log import get_logger
-from runner.store import _store_sql as shared
-from runner.store._store_sql import Dialect
+from runner.sql import store_sql as shared
+from runner.sql.store_sql import Dialect
+from runner.sql.store_sqlite_file import (
+    APPLICATION_ID,
+    check_header,
+    corrupt,
+    corruption_refused,
+    create_exclusive,
+    is_corruption,
+    recognise,
+)
+from runner.sql.store_sqlite_writelock import Place, QueueTimeout, WriteQueue
+from runner.store import sqlite_path
 from runner.store.abc import (
     COPY_TABLES,
     IDEMPOTENCY_STALE_SECONDS,
@@ -56,16 +67,6 @@ from runner.store.abc import (
     Transaction,
     check_idempotency,
 )
-from runner.store.sqlite_file import (
-    APPLICATION_ID,
-    check_header,
-    corrupt,
-    corruption_refused,
-    create_exclusive,
-    is_corruption,
-    recognise,
-)
-from runner.store.writelock import Place, QueueTimeout, WriteQueue
 
 if TYPE_CHECKING:
     from runner.store.mesh import MeshStore
@@ -74,7 +75,7 @@ logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 # Each entry migrates the schema from version i to i + 1; never edit one that has shipped. One
 # version number covers the whole file: the ``agent_slots`` table belongs to the process host's
-# slot port (``runner.agents.sqlite_slots``), which keeps its rows in this database so a slot's
+# slot port (``runner.sql.slots_sqlite``), which keeps its rows in this database so a slot's
 # compare-and-set and the engine's effect gate commit in one transaction; its migrations go here too.
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -361,7 +362,7 @@ _KNOWN_ROWS = 256  # rows whose decoded data a store keeps (cleared whole when f
 
 
 class _SQL(Dialect):
-    """The store port's shared SQL (:mod:`runner.store._store_sql`) as SQLite says it."""
+    """The store port's shared SQL (:mod:`runner.sql.store_sql`) as SQLite says it."""
 
     part_order = "rowid"  # the parts' first-write order (an upsert keeps it)
 
@@ -509,7 +510,7 @@ def connection_of(view: Reader) -> tuple[sqlite3.Connection, Path]:
     """The connection (and file) under a snapshot or transaction of an :class:`SQLiteStore`.
 
     For a port whose own tables live in the same database (the process host's agent slots,
-    ``runner.agents.sqlite_slots``): its statements run in that very snapshot or transaction, so they
+    ``runner.sql.slots_sqlite``): its statements run in that very snapshot or transaction, so they
     commit or roll back with the store's rows. Valid only while ``view`` is open.
 
     Raises:
@@ -523,7 +524,7 @@ def connection_of(view: Reader) -> tuple[sqlite3.Connection, Path]:
 def decode_object(text: Any, path: Path, table: str, row_id: Any, column: str) -> dict[str, Any]:
     """One JSON object column of one row; a row that does not decode is ``store_corrupt``, by table and id.
 
-    Public for the ports whose tables live in this database (``runner.agents.sqlite_slots``).
+    Public for the ports whose tables live in this database (``runner.sql.slots_sqlite``).
     """
     return shared.decode_object(text, str(path), table, row_id, column, path=str(path))
 
@@ -556,7 +557,7 @@ class _Immediate:
     meanwhile; it is left after COMMIT or ROLLBACK, never inside the transaction. A nested write (this
     thread is already writing) skips the queue and reaches ``BEGIN IMMEDIATE``, which SQLite refuses.
     SQLite's "malformed" / "not a database" errors anywhere inside become ``store_corrupt``, as
-    ``sqlite_file.corruption_refused`` does.
+    ``store_sqlite_file.corruption_refused`` does.
     """
 
     __slots__ = ("_clock", "_place", "_store")
@@ -641,6 +642,8 @@ class SQLiteStore(Store):
         busy_deadline: how long a writer waits for the write lock before ``store_busy``.
     """
 
+    backend: ClassVar[str] = "sqlite"
+
     def __init__(self, path: str | Path, *, clock: Clock | None = None, busy_deadline: float = 15.0) -> None:
         self.path = Path(path).absolute()  # supervisors open it from the agent's cwd
         self.url = f"sqlite://{self.path}"
@@ -677,7 +680,7 @@ class SQLiteStore(Store):
     # --- setup ----------------------------------------------------------------------------------
 
     def _build(self, conn: sqlite3.Connection) -> None:
-        """The whole current schema in a new (temporary) file: see ``sqlite_file.create_exclusive``."""
+        """The whole current schema in a new (temporary) file: see ``store_sqlite_file.create_exclusive``."""
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("BEGIN IMMEDIATE")
@@ -914,7 +917,7 @@ class SQLiteStore(Store):
         """The agent mesh in this file's ``mesh_*`` tables, on this store's connection (issue 17)."""
         mesh = self.__dict__.get("_mesh")
         if mesh is None:
-            from runner.store._mesh_sql import SQLMesh
+            from runner.sql.mesh_sql import SQLMesh
 
             mesh = self.__dict__["_mesh"] = SQLMesh(self, lambda view: connection_of(view)[0], "?", str(self.path))
         return mesh
@@ -1048,7 +1051,7 @@ def _meta(conn: sqlite3.Connection, path: Path, key: str) -> Any:
 
 _OPTIONAL_MODULES = ("CREATE VIRTUAL TABLE memory_fts USING ",)
 """Statements a build of SQLite may lack the module for: skipped there (issue 18: memory then searches
-by a scan, ``runner.store.memory_sqlite``)."""
+by a scan, ``runner.sql.memory_sqlite``)."""
 
 
 def _run_migration(conn: sqlite3.Connection, statement: str) -> None:
@@ -1094,3 +1097,19 @@ def _last_seq(conn: sqlite3.Connection) -> int:
     """The highest event seq ever taken (AUTOINCREMENT's record; 0 before the first event)."""
     row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
     return int(row[0]) if row is not None else 0
+
+
+def open_sqlite(url: str, clock: Clock | None = None) -> Store:
+    """One SQLite file, created (not its directory) if missing: the embedded default."""
+    path = sqlite_path(url)
+    assert path is not None, "only sqlite: URLs and bare paths resolve to this opener"
+    if str(path) in ("", "/"):
+        raise InputError("store", f"the store URL {url!r} names no file", code="store_url_invalid")
+    if not path.parent.is_dir():
+        raise InputError(
+            "store",
+            f"the directory of the store file does not exist: {path.parent}",
+            code="store_url_invalid",
+            path=str(path),
+        )
+    return SQLiteStore(path, clock=clock)

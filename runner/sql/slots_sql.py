@@ -7,7 +7,7 @@ the predicate "not closed", a boolean argument, the rows of a list of pane ids: 
 ``IN`` lists, PostgreSQL in one ``= ANY``), how an insert finds its slot already there, and what a
 changed slot tells (PostgreSQL notifies the store's channel). Statements are written with ``?``
 placeholders; a dialect whose placeholder differs turns them into its own (``%s``), as the store's
-shared SQL does (:mod:`runner.store._memory_sql`).
+shared SQL does (:mod:`runner.sql.memory_sql`).
 
 A dialect is bound to one connection under one of the store's own snapshots or writing
 transactions (``BEGIN IMMEDIATE`` on SQLite, the one holding the advisory write lock on
@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from runner.agents.slots import AgentSlot, SlotProgress, SlotReader, SlotStore, SlotTransaction
 from runner.context import format_time
 from runner.errors import ConflictError
-from runner.store._sql import SQLDialect
+from runner.sql.dialect import SQLDialect
 from runner.store.abc import Reader, Transaction
 
 COLUMNS = "pane_id, name, kind, cwd, status, seq, run, pid, exit_status, closed, options, dir, created_at, updated_at"

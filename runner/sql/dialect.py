@@ -1,5 +1,5 @@
-"""What every shared SQL implementation of a port stands on (``_store_sql``, ``_memory_sql``,
-``runner.agents._slots_sql``): a dialect bound to one connection that runs statements written once
+"""What every shared SQL implementation of a port stands on (``store_sql``, ``memory_sql``,
+``slots_sql``, ``mesh_sql``): a dialect bound to one connection that runs statements written once
 with ``?`` placeholders, turned into the store's own (``%s`` on PostgreSQL) as they run."""
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from runner.context import Claim, Event, Instance, format_time
 from runner.errors import (
@@ -79,8 +79,9 @@ from runner.errors import (
     StoreVersionError,
 )
 from runner.log import get_logger
-from runner.store import _store_sql as shared
-from runner.store._store_sql import Dialect
+from runner.sql import store_sql as shared
+from runner.sql.store_postgres_schema import MIGRATIONS, SCHEMA_VERSION, Target, channel_of, lock_key, statements
+from runner.sql.store_sql import Dialect
 from runner.store.abc import (
     COPY_TABLES,
     IDEMPOTENCY_STALE_SECONDS,
@@ -94,7 +95,6 @@ from runner.store.abc import (
     Transaction,
     check_idempotency,
 )
-from runner.store.postgres_schema import MIGRATIONS, SCHEMA_VERSION, Target, channel_of, lock_key, statements
 
 if TYPE_CHECKING:
     import psycopg
@@ -125,7 +125,7 @@ def _decode(text: Any, where: str, table: str, row_id: Any, column: str) -> dict
 
 
 class _SQL(Dialect):
-    """The store port's shared SQL (:mod:`runner.store._store_sql`) as PostgreSQL says it."""
+    """The store port's shared SQL (:mod:`runner.sql.store_sql`) as PostgreSQL says it."""
 
     placeholder = "%s"
     part_order = "ord"  # a bigserial: the parts' first-write order (an upsert keeps it)
@@ -344,6 +344,8 @@ class PostgresStore(Store):
         clock: the store's clock (tests inject one); defaults to the system's UTC time.
         busy_deadline: how long a writer waits for the write lock before ``store_busy``.
     """
+
+    backend: ClassVar[str] = "postgresql"
 
     def __init__(self, url: str, *, clock: Clock | None = None, busy_deadline: float = 15.0) -> None:
         self.target = Target(url)
@@ -687,7 +689,7 @@ class PostgresStore(Store):
         """The agent mesh in this schema's ``mesh_*`` tables, on this store's connection (issue 17)."""
         mesh = self.__dict__.get("_mesh")
         if mesh is None:
-            from runner.store._mesh_sql import SQLMesh
+            from runner.sql.mesh_sql import SQLMesh
 
             mesh = self.__dict__["_mesh"] = SQLMesh(
                 self, lambda view: connection_of(view)[0], "%s", self.target.described
@@ -833,7 +835,7 @@ def connection_of(view: Reader) -> tuple[psycopg.Connection[Any], PostgresStore]
     """The connection (and store) under a snapshot or transaction of a :class:`PostgresStore`.
 
     For the ports whose tables live in the same schema (the process host's agent slots,
-    ``runner.agents.postgres_slots``): their statements run in that very snapshot or transaction.
+    ``runner.sql.slots_postgres``): their statements run in that very snapshot or transaction.
 
     Raises:
         CorralError: ``view`` does not come from a PostgreSQL store (a bug in whoever paired them).
@@ -861,3 +863,17 @@ def open_postgres(url: str, clock: Clock | None = None) -> Store:
 
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "PostgresStore", "Target", "connection_of", "notify", "open_postgres"]
+
+
+def open_postgresql(url: str, clock: Clock | None = None) -> Store:
+    """One schema of a PostgreSQL database, shared by coordinators on several machines."""
+    try:
+        import psycopg  # noqa: F401  (the driver this adapter needs: missing, it is store_unsupported)
+    except ImportError as exc:
+        raise InputError(
+            "store",
+            f"the PostgreSQL store needs psycopg 3 ({exc}); install corral[postgres]",
+            code="store_unsupported",
+            url="postgresql://…",
+        ) from None
+    return PostgresStore(url, clock=clock)

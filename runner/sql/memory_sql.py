@@ -7,7 +7,7 @@ the predicate its partial indexes are built on, a list match, "every row after t
 few statements only it has (search; inserting a checkpoint, which must hand back its row number;
 deleting checkpoints, which on SQLite also tells FTS5). Statements are written with ``?``
 placeholders; a dialect whose placeholder differs turns them into its own (``%s``), as the mesh's
-shared SQL does (:mod:`runner.store._mesh_sql`).
+shared SQL does (:mod:`runner.sql.mesh_sql`).
 
 A dialect is bound to one connection under one of the store's own snapshots or writing
 transactions, so every statement here commits or rolls back with the store's rows.
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from runner.store._sql import SQLDialect
+from runner.sql.dialect import SQLDialect
 from runner.store.abc import Transaction
 from runner.store.memory import (
     CheckpointRecord,

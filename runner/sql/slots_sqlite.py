@@ -1,10 +1,10 @@
 """The process host's slots in an SQLite store: the table ``agent_slots`` of the store's own file.
 
 Every statement runs on the store's connection inside the store's own snapshot or ``BEGIN
-IMMEDIATE`` transaction (``runner.store.sqlite.connection_of``), so a slot's compare-and-set, the
+IMMEDIATE`` transaction (``runner.sql.store_sqlite.connection_of``), so a slot's compare-and-set, the
 effect gate run in the same transaction, and the pane counter commit together or not at all. The
-table's schema is migrated with the rest of the file (``runner.store.sqlite.MIGRATIONS``). The reads
-and writes are the shared SQL of :mod:`runner.agents._slots_sql`; what is SQLite's own is here: the
+table's schema is migrated with the rest of the file (``runner.sql.store_sqlite.MIGRATIONS``). The reads
+and writes are the shared SQL of :mod:`runner.sql.slots_sql`; what is SQLite's own is here: the
 rows of many pane ids in chunks of ``IN`` lists, an insert that finds its slot there by an
 ``IntegrityError``, and the change token (``PRAGMA data_version``).
 """
@@ -16,10 +16,10 @@ from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from runner.agents._slots_sql import Dialect, SQLSlots
 from runner.errors import CorralError
+from runner.sql.slots_sql import Dialect, SQLSlots
+from runner.sql.store_sqlite import SQLiteStore, connection_of, decode_object, encode_json
 from runner.store.abc import Reader, Store, Transaction
-from runner.store.sqlite import SQLiteStore, connection_of, decode_object, encode_json
 
 _CHUNK = 500  # pane ids per statement of ``slots_of``
 
@@ -62,7 +62,7 @@ class _SQLite(Dialect):
 
 
 class SQLiteSlots(SQLSlots):
-    """Slots in an :class:`~runner.store.sqlite.SQLiteStore`'s file, on its connection."""
+    """Slots in an :class:`~runner.sql.store_sqlite.SQLiteStore`'s file, on its connection."""
 
     def __init__(self, store: Store) -> None:
         if not isinstance(store, SQLiteStore):
