@@ -132,9 +132,7 @@ def load_credential(app: App, controller_id: str, explicit: Path | None) -> Cred
     return app.credentials.load(controller_id, explicit)
 
 
-def fenced(
-    app: App, command: str, controller_id: str, credential_path: Path | None, *fields: Any, **named: Any
-) -> Any:
+def fenced(app: App, command: str, controller_id: str, credential_path: Path | None, *fields: Any, **named: Any) -> Any:
     """Do ``command``'s fenced operation (from the operation table): its Input built from the
     controller's credential (:func:`load_credential`) and ``fields`` (in order, then ``named``), then
     its method."""
