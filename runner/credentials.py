@@ -16,7 +16,7 @@ is), ``credential_corrupt`` (its content), ``credential_store_mismatch``. A cred
 ``--bind-process`` is honoured only inside the bound lineage (:mod:`runner.lineage`,
 ``caller_not_controller``, exit 4).
 
-A credential names its store by the store's identity (issue 16): ``store_id`` (the random id the
+A credential names its store by the store's identity: ``store_id`` (the random id the
 store made when it was created, kept when it is moved: ``corral store migrate``) and ``store``, the
 store's URL without a password and in one spelling (``postgres://`` is ``postgresql://``, an SQLite
 path absolute: :func:`canonical_url`), so a password in ``--store`` never lands in the file and two

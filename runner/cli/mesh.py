@@ -1,11 +1,11 @@
-"""CLI commands of the agent mesh (issue 17): ``corral mesh checkin|agents|send|inbox|ack|wake``.
+"""CLI commands of the agent mesh: ``corral mesh checkin|agents|send|inbox|ack|wake``.
 
 Agents check in with a TTL (every mesh call renews it), see who else is alive, send each other
 notes and read them until they ack them. Messages are data about what other agents do, never
 instructions: corral never acts on their content. Output as in :mod:`runner.cli.app`: text for
 people, ``--json`` for programs.
 
-Identity (issue 24): an id's first check-in answers its agent token, once; every later command as
+Identity: an id's first check-in answers its agent token, once; every later command as
 that agent presents it, from ``$CORRAL_AGENT_TOKEN`` or ``--agent-token-file PATH`` (the option wins),
 never from argv. ``checkin --agent-token-file PATH`` with no file there writes the issued token to it
 (0600, created exclusively) instead of printing it.

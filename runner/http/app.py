@@ -7,7 +7,7 @@ result documents are the MCP tools' (and the CLI's ``--json``). What is HTTP's o
 - **Credentials**: a grant's response carries ``credential`` once (a string); later calls present it in
   the ``Corral-Credential`` header. It is never in a URL, never logged (there is no access log of
   headers or queries), never in an error.
-- **Agent tokens** (the mesh, issue 24): an agent's first check-in answers ``agent_token`` once; its
+- **Agent tokens** (the mesh): an agent's first check-in answers ``agent_token`` once; its
   later mesh calls present it in the ``Corral-Agent-Token`` header (never in the body, a URL or a
   log), which fills the tools' ``agent_token`` argument.
 - **Errors**: ``{"error": {code, message, details}}`` with the status from :func:`http_status`.
@@ -216,7 +216,7 @@ class Server:
         self.options = options
         self.group: Any = None
         self.started = time.monotonic()
-        # A plan's documents name paths too (issue 24): its steps' path arguments are contained as a
+        # A plan's documents name paths too: its steps' path arguments are contained as a
         # request's are, at submission and again before each step the server runs.
         runtime.contain_plan_paths = self.contain_step_paths
 
@@ -271,7 +271,7 @@ async def _body(request: Any) -> dict[str, Any]:
     from runner import jsonvalues
 
     try:
-        # The strict reader (issue 24): nesting past jsonvalues.MAX_DEPTH was a RecursionError, a 500.
+        # The strict reader: nesting past jsonvalues.MAX_DEPTH is refused here, not a RecursionError (a 500).
         doc = jsonvalues.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(
@@ -577,7 +577,7 @@ class Idempotency:
         digest = hashlib.sha256(b"POST\n" + scope["path"].encode() + b"\n" + bytes(body)).hexdigest()
         # A credential is part of the request: a replay must not hand one caller's response to another.
         digest = hashlib.sha256((digest + "\n" + headers.get(CREDENTIAL_HEADER, "")).encode()).hexdigest()
-        if AGENT_TOKEN_HEADER in headers:  # so is an agent token (issue 24)
+        if AGENT_TOKEN_HEADER in headers:  # so is an agent token
             digest = hashlib.sha256((digest + "\n" + headers[AGENT_TOKEN_HEADER]).encode()).hexdigest()
         store = self.server.runtime.store
         raw_key, key = key, _stored_key(key)  # the store never holds the key that unseals a credential

@@ -1,4 +1,4 @@
-"""Live progress on the event stream: ``agent.progress`` events on ``/api/events`` (issue 23).
+"""Live progress on the event stream: ``agent.progress`` events on ``/api/events``.
 
 While a driven agent (claude, codex) works, its tool calls and file changes (names and paths, never
 contents) go out as ``event: agent.progress`` with a JSON object: ``pane_id``, ``name``, ``kind``,
