@@ -36,7 +36,7 @@ from runner.log import get_logger
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-    from runner.http.app import Server
+    from runner.http.server import Server
 
 log = get_logger("corral.http")
 
