@@ -16,7 +16,7 @@ is), ``credential_corrupt`` (its content), ``credential_store_mismatch``. A cred
 ``--bind-process`` is honoured only inside the bound lineage (:mod:`runner.lineage`,
 ``caller_not_controller``, exit 4).
 
-A credential names its store by the store's identity (issue 16): ``store_id`` (the random id the
+A credential names its store by the store's identity: ``store_id`` (the random id the
 store made when it was created, kept when it is moved: ``corral store migrate``) and ``store``, the
 store's URL without a password and in one spelling (``postgres://`` is ``postgresql://``, an SQLite
 path absolute: :func:`canonical_url`), so a password in ``--store`` never lands in the file and two
@@ -41,7 +41,6 @@ the next ``acquire`` replaces a stale file, so nothing is ever a dead end.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hmac
 import json
@@ -55,7 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from runner import faults, jsonvalues
+from runner import faults, jsonvalues, privatefile
 from runner.errors import CredentialError
 from runner.fence import Credential, Proposal, hash_token
 from runner.lineage import Binding
@@ -177,42 +176,39 @@ def check_directory(directory: Path) -> None:
         )
 
 
+def _refuse_credential(path: Path) -> Callable[[privatefile.Refusal], CredentialError]:
+    def refuse(refusal: privatefile.Refusal) -> CredentialError:
+        if refusal.kind == "owner":
+            return _insecure(path, f"{refusal.why}, not by this user")
+        if refusal.kind == "mode" and refusal.mode is not None:
+            return _insecure(path, refusal.why, mode=f"{refusal.mode:o}")
+        return _insecure(path, refusal.why)
+
+    return refuse
+
+
 def _read_bytes(path: Path) -> bytes | None:
     check_directory(path.parent)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _insecure(path, "it is a symbolic link") from None
-        raise _insecure(path, f"it cannot be opened ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _insecure(path, "it is not a regular file")
-        if info.st_uid != os.geteuid():
-            raise _insecure(path, f"it is owned by uid {info.st_uid}, not by this user")
-        mode = stat.S_IMODE(info.st_mode)
-        if mode != 0o600:
-            raise _insecure(path, f"it has mode {mode:o}; it must be exactly 0600", mode=f"{mode:o}")
-        if info.st_size > MAX_BYTES:
-            raise _corrupt(path, f"it is {info.st_size} bytes, more than {MAX_BYTES}")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, MAX_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_BYTES:
-            raise _corrupt(path, f"it grew past {MAX_BYTES} bytes while read")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise _corrupt(path, f"it cannot be read ({exc.strerror})") from None
-    finally:
-        os.close(fd)
+    with privatefile.open_private(path, privatefile.EXACTLY_0600, _refuse_credential(path)) as opened:
+        if opened is None:
+            return None
+        fd, info = opened
+        try:
+            if info.st_size > MAX_BYTES:
+                raise _corrupt(path, f"it is {info.st_size} bytes, more than {MAX_BYTES}")
+            chunks: list[bytes] = []
+            size = 0
+            while size <= MAX_BYTES:
+                chunk = os.read(fd, MAX_BYTES + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            if size > MAX_BYTES:
+                raise _corrupt(path, f"it grew past {MAX_BYTES} bytes while read")
+            return b"".join(chunks)
+        except OSError as exc:
+            raise _corrupt(path, f"it cannot be read ({exc.strerror})") from None
 
 
 def _credential(path: Path, doc: Any, controller_id: str, where: str) -> Credential:

@@ -30,7 +30,7 @@ on), a human ``message`` and structured ``details``. The category decides the ex
                                                              (runner.service.core; the lease's state is in details)
 
 Exit 1 is for bugs only: an agent host that failed to start or close a pane is ``agent_operation``
-(exit 7, HTTP 502), not ``internal`` (issue 24; before it, such failures exited 1).
+(exit 7, HTTP 502), not ``internal``: the host failed, not corral.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ grant's proposal saved, the grant not yet asked for),
 ``credential_after_grant`` (a grant committed, its credential not yet saved) and
 ``release_before_discard`` (a release committed, its credential file not yet removed);
 ``plan.step:<step id>:done`` (a plan step's operation returned, the step's outcome not yet recorded);
-``agent.start:pane`` (inside a host's start: the pane exists, no lease records it yet; issue 24) and,
+``agent.start:pane`` (inside a host's start: the pane exists, no lease records it yet) and,
 on Herdr, ``agent.start:agent`` (its agent started, not yet observed). Agents never
 inherit ``CORRAL_*`` variables, so an agent cannot arm them for its coordinator.
 """

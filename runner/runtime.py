@@ -61,7 +61,7 @@ class Config:
     surface: str = "cli"
     events_keep: str | None = None
     mesh_retention: str | None = None
-    """How long mesh messages are kept (``$CORRAL_MESH_RETENTION``: a duration such as ``7d``; issue 17)."""
+    """How long mesh messages are kept (``$CORRAL_MESH_RETENTION``: a duration such as ``7d``)."""
 
     @property
     def acting_as(self) -> str:
@@ -109,7 +109,7 @@ class Runtime:
         self._credentials: CredentialFiles | None = None
         self.contain_plan_paths: Callable[[dict[str, Any], tuple[str, ...]], None] | None = None
         """Set by a surface that confines paths (``corral serve``): the plans component calls it with each
-        step's path arguments (issue 24); it raises to refuse. None: paths are not confined."""
+        step's path arguments; it raises to refuse. None: paths are not confined."""
 
     @classmethod
     def open(cls, config: Config | None = None) -> Runtime:

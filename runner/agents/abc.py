@@ -71,7 +71,7 @@ class AgentHost(ABC):
     name: str
     can_prompt: ClassVar[bool] = True
     """Whether :meth:`prompt` can hand text to an agent of this host (mesh wake-ups need it); a host
-    that only observes says False, and agents on it poll their inbox instead (issue 17)."""
+    that only observes says False, and agents on it poll their inbox instead."""
 
     @abstractmethod
     def start(
@@ -240,7 +240,7 @@ class AgentHost(ABC):
         ]
 
     def started_pane(self, nonce: str) -> str | None:
-        """The pane a start with ``nonce`` created, if the host journals starts (issue 24) and that start
+        """The pane a start with ``nonce`` created, if the host journals starts and that start
         never finished: a pane that holds no agent yet, which :meth:`find` cannot see. None by default
         (the process host's slot carries the nonce itself, so :meth:`find` sees it)."""
         return None

@@ -137,7 +137,7 @@ class HerdrHost(AgentHost):
         journal: Callable[[], Path] | None = None,
     ) -> None:
         self.kinds = kinds
-        # Issue 24: where a start records the pane it created before the agent in it exists (a pane
+        # Where a start records the pane it created before the agent in it exists (a pane
         # without an agent is invisible to `agent list`), so reconcile can close it after a kill -9.
         self._journal = journal
         self.binary = herdr_binary(binary)
@@ -281,7 +281,7 @@ class HerdrHost(AgentHost):
         nonce: str | None = None,
     ) -> Observation:
         # Herdr keeps no start nonce: reconcile finds a half-started agent by name, kind and cwd, and a
-        # pane whose agent never started through the start journal (issue 24: started_pane).
+        # pane whose agent never started through the start journal (started_pane).
         spec = self.kinds.get(kind)
         spec.check_options(options)
         herdr_kind = self._herdr_kind(spec)
@@ -381,7 +381,7 @@ class HerdrHost(AgentHost):
                     ) from None
             time.sleep(BUSY_RETRY)
 
-    # --- the start journal (issue 24) -------------------------------------------------------------------
+    # --- the start journal -----------------------------------------------------------------------------
 
     def _journal_file(self, nonce: str | None) -> Path | None:
         if self._journal is None or nonce is None or not nonce.isalnum():

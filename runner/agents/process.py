@@ -62,7 +62,7 @@ STUCK_AFTER = 30.0  # a working slot with no supervisor pid for this long is rep
 
 
 def this_machine() -> str:
-    """The machine a process host runs on, as its slots record it (``options.host``; issue 16)."""
+    """The machine a process host runs on, as its slots record it (``options.host``)."""
     import socket  # here: only a host that starts or judges an agent needs it
 
     return socket.gethostname()
@@ -410,7 +410,7 @@ class ProcessHost(AgentHost):
                 opts["owned"] = list(options.owned)
             if options.locked:
                 opts["locked"] = list(options.locked)
-            opts["host"] = self.machine  # issue 16: the machine the agent lives on
+            opts["host"] = self.machine  # the machine the agent lives on
             slot = tx.put_slot(
                 AgentSlot(pane_id, name, kind, cwd, "idle", 0, options=opts, dir=str(self.root.absolute() / pane_id)),
                 expected_seq=None,

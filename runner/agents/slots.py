@@ -2,7 +2,7 @@
 
 A slot is one agent of the process host (status, ``seq``, current run). Slots are not corral state
 machines, so the store port does not know them; but a slot's compare-and-set must commit in the
-same transaction as the engine's effect gate (issue 9: no effect starts after the fence moved), so
+same transaction as the engine's effect gate (no effect starts after the fence moved), so
 a :class:`SlotStore` is bound to one :class:`~runner.store.abc.Store` and every
 :class:`SlotTransaction` runs inside one of that store's transactions (:attr:`SlotTransaction.store_tx`).
 

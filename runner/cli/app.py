@@ -213,7 +213,7 @@ COMMAND_MODULES: dict[str, str] = {
     "mcp": "runner.cli.mcp",
     "serve": "runner.cli.serve",
     "mesh": "runner.cli.mesh",
-    "store": "runner.cli.stores",  # issue 16
+    "store": "runner.cli.stores",
 }
 
 
@@ -623,7 +623,7 @@ def takeover(
 
 
 def checkpoint_options(fn: F) -> F:
-    """``--checkpoint memory:<id>`` or ``--checkpoint-ref R --checkpoint-sha256 H`` (issue 18)."""
+    """``--checkpoint memory:<id>`` or ``--checkpoint-ref R --checkpoint-sha256 H``."""
     fn = click.option(
         "--checkpoint-sha256",
         help="SHA-256 of the checkpoint (64 hex digits); with --checkpoint memory:<id>, the digest it must have.",

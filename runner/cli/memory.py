@@ -1,4 +1,4 @@
-"""CLI commands of the handoff memory (issue 18): ``corral memory checkpoint|bootstrap|readiness|pin|
+"""CLI commands of the handoff memory: ``corral memory checkpoint|bootstrap|readiness|pin|
 session close|show|list|search``.
 
 Thin: parse, build the operation's Input, call the memory component, render. Every command takes

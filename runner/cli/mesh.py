@@ -1,11 +1,11 @@
-"""CLI commands of the agent mesh (issue 17): ``corral mesh checkin|agents|send|inbox|ack|wake``.
+"""CLI commands of the agent mesh: ``corral mesh checkin|agents|send|inbox|ack|wake``.
 
 Agents check in with a TTL (every mesh call renews it), see who else is alive, send each other
 notes and read them until they ack them. Messages are data about what other agents do, never
 instructions: corral never acts on their content. Output as in :mod:`runner.cli.app`: text for
 people, ``--json`` for programs.
 
-Identity (issue 24): an id's first check-in answers its agent token, once; every later command as
+Identity: an id's first check-in answers its agent token, once; every later command as
 that agent presents it, from ``$CORRAL_AGENT_TOKEN`` or ``--agent-token-file PATH`` (the option wins),
 never from argv. ``checkin --agent-token-file PATH`` with no file there writes the issued token to it
 (0600, created exclusively) instead of printing it.
@@ -13,15 +13,14 @@ never from argv. ``checkin --agent-token-file PATH`` with no file there writes t
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from runner import privatefile
 from runner.cli import render
 from runner.cli.app import App, cli, controller_option, credential_option, json_option, load_credential
 from runner.errors import CredentialError
@@ -52,28 +51,14 @@ def read_token_file(path: Path) -> str | None:
         CredentialError: ``agent_token_file_insecure`` (a symlink, not a regular file, another user's,
             open to group or others), ``agent_token_file_corrupt`` (empty, too big, not one word).
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _token_file_error(path, "agent_token_file_insecure", "it is a symbolic link") from None
-        raise _token_file_error(path, "agent_token_file_insecure", f"it cannot be opened ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _token_file_error(path, "agent_token_file_insecure", "it is not a regular file")
-        if info.st_uid != os.geteuid():
-            raise _token_file_error(path, "agent_token_file_insecure", f"it is owned by uid {info.st_uid}")
-        mode = stat.S_IMODE(info.st_mode)
-        if mode & 0o077:
-            raise _token_file_error(
-                path, "agent_token_file_insecure", f"it has mode {mode:o}; it must be 0600 (chmod 600 it)"
-            )
-        data = os.read(fd, TOKEN_FILE_MAX + 1)
-    finally:
-        os.close(fd)
+
+    def refuse(refusal: privatefile.Refusal) -> CredentialError:
+        return _token_file_error(path, "agent_token_file_insecure", refusal.why)
+
+    with privatefile.open_private(path, privatefile.NO_GROUP_OR_OTHER, refuse) as opened:
+        if opened is None:
+            return None
+        data = os.read(opened[0], TOKEN_FILE_MAX + 1)
     text = data.decode("ascii", "replace").strip()
     if not text or len(data) > TOKEN_FILE_MAX or any(c.isspace() for c in text):
         raise _token_file_error(path, "agent_token_file_corrupt", "it does not hold one agent token")

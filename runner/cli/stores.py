@@ -1,4 +1,4 @@
-"""CLI commands for the store itself (issue 16): ``corral store info`` and ``corral store migrate``."""
+"""CLI commands for the store itself: ``corral store info`` and ``corral store migrate``."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ class Param:
     description: str = ""
     path: bool = False
     """A path on the runner's machine that the operation opens: a surface that confines paths (``corral
-    serve --workdir-root``) checks it at submission and before the step runs (issue 24)."""
+    serve --workdir-root``) checks it at submission and before the step runs."""
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ OPERATIONS: dict[str, OperationSpec] = {
         ),
         OperationSpec(
             "memory.checkpoint",
-            "Write a handoff checkpoint (issue 18) to a project's open session, starting one with goal if none is "
+            "Write a handoff checkpoint to a project's open session, starting one with goal if none is "
             "open; the outputs ref and sha256 are what a release records (ref is memory:<id>). Written once per step "
             "(its idempotency key), so safe to run again; with fallback_ref/fallback_sha256 a refusal gives those "
             "instead (written: false, error) rather than failing the step.",

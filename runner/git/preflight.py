@@ -328,7 +328,7 @@ def listed_files(worktree: str) -> list[str]:
 
 def changed_files(directory: str) -> list[str]:
     """The paths ``git status`` shows as changed (modified, added, deleted, renamed, untracked) under
-    ``directory``, relative to the repository's top level, sorted (issue 18: a checkpoint's
+    ``directory``, relative to the repository's top level, sorted (a checkpoint's
     ``auto_files``). Read with the porcelain format, as :func:`read` reads the status digest; a
     rename counts by its new path.
 

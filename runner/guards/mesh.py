@@ -1,4 +1,4 @@
-"""Guards of mesh wake-ups (issue 17): whose authority covers a wake, one outstanding wake per agent,
+"""Guards of mesh wake-ups: whose authority covers a wake, one outstanding wake per agent,
 the token's owner, and the wake window.
 
 A wake is not asked with a fence token: the controller proved its credential when it enabled

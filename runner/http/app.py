@@ -7,10 +7,10 @@ result documents are the MCP tools' (and the CLI's ``--json``). What is HTTP's o
 - **Credentials**: a grant's response carries ``credential`` once (a string); later calls present it in
   the ``Corral-Credential`` header. It is never in a URL, never logged (there is no access log of
   headers or queries), never in an error.
-- **Agent tokens** (the mesh, issue 24): an agent's first check-in answers ``agent_token`` once; its
+- **Agent tokens** (the mesh): an agent's first check-in answers ``agent_token`` once; its
   later mesh calls present it in the ``Corral-Agent-Token`` header (never in the body, a URL or a
   log), which fills the tools' ``agent_token`` argument.
-- **Errors**: ``{"error": {code, message, details}}`` with the status from :func:`http_status`.
+- **Errors**: ``{"error": {code, message, details}}`` with the status from :func:`runner.http.responses.http_status`.
 - **Idempotency**: a POST with ``Idempotency-Key`` is recorded in the store (key, SHA-256 of method,
   path and body, the response) for ``--idempotency-ttl`` (24 h): the same key and body replays the
   response (``Idempotent-Replayed: true``), another body is 409 ``idempotency_mismatch``. Every server
@@ -25,131 +25,23 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
-from runner.errors import CorralError, CredentialError, InputError, RefusedError
-from runner.log import get_logger
-from runner.mcp.paths import contain_paths
+from runner.errors import CorralError, InputError, RefusedError
+from runner.http.keeper import HeaderKeeper, credential_header
+from runner.http.responses import error_response
+from runner.http.server import Options, Server
 
 if TYPE_CHECKING:
-    from runner.fence import Credential
     from runner.runtime import Runtime
-
-log = get_logger("corral.http")
 
 CREDENTIAL_HEADER = "corral-credential"
 AGENT_TOKEN_HEADER = "corral-agent-token"
-IDEMPOTENCY_TTL_DEFAULT = 24 * 3600
-BODY_MAX_DEFAULT = 1 << 20
-RETRY_AFTER_BUSY = "1"
-
-_NOT_FOUND = {"not_found", "controller_unknown", "machine_unknown", "target_unknown", "receipt_unknown", "plan_unknown",
-              "recipe_unknown", "instance_unknown", "tool_unknown", "lease_unknown", "decision_unknown"}  # fmt: skip
-_FORBIDDEN = {"caller_not_controller", "fence_stale", "not_owner", "path_outside_root", "mesh_agent_token_invalid"}
-_UNAUTHORIZED = {
-    "credential_missing",
-    "credential_corrupt",
-    "credential_invalid",
-    "unauthorized",
-    "mesh_agent_token_missing",
-}
-
-
-def http_status(error: CorralError) -> int:
-    """The HTTP status of an error: the category's row of :data:`runner.errors.STATUS`, refined where a
-    code says more (absent things 404, a credential 401, another holder's fence 403, a timed-out wait
-    408, a busy store 503)."""
-    code = error.code
-    if code in _NOT_FOUND or code.endswith("_unknown"):
-        return 404
-    if code in _UNAUTHORIZED:
-        return 401
-    if code in _FORBIDDEN:
-        return 403
-    if code == "wait_timeout":
-        return 408
-    if code in {"store_busy", "store_unavailable"}:
-        return 503
-    if code == "request_too_large":
-        return 413
-    return error.status.http
-
-
-@dataclass(frozen=True)
-class Options:
-    """How the server runs (``corral serve``'s options)."""
-
-    token: str | None = None
-    max_request_size: int = BODY_MAX_DEFAULT
-    workdir_root: Path | None = None
-    idempotency_ttl: int = IDEMPOTENCY_TTL_DEFAULT
-    heartbeat: float = 15.0
-    subscriber_buffer: int = 1000
-    subscriber_grace: float = 5.0
-    """How long a subscriber's full buffer may stay full before it is disconnected."""
-    loopback: bool = True
-    allowed_hosts: frozenset[str] = frozenset({"localhost", "127.0.0.1", "::1"})
-    """The ``Host`` (and ``Origin``) names answered (:mod:`runner.mcp.hosts`); others are 421/403."""
-    check_host: bool = True
-    """False on a unix socket, which no browser reaches (the ``Origin`` is still checked)."""
-
-
-class HeaderKeeper:
-    """A call's credential from the request's ``Corral-Credential`` header; a grant's is handed back."""
-
-    def __init__(self, header: str | None) -> None:
-        self.header = header
-        self.issued: Credential | None = None
-
-    def load(self, controller_id: str) -> Credential:
-        from runner.fence import Credential
-
-        if not self.header:
-            raise CredentialError(
-                f"controller {controller_id!r}: present the lease's credential in the Corral-Credential header "
-                "(the grant's response handed it out)",
-                code="credential_missing",
-                controller_id=controller_id,
-            )
-        parts = self.header.strip().split(".")
-        if len(parts) != 4 or parts[0] != "v1" or not parts[2].isdigit() or not parts[3]:
-            raise CredentialError(
-                "the Corral-Credential header is not a credential (v1.LEASE.GENERATION.TOKEN)",
-                code="credential_corrupt",
-            )
-        return Credential(controller_id, parts[1], int(parts[2]), parts[3])
-
-    def grant(self, controller_id: str, fire: Any, keep_binding: bool = False) -> Any:
-        from runner.fence import Proposal
-        from runner.service.checks import check_controller_id
-
-        check_controller_id(controller_id)
-        granted = fire(Proposal.new())
-        self.issued = granted.credential
-        return granted
-
-    def discard(self, controller_id: str, credential: Credential) -> None:
-        """Nothing is kept server-side: the caller drops its copy."""
-
-
-def credential_header(credential: Credential) -> str:
-    """What a grant hands out and later calls present: ``v1.<lease id>.<generation>.<token>``."""
-    return f"v1.{credential.lease_id}.{credential.generation}.{credential.token}"
-
-
-def error_response(error: CorralError, extra: Mapping[str, Any] | None = None) -> Any:
-    from starlette.responses import JSONResponse
-
-    status = http_status(error)
-    headers = {"Retry-After": RETRY_AFTER_BUSY} if status == 503 else None
-    return JSONResponse({"error": error.to_dict(), **(extra or {})}, status_code=status, headers=headers)
 
 
 def _json_response(doc: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Any:
@@ -208,62 +100,6 @@ def _scalar(name: str, text: str, kinds: list[Any]) -> Any:
 # --- the app -----------------------------------------------------------------------------------------------
 
 
-class Server:
-    """The app's state: the runtime, the options, the plans it runs in the background."""
-
-    def __init__(self, runtime: Runtime, options: Options) -> None:
-        self.runtime = runtime
-        self.options = options
-        self.group: Any = None
-        self.started = time.monotonic()
-        # A plan's documents name paths too (issue 24): its steps' path arguments are contained as a
-        # request's are, at submission and again before each step the server runs.
-        runtime.contain_plan_paths = self.contain_step_paths
-
-    def contain_step_paths(self, args: dict[str, Any], names: tuple[str, ...]) -> None:
-        """:func:`contain_paths` for the path parameters ``names`` of one plan step's arguments."""
-        contain_paths(args, self.options.workdir_root, names)
-
-    @property
-    def service(self) -> Any:
-        return self.runtime.service
-
-    async def call(self, tool_name: str, args: dict[str, Any], keeper: HeaderKeeper) -> dict[str, Any]:
-        from runner.mcp.server import call_tool
-        from runner.mcp.tools import TOOLS
-
-        async def no_progress(progress: float, total: float | None, message: str) -> None:
-            return None
-
-        contain_paths(args, self.options.workdir_root)
-        return await call_tool(self.runtime, TOOLS[tool_name], args, no_progress, keeper)
-
-    def run_plan_later(self, plan_id: str, how: str) -> None:
-        """Run (or resume) a plan in the server; its event stream shows it, ``GET /api/plans/ID`` its state."""
-
-        async def run() -> None:
-            from runner.service.inputs.plans import PlanResumeInput, PlanRunInput
-
-            plans = await anyio.to_thread.run_sync(self._plans)
-            try:
-                if how == "run":
-                    await plans.run(PlanRunInput(plan_id))
-                else:
-                    await plans.resume(PlanResumeInput(plan_id))
-            except CorralError as exc:
-                log.warning("plan %s stopped: %s [%s]", plan_id, exc.message, exc.code)
-            except Exception as exc:  # noqa: BLE001 - a background run must not take the server down
-                log.error("plan %s: unexpected %s: %s", plan_id, type(exc).__name__, exc)
-
-        assert self.group is not None
-        self.group.start_soon(run)
-
-    def _plans(self) -> Any:
-        self.runtime.home.ensure("credentials")
-        self.runtime.home.ensure("snapshots")
-        return self.service.plans
-
-
 async def _body(request: Any) -> dict[str, Any]:
     raw = await request.body()
     if not raw:
@@ -271,7 +107,7 @@ async def _body(request: Any) -> dict[str, Any]:
     from runner import jsonvalues
 
     try:
-        # The strict reader (issue 24): nesting past jsonvalues.MAX_DEPTH was a RecursionError, a 500.
+        # The strict reader: nesting past jsonvalues.MAX_DEPTH is refused here, not a RecursionError (a 500).
         doc = jsonvalues.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(
@@ -577,7 +413,7 @@ class Idempotency:
         digest = hashlib.sha256(b"POST\n" + scope["path"].encode() + b"\n" + bytes(body)).hexdigest()
         # A credential is part of the request: a replay must not hand one caller's response to another.
         digest = hashlib.sha256((digest + "\n" + headers.get(CREDENTIAL_HEADER, "")).encode()).hexdigest()
-        if AGENT_TOKEN_HEADER in headers:  # so is an agent token (issue 24)
+        if AGENT_TOKEN_HEADER in headers:  # so is an agent token
             digest = hashlib.sha256((digest + "\n" + headers[AGENT_TOKEN_HEADER]).encode()).hexdigest()
         store = self.server.runtime.store
         raw_key, key = key, _stored_key(key)  # the store never holds the key that unseals a credential

@@ -70,7 +70,7 @@ def document() -> dict[str, Any]:
         ]
         for arg in route.path_args.values():
             properties.pop(arg, None)
-        if properties.pop("agent_token", None) is not None:  # a header, never the body (issue 24)
+        if properties.pop("agent_token", None) is not None:  # a header, never the body
             parameters.append(
                 {
                     "name": "Corral-Agent-Token",

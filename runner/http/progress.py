@@ -1,4 +1,4 @@
-"""Live progress on the event stream: ``agent.progress`` events on ``/api/events`` (issue 23).
+"""Live progress on the event stream: ``agent.progress`` events on ``/api/events``.
 
 While a driven agent (claude, codex) works, its tool calls and file changes (names and paths, never
 contents) go out as ``event: agent.progress`` with a JSON object: ``pane_id``, ``name``, ``kind``,
@@ -36,7 +36,7 @@ from runner.log import get_logger
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-    from runner.http.app import Server
+    from runner.http.server import Server
 
 log = get_logger("corral.http")
 

@@ -101,13 +101,13 @@ ROUTES: tuple[Route, ...] = (
     R("GET", "/api/recipes/{name}", "corral_recipe_show", path_args={"name": "name"}),
     R("GET", "/api/machines", "corral_machines"),
     R("GET", "/api/machines/{machine}/drawing", "corral_draw", path_args={"machine": "machine"}),
-    # the agent mesh (issue 17): an inbox read renews presence (and may spend a wake token), so it is a POST
+    # the agent mesh: an inbox read renews presence (and may spend a wake token), so it is a POST
     R("GET", "/api/mesh/agents", "agents_list"),
     R("POST", "/api/mesh/agents/{agent_id}/checkin", "agent_checkin", path_args={"agent_id": "agent_id"}),
     R("POST", "/api/mesh/agents/{agent_id}/inbox", "agent_inbox", path_args={"agent_id": "agent_id"}),
     R("POST", "/api/mesh/agents/{agent_id}/ack", "agent_ack", path_args={"agent_id": "agent_id"}),
     R("POST", "/api/mesh/messages", "agent_send"),
-    # handoff memory (issue 18): the memory_* tools
+    # handoff memory: the memory_* tools
     R("POST", "/api/memory/checkpoints", "memory_checkpoint"),
     R("GET", "/api/memory/checkpoints", "memory_list"),
     R("GET", "/api/memory/search", "memory_search"),

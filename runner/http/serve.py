@@ -31,7 +31,7 @@ def serve(
     allow_hosts: tuple[str, ...] = (),
 ) -> None:
     """Check the options, bind the socket, and serve until stopped (SIGINT/SIGTERM end it cleanly)."""
-    from runner.http.app import Options
+    from runner.http.server import Options
     from runner.mcp.hosts import allowed_names
     from runner.mcp.listen import serving
 

@@ -34,7 +34,7 @@ from runner.errors import CorralError, EventsPrunedError, InputError
 
 if TYPE_CHECKING:
     from runner.context import Event
-    from runner.http.app import Server
+    from runner.http.server import Server
 
 POLL_SECONDS = 1.0
 """How long one store wait lasts before the hub looks whether anybody still listens."""
@@ -147,7 +147,7 @@ def endpoint(server: Server, scope: str) -> Any:
     async def stream(request: Any) -> Any:
         from sse_starlette.sse import EventSourceResponse
 
-        from runner.http.app import error_response
+        from runner.http.responses import error_response
 
         service = server.service
         try:

@@ -1,4 +1,4 @@
-"""The tool arguments that are paths on the server's machine, and their containment (issue 24).
+"""The tool arguments that are paths on the server's machine, and their containment.
 
 Every server that takes tool arguments from a client it does not trust (``corral serve``, ``corral mcp
 --http``) checks each argument of :data:`PATH_ARGS` with :func:`contain_paths` before the tool runs,
@@ -24,7 +24,7 @@ PATH_ARGS: dict[str, str] = {
     "plan": "a plan document: each path parameter of its steps (the step catalogue's path=True), "
     "checked at submission where the plan's inputs decide it and again before each step runs",
 }
-"""The tool arguments that are paths on the server's machine (issue 24): each is contained under
+"""The tool arguments that are paths on the server's machine: each is contained under
 ``--workdir-root`` by :func:`contain_paths`, and a raw ``..`` is always refused.
 ``tests/http/test_paths.py`` fails for a tool argument that looks like a path and is in neither this
 table nor :data:`NOT_PATH_ARGS`."""

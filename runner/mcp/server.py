@@ -282,7 +282,7 @@ def serve(
 ) -> None:
     """Serve until stdin closes (stdio) or the process is stopped (HTTP).
 
-    Path arguments (issue 24): over HTTP, always held to :func:`runner.mcp.paths.contain_paths` (never a
+    Path arguments: over HTTP, always held to :func:`runner.mcp.paths.contain_paths` (never a
     raw ``..``; under ``workdir_root`` when given), a plan's step paths too, before each step runs; over
     stdio only when ``workdir_root`` is given (the coordinator that launched the server confines itself).
     """

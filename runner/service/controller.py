@@ -184,7 +184,7 @@ class Controller:
     def release(self, inp: ReleaseInput) -> LeaseView:
         """Give the lease up with a checkpoint (allowed after expiry unless someone took it over).
 
-        A ``memory:<id>`` checkpoint (issue 18) must be of the project named as the controller id; its
+        A ``memory:<id>`` checkpoint must be of the project named as the controller id; its
         ref and digest are filled from its content (a given digest must match).
         """
         checkpoint_ref, checkpoint_sha256 = inp.checkpoint_ref, inp.checkpoint_sha256

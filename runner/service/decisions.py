@@ -1,4 +1,4 @@
-"""Decisions: what waits on a person, each with the operation that settles it (issue 15).
+"""Decisions: what waits on a person, each with the operation that settles it.
 
 Read-only but for one verb. :meth:`Decisions.list` (the component is callable: ``service.decisions()``)
 gathers three kinds, each under a stable id a surface can put in a URL:

@@ -83,7 +83,7 @@ def next_for(machine: str, instance: Instance) -> str:
             f"observe the agent (corral agent get {instance.data.get('pane_id')}), then corral abandon --controller "
             f"{controller} --receipt {instance.data.get('token')} on fresh evidence that it is settled"
         )
-    if machine == "wake":  # issue 17: an unconfirmed mesh wake-up settles itself
+    if machine == "wake":  # an unconfirmed mesh wake-up settles itself
         return (
             f"nothing: the agent {instance.data.get('agent_id')!r} uses its token (agent_inbox), or the wake-up "
             f"expires at {instance.data.get('window_ends_at')}"
@@ -463,7 +463,7 @@ class Inventory:
             else:
                 starter = lockstatus.status(lease.data.get("starter")) if lease.state == "provisioning" else None
                 observations = {"agent": observed, "starter": starter}
-                # Issue 24: a start killed after its pane was created but before an agent ran in it left a
+                # A start killed after its pane was created but before an agent ran in it left a
                 # pane no listing shows; the host's start journal names it. Closed only once the start's
                 # process is gone (a live start is left alone, as the guards leave it).
                 nonce = lease.data.get("start_nonce")

@@ -1,4 +1,4 @@
-"""Handoff memory (issue 18): checkpoints the next agent resumes from, in sessions per project.
+"""Handoff memory: checkpoints the next agent resumes from, in sessions per project.
 
 A checkpoint records what was really done, what is true now, what comes next and what blocks; the
 rules of what those mean are checked by its input (:class:`~runner.service.inputs.memory.CheckpointInput`)

@@ -1,4 +1,4 @@
-"""The agent mesh (issue 17): presence with a TTL, messages read until acknowledged, guarded wake-ups.
+"""The agent mesh: presence with a TTL, messages read until acknowledged, guarded wake-ups.
 
 Agents check in (:meth:`Mesh.checkin`), see who else is alive and what they do (:meth:`Mesh.agents`),
 send each other notes (:meth:`Mesh.send`), read them until they ack them (:meth:`Mesh.inbox`,
@@ -19,7 +19,7 @@ refused ``fence_stale`` once that lease moved on, checked again at the moment of
 A wake-up that cannot happen is reported in the send's result (``wakes``), never an error of the
 send: the message is recorded either way and the agent finds it when it polls.
 
-**Identity** (issue 24). The first check-in of an agent id answers a fresh secret ``agent_token``
+**Identity**. The first check-in of an agent id answers a fresh secret ``agent_token``
 (:func:`new_agent_token`), in that one reply only; the store keeps its SHA-256. Every later call as
 that agent (check-in, send as its sender, inbox, with or without a wake token, ack) presents the
 token, else it is refused (``mesh_agent_token_missing``, ``mesh_agent_token_invalid``) and nothing

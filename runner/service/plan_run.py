@@ -148,7 +148,7 @@ class PlanRun:
         return plans.plan(plan_id)
 
     def _heartbeat(self, plan_id: str, stop: threading.Event) -> None:
-        """Renew this runner's lease on the plan every third of its TTL while the steps run (issue 16).
+        """Renew this runner's lease on the plan every third of its TTL while the steps run.
 
         Ends quietly when the plan is no longer running under this runner (it paused or ended, or
         another runner took it after the lease expired: the step loop's next write then stops)."""

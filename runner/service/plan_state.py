@@ -13,7 +13,7 @@ from runner.context import Instance, parse_time
 from runner.updates.plans import PRIVATE, STEP
 
 PLAN_RUNNER_TTL = 60.0
-"""Seconds a plan runner's lease lasts unless renewed (issue 16); it renews every third of it. A runner
+"""Seconds a plan runner's lease lasts unless renewed; it renews every third of it. A runner
 on another machine takes a plan whose runner stopped renewing once this much has passed."""
 
 
@@ -37,7 +37,7 @@ def plan_summary(plan: Instance) -> dict[str, Any]:
 
 
 def runner_lease(plan: Instance, now: datetime) -> dict[str, Any]:
-    """The runner's lease on a plan as ``plans show`` reports it (issue 24): ``status`` ``active`` (held:
+    """The runner's lease on a plan as ``plans show`` reports it: ``status`` ``active`` (held:
     its lease has not expired by the store's clock, and its process is not known gone), ``expired``
     (it stopped renewing, paused or ended, or its process is gone from this machine: any runner may
     take the plan) or ``absent`` (no runner ever took it); its ``host``, ``pid`` and ``expires_at``.

@@ -122,14 +122,14 @@ class Plans:
         paths: Callable[[dict[str, Any], tuple[str, ...]], None] | None = None,
     ) -> None:
         self.service = service
-        # Issue 24: a surface that confines paths (corral serve --workdir-root) checks every step's path
+        # A surface that confines paths (corral serve --workdir-root) checks every step's path
         # arguments (the catalogue's path=True), at submission and before each step runs; it raises to refuse.
         self.paths = paths
         self.recipes = recipes
         self.credentials = credentials
         self.operations = operations
         self.scratch = scratch
-        self.runner_ttl = runner_ttl  # issue 16: the runner's lease on a plan, renewed every third of it
+        self.runner_ttl = runner_ttl  # the runner's lease on a plan, renewed every third of it
 
     @cached_property
     def me(self) -> dict[str, Any]:

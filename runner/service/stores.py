@@ -1,4 +1,4 @@
-"""The store itself as an operation (issue 16): ``corral store info`` and ``corral store migrate``.
+"""The store itself as an operation: ``corral store info`` and ``corral store migrate``.
 
 **Info**: what the store is (adapter, where, ``store_id``, schema version, retention floor) and its
 sizes (rows per table, bytes on disk), never a password.

@@ -138,7 +138,7 @@ class Writers:
             lease = self.core.lease_by_name(inp.controller_id, inp.name, states, ("writer",))
         checkpoint_ref, checkpoint_sha256 = inp.checkpoint_ref, inp.checkpoint_sha256
         if checkpoint_ref.startswith("memory:"):
-            # issue 18: a handoff checkpoint of this lane's repository, its digest from its content.
+            # A handoff checkpoint of this lane's repository, its digest from its content.
             from runner.service.memory import Memory
 
             checkpoint_ref, checkpoint_sha256 = Memory(self.core).resolve_ref(

@@ -656,7 +656,7 @@ class PostgresStore(Store):
         with self.write() as tx:
             yield self._sql_of(tx)
 
-    # --- idempotency records (issue 15) ---------------------------------------------------------------
+    # --- idempotency records -------------------------------------------------------------------------
 
     def reserve_idempotency(
         self,
@@ -686,7 +686,7 @@ class PostgresStore(Store):
             return shared.prune_idempotency(self._sql_of(tx), tx.now if before is None else before)
 
     def mesh(self) -> MeshStore:
-        """The agent mesh in this schema's ``mesh_*`` tables, on this store's connection (issue 17)."""
+        """The agent mesh in this schema's ``mesh_*`` tables, on this store's connection."""
         mesh = self.__dict__.get("_mesh")
         if mesh is None:
             from runner.sql.mesh_sql import SQLMesh
@@ -714,7 +714,7 @@ class PostgresStore(Store):
             "retention_floor": int(meta[1]),
         }
 
-    # --- issue 16: moving a store --------------------------------------------------------------
+    # --- moving a store --------------------------------------------------------------
 
     def export_rows(self) -> Iterator[ExportRow]:
         with self.read() as reader:
@@ -822,7 +822,7 @@ class PostgresStore(Store):
                 self._conn = None
 
 
-# issue 16: the key order of each table's export (PostgresStore.export_rows); ids are COLLATE "C",
+# The key order of each table's export (PostgresStore.export_rows); ids are COLLATE "C",
 # code point order, as SQLite's binary order.
 _COPY_ORDER = {
     **shared.COPY_ORDER,

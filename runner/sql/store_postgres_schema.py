@@ -137,7 +137,7 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at   text NOT NULL
     )
     """,
-    # issue 15: idempotency keys of a surface's mutating requests (runner.store.abc), shared by every
+    # Idempotency keys of a surface's mutating requests (runner.store.abc), shared by every
     # server on the store.
     f"""
     CREATE TABLE idempotency (
@@ -152,7 +152,7 @@ MIGRATIONS: tuple[str, ...] = (
 
     CREATE INDEX idempotency_by_expiry ON idempotency (expires_at)
     """,
-    # issue 17: the agent mesh (runner.store.mesh), as in the SQLite store.
+    # The agent mesh (runner.store.mesh), as in the SQLite store.
     f"""
     CREATE TABLE mesh_agents (
         agent_id     text {_TEXT} PRIMARY KEY,
@@ -203,7 +203,7 @@ MIGRATIONS: tuple[str, ...] = (
 
     CREATE INDEX mesh_deliveries_by_seq ON mesh_deliveries (seq)
     """,
-    # issue 18: handoff memory (runner.store.memory), as the SQLite store keeps it; full-text search on
+    # Handoff memory (runner.store.memory), as the SQLite store keeps it; full-text search on
     # a stored tsvector of the checkpoints' words ('simple': no stemming, as SQLite's unicode61) with a
     # GIN index. fastupdate off: a pending list (scanned linearly until a vacuum merges it) made a search
     # of a fresh store ~100x slower; a checkpoint's few dozen lexemes go straight into the index instead.
@@ -259,7 +259,7 @@ MIGRATIONS: tuple[str, ...] = (
 
     CREATE INDEX memory_checkpoints_search ON memory_checkpoints USING gin (search) WITH (fastupdate = off)
     """,
-    # issue 24: mesh identity, as in the SQLite store: the SHA-256 of an agent's token (NULL: unclaimed).
+    # Mesh identity, as in the SQLite store: the SHA-256 of an agent's token (NULL: unclaimed).
     """
     ALTER TABLE mesh_agents ADD COLUMN token_sha256 text
     """,

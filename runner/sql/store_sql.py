@@ -81,7 +81,7 @@ COPY_ORDER = {
     "memory_projects": "name",
     "memory_checkpoints": "n",
 }
-"""issue 16: the key order of each table's export, where both stores say it alike; each adapter adds
+"""The key order of each table's export, where both stores say it alike; each adapter adds
 the first-write order of ``instance_parts`` and ``memory_sessions``, which it keeps its own way."""
 
 
@@ -348,7 +348,7 @@ def prune_batches(
     return current, deleted, batches
 
 
-# --- idempotency records (issue 15) -------------------------------------------------------------------
+# --- idempotency records -----------------------------------------------------------------------------
 
 
 def reserve_idempotency(

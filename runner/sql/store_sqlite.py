@@ -130,7 +130,7 @@ MIGRATIONS: tuple[str, ...] = (
         value  INTEGER NOT NULL
     );
     """,
-    # issue 13: event-log retention. The store's identity and its retention floor (the highest pruned
+    # Event-log retention. The store's identity and its retention floor (the highest pruned
     # seq) in a table of fixed keys; events may be deleted only at or below the floor, which only rises.
     """
     CREATE TABLE store_meta (
@@ -151,7 +151,7 @@ MIGRATIONS: tuple[str, ...] = (
         WHEN OLD.seq > COALESCE((SELECT value FROM store_meta WHERE key = 'retention_floor'), 0)
         BEGIN SELECT RAISE(ABORT, 'the event log is append-only: only events at or below the retention floor go'); END;
     """,
-    # issue 13: plan steps as rows. An instance's keyed parts (Transaction.put_part); the rowid orders
+    # Plan steps as rows. An instance's keyed parts (Transaction.put_part); the rowid orders
     # them by first write (an upsert keeps it). Plans written before keep their steps in their data
     # until their next run converts them (runner.updates.plans), so nothing is rewritten here.
     """
@@ -162,7 +162,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (instance_id, key)
     );
     """,
-    # issue 13: the lane-conflict index (the claim index of the store port, runner.store.abc), keyed
+    # The lane-conflict index (the claim index of the store port, runner.store.abc), keyed
     # for probes by space and scope. The backfill reads the writer machine's own fields (common_dir,
     # branch, cwd, owned_scopes, locked_scopes) of every writer not in a terminal state: the claims
     # record_writer_lane declares (runner.scopes.lane_claims) for lanes started before the index.
@@ -194,12 +194,12 @@ MIGRATIONS: tuple[str, ...] = (
         AND substr(json_extract(l.data, '$.cwd'), 1, 1) = '/';
     DROP VIEW lanes_to_claim;
     """,
-    # issue 13: paged listings. Keyset pages of one machine (``WHERE machine = ? AND id > ? ORDER BY
+    # Paged listings. Keyset pages of one machine (``WHERE machine = ? AND id > ? ORDER BY
     # id LIMIT ?``) read only the page from this index; (machine, state) stays for counts and states.
     """
     CREATE INDEX instances_by_machine_id ON instances (machine, id);
     """,
-    # issue 15: idempotency keys. One row per key of a surface's mutating request (the HTTP API's
+    # Idempotency keys. One row per key of a surface's mutating request (the HTTP API's
     # Idempotency-Key): the request's digest, pending until its answer is recorded, kept until it
     # expires; in the store, so every server on one store shares them (runner.store.abc).
     """
@@ -214,7 +214,7 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX idempotency_by_expiry ON idempotency (expires_at);
     """,
-    # issue 17: the agent mesh (runner.store.mesh). Presence per agent id, messages (seq from the
+    # The agent mesh (runner.store.mesh). Presence per agent id, messages (seq from the
     # counter mesh_message; pending counts the deliveries not yet acked), one delivery per recipient.
     """
     CREATE TABLE mesh_agents (
@@ -258,7 +258,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX mesh_deliveries_unacked ON mesh_deliveries (agent_id, seq) WHERE acked_at IS NULL;
     CREATE INDEX mesh_deliveries_by_seq ON mesh_deliveries (seq);
     """,
-    # issue 18: handoff memory (runner.store.memory): projects, their sessions, and checkpoints with a
+    # Handoff memory (runner.store.memory): projects, their sessions, and checkpoints with a
     # row number ``n`` that orders them by write (sessions: the rowid); ``memory_fts`` indexes their
     # words (FTS5, external content: the checkpoints' search_text, keyed by ``n``). A build of SQLite
     # without FTS5 skips that one statement (see _run_migration) and memory searches by a scan instead.
@@ -305,7 +305,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX memory_checkpoints_unpinned_n ON memory_checkpoints (n) WHERE pinned = 0;
     CREATE VIRTUAL TABLE memory_fts USING fts5 (search_text, content='memory_checkpoints', content_rowid='n');
     """,
-    # issue 24: mesh identity (runner.store.mesh). The SHA-256 of the agent token the first check-in of
+    # Mesh identity (runner.store.mesh). The SHA-256 of the agent token the first check-in of
     # an id handed out; NULL for a row from before (the next check-in of that id claims it).
     """
     ALTER TABLE mesh_agents ADD COLUMN token_sha256 TEXT;
@@ -849,8 +849,8 @@ class SQLiteStore(Store):
             time.sleep(min(0.05, remaining))
 
     def data_version(self) -> tuple[int, int]:
-        """A probe of "did anything commit?" that reads no table and opens no transaction (issue 13:
-        the process host's waits take it every tick): ``PRAGMA data_version``, which moves when another
+        """A probe of "did anything commit?" that reads no table and opens no transaction (the
+        process host's waits take it every tick): ``PRAGMA data_version``, which moves when another
         connection (any process) has committed since this one last asked, with this connection's own
         ``total_changes`` (its own commits do not move the pragma). Equal values: no commit between."""
         with self._lock, corruption_refused(self.path):
@@ -884,7 +884,7 @@ class SQLiteStore(Store):
         with self._immediate():
             yield self._sql()
 
-    # --- idempotency records (issue 15) ---------------------------------------------------------------
+    # --- idempotency records -------------------------------------------------------------------------
 
     def reserve_idempotency(
         self,
@@ -914,7 +914,7 @@ class SQLiteStore(Store):
             return shared.prune_idempotency(self._sql(), tx.now if before is None else before)
 
     def mesh(self) -> MeshStore:
-        """The agent mesh in this file's ``mesh_*`` tables, on this store's connection (issue 17)."""
+        """The agent mesh in this file's ``mesh_*`` tables, on this store's connection."""
         mesh = self.__dict__.get("_mesh")
         if mesh is None:
             from runner.sql.mesh_sql import SQLMesh
@@ -937,7 +937,7 @@ class SQLiteStore(Store):
             "retention_floor": floor,
         }
 
-    # --- issue 16: moving a store --------------------------------------------------------------
+    # --- moving a store --------------------------------------------------------------
 
     def export_rows(self) -> Iterator[ExportRow]:
         with self._snapshot() as conn:
@@ -1050,7 +1050,7 @@ def _meta(conn: sqlite3.Connection, path: Path, key: str) -> Any:
 
 
 _OPTIONAL_MODULES = ("CREATE VIRTUAL TABLE memory_fts USING ",)
-"""Statements a build of SQLite may lack the module for: skipped there (issue 18: memory then searches
+"""Statements a build of SQLite may lack the module for: skipped there (memory then searches
 by a scan, ``runner.sql.memory_sqlite``)."""
 
 
@@ -1077,7 +1077,7 @@ def _statements(script: str) -> list[str]:
     return statements
 
 
-# issue 16: moving a store (SQLiteStore.export_rows / import_rows).
+# Moving a store (SQLiteStore.export_rows / import_rows).
 _COPY_ORDER = {
     **shared.COPY_ORDER,
     "instance_parts": "instance_id, rowid",  # an instance's parts in first-write order

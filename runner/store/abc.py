@@ -19,7 +19,7 @@ naming the floor) instead of returning what is left: a reader either sees every 
 cursor or is told it cannot. Reads stream (:meth:`Store.iter_events`, keyset pages of bounded size,
 each its own short snapshot), so no reader holds the whole log in memory or a writer waiting.
 
-Idempotency records (issue 15) are the one thing a store holds for a surface rather than for a
+Idempotency records are the one thing a store holds for a surface rather than for a
 machine: ``(key, request digest, the response)`` of a mutating request, kept for a while so a retry
 with the same ``Idempotency-Key`` replays the first answer instead of acting twice. They live in the
 store, not in a server's memory, so every server on one store shares them
@@ -61,7 +61,7 @@ IDEMPOTENCY_PRUNE_BATCH = 100
 IDEMPOTENCY_KEY_MAX = 255
 """The longest idempotency key a store accepts (characters)."""
 
-# issue 16: moving a store. What :meth:`Store.export_rows` yields and :meth:`Store.import_rows`
+# Moving a store. What :meth:`Store.export_rows` yields and :meth:`Store.import_rows`
 # takes: every table corral keeps, in this order (parents before the rows that name them), each
 # row as a tuple of portable values (str, int, bool, None) in this column order, so that two stores
 # of different adapters holding the same things yield the same rows.
@@ -79,7 +79,7 @@ COPY_TABLES: dict[str, tuple[str, ...]] = {
         "options", "dir", "created_at", "updated_at",
     ),
     "idempotency": ("key", "request_sha256", "state", "status", "response", "created_at", "expires_at"),
-    # issue 17: the agent mesh; a message's seq comes from the counter mesh_message (copied above), so
+    # The agent mesh; a message's seq comes from the counter mesh_message (copied above), so
     # the next send after a move continues past every copied seq.
     "mesh_agents": (
         "agent_id", "role", "repo", "caps", "status", "status_at", "pane", "ttl_seconds", "joined_at", "seen_at",
@@ -90,7 +90,7 @@ COPY_TABLES: dict[str, tuple[str, ...]] = {
         "pending",
     ),
     "mesh_deliveries": ("agent_id", "seq", "acked_at"),  # after the messages whose seq they name
-    # issue 18: handoff memory. Sessions in write order (SQLite's rowid, PostgreSQL's n: each store's own,
+    # Handoff memory. Sessions in write order (SQLite's rowid, PostgreSQL's n: each store's own,
     # so neither is copied; the target numbers them afresh in the same order); checkpoints keep their n
     # (a session's newest_n names one), pinned is a bool on both. The search index is not copied: the
     # target rebuilds it (SQLite's FTS5 table; PostgreSQL's generated tsvector).
@@ -398,7 +398,7 @@ class Store(ABC):
             "prune", f"the store {self.url} cannot prune its event log", code="prune_unsupported", url=self.url
         )
 
-    # --- idempotency records (issue 15) ---------------------------------------------------------------
+    # --- idempotency records -------------------------------------------------------------------------
     # Not abstract, as prune_events is not: an adapter that keeps none refuses with a clear code. Every
     # adapter of corral's implements them and the conformance suite holds each to this contract.
 
@@ -460,7 +460,7 @@ class Store(ABC):
             url=self.url,
         )
 
-    # --- the agent mesh (issue 17) ----------------------------------------------------------------------
+    # --- the agent mesh --------------------------------------------------------------------------------
     # Not abstract, as prune_events is not: an adapter without the mesh tables refuses with a clear code.
 
     def mesh(self) -> MeshStore:
@@ -542,7 +542,7 @@ class Store(ABC):
                 since = event.seq
                 yield event
 
-    # issue 16: moving a store (``corral store migrate``) and its sizes (``corral store info``).
+    # Moving a store (``corral store migrate``) and its sizes (``corral store info``).
 
     def export_rows(self) -> Iterator[ExportRow]:
         """Everything the store holds, from one snapshot, streamed: the ``store_meta`` row first, then

@@ -1,4 +1,4 @@
-"""The handoff memory's port (issue 18): projects, sessions and checkpoints, kept beside the store's rows.
+"""The handoff memory's port: projects, sessions and checkpoints, kept beside the store's rows.
 
 Memory is not a state machine, so the store port (:mod:`runner.store.abc`) does not know it; but a
 checkpoint, the session it may start, the retention that follows it and the event that records

@@ -1,4 +1,4 @@
-"""The mesh port (issue 17): agents' presence, their messages and each recipient's delivery record.
+"""The mesh port: agents' presence, their messages and each recipient's delivery record.
 
 Beside corral's instances a store keeps three tables for the agent mesh, written only through a
 :class:`MeshStore` (``store.mesh()``), each method one serialized write transaction of the store (or
@@ -19,7 +19,7 @@ Invariant: an inbox read returns exactly the recipient's deliveries with ``acked
 ``seq`` first, and writes nothing but the reader's presence; so a message comes back on every read
 until acked, and never after.
 
-Identity (issue 24): a presence row keeps ``token_sha256``, the SHA-256 of the secret agent token the
+Identity: a presence row keeps ``token_sha256``, the SHA-256 of the secret agent token the
 id's first check-in handed out (the service makes the token; the store never sees it). Every later
 call as that agent (check-in, send as its sender, inbox, ack) presents the token's hash, compared in
 constant time inside the call's write transaction; a wrong or missing one is refused before anything

@@ -1,4 +1,4 @@
-"""Updates of mesh wake-ups (issue 17): what a wake records; never a message, never the token."""
+"""Updates of mesh wake-ups: what a wake records; never a message, never the token."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def record_runner(ctx: Context) -> Update:
 
 
 def _leased(ctx: Context, runner: Mapping[str, Any]) -> dict[str, Any]:
-    """The runner with its lease (issue 16): ``expires_at`` its TTL from now, by the store's clock."""
+    """The runner with its lease: ``expires_at`` its TTL from now, by the store's clock."""
     ttl = ctx.params.get("runner_ttl", runner.get("ttl"))
     held = dict(runner)
     if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl > 0:

@@ -1,4 +1,4 @@
-"""``human.approve``: a step that waits on a person's approval (issue 15).
+"""``human.approve``: a step that waits on a person's approval.
 
 The step asks nothing of an agent: it raises :class:`~runner.service.steps.ApprovalRequested`, and the
 plans component records it ``waiting`` and pauses the plan, exactly as a step whose agent settled

@@ -1,4 +1,4 @@
-"""``memory.checkpoint``: a handoff checkpoint written by a plan (issue 18), for its release to point at.
+"""``memory.checkpoint``: a handoff checkpoint written by a plan, for its release to point at.
 
 An empty ``project`` names the project after the repository: the directory holding the git common
 directory of ``repository`` (``/src/app/.git`` → ``app``), so lanes of different repositories go to

@@ -1,4 +1,4 @@
-"""The handoff memory's inputs (issue 18): checkpoint, bootstrap, readiness, pin, session close, show,
+"""The handoff memory's inputs: checkpoint, bootstrap, readiness, pin, session close, show,
 list, search. One per operation, shared by the CLI, the MCP tools and the HTTP API.
 
 Each checks its own fields (bad input names the field, ``input_invalid``) and the *meanings* of a

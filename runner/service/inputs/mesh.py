@@ -1,4 +1,4 @@
-"""The mesh's inputs (issue 17): check in, list agents, send, read the inbox, ack, enable wake-ups.
+"""The mesh's inputs: check in, list agents, send, read the inbox, ack, enable wake-ups.
 
 One Input per operation, shared by the CLI, the MCP tools and the HTTP API; each checks its fields
 (the store's mesh adapters check them again) and names the field it refuses.
