@@ -3,7 +3,7 @@
 Every statement runs on the store's connection inside the store's own snapshot or ``BEGIN
 IMMEDIATE`` transaction (``runner.sql.store_sqlite.connection_of``), so a slot's compare-and-set, the
 effect gate run in the same transaction, and the pane counter commit together or not at all. The
-table's schema is migrated with the rest of the file (``runner.sql.store_sqlite.MIGRATIONS``). The reads
+table's schema is migrated with the rest of the file (``runner.sql.store_sqlite_schema.MIGRATIONS``). The reads
 and writes are the shared SQL of :mod:`runner.sql.slots_sql`; what is SQLite's own is here: the
 rows of many pane ids in chunks of ``IN`` lists, an insert that finds its slot there by an
 ``IntegrityError``, and the change token (``PRAGMA data_version``).

@@ -1,7 +1,7 @@
 """What a PostgreSQL store is on the server: its schema's tables (:data:`MIGRATIONS`) and the URL
 that names it (:class:`Target`: the libpq connection string, the schema, a password-free description).
 
-The tables mirror the SQLite store's (``runner.sql.store_sqlite.MIGRATIONS``), in one schema of their own;
+The tables mirror the SQLite store's (``runner.sql.store_sqlite_schema.MIGRATIONS``), in one schema of their own;
 ``store_meta`` is one row (the store's id, its retention floor and the last event seq handed out),
 and the event log and the metadata refuse raw SQL that would rewrite them, as SQLite's triggers do.
 """
