@@ -116,7 +116,6 @@ def page(key: str, rows: Any) -> dict[str, Any]:
 _O = Operation
 _WRITE = acts(agents=False)
 _HOUSEKEEPING = acts(destructive=True, idempotent=True)
-_NO_MCP_HOST = "a local process's business: an MCP client drives the one server it talks to"
 
 OPERATIONS: tuple[Operation, ...] = (
     # --- the controller lease
