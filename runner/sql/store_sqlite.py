@@ -307,9 +307,11 @@ class _Immediate:
         writing = store._writing
         depth = getattr(writing, "depth", 0)
         started = time.monotonic()
-        place = store._enter_queue(started) if depth == 0 else None
-        writing.depth = depth + 1
+        place = None
         try:
+            if depth == 0:
+                place = store._enter_queue(started)
+            writing.depth = depth + 1
             store._lock.acquire()  # released by __exit__, or here if BEGIN fails
             try:
                 try:

@@ -218,6 +218,10 @@ class WriteQueue:
         decided = threading.Lock()
 
         def wait() -> None:
+            with decided:  # given up before this thread ran (interrupted while starting it)
+                if state.get("outcome") == "abandoned":
+                    os.close(fd)
+                    return
             try:
                 _lock(fd, F_RDLCK, BASE, ticket, wait=True)
             except OSError as exc:
@@ -228,10 +232,17 @@ class WriteQueue:
                     return
             done.set()
 
-        threading.Thread(target=wait, name=f"corral-write-queue-{ticket}", daemon=True).start()
-        returned = False
+        helper = threading.Thread(target=wait, name=f"corral-write-queue-{ticket}", daemon=True)
+        returned = unstarted = False
         outcome = "abandoned"
         try:
+            # Inside the ``try``: starting a thread waits for it to run, and a KeyboardInterrupt in
+            # that wait must give up the place too (the helper, once it runs, closes the descriptor).
+            try:
+                helper.start()
+            except RuntimeError:  # no thread could be made: nobody else will close the descriptor
+                unstarted = True
+                raise
             done.wait(max(0.0, deadline - time.monotonic()))
             returned = True
         finally:  # also on KeyboardInterrupt: then we give up our place as on a timeout
@@ -240,7 +251,9 @@ class WriteQueue:
                 if outcome == "abandoned":
                     # Still under ``decided``: the helper closes the descriptor only after this.
                     _lock(fd, F_UNLCK, BASE + ticket, 1, wait=False)  # those behind us move up at once
-            if not returned and outcome != "abandoned":
+            if unstarted:
+                self._discard(fd)
+            elif not returned and outcome != "abandoned":
                 self._discard(fd)  # granted just as we were interrupted: closing hands the lock on
         waited = time.monotonic() - started
         if outcome == "abandoned":

@@ -366,6 +366,31 @@ def test_an_interrupted_waiter_leaves_the_queue(db: Path) -> None:
         assert store.get("thing/1") is not None
 
 
+def test_an_interrupt_while_the_wait_starts_leaves_the_queue(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C just as the helper thread that waits in the kernel is started: the place is given up.
+
+    Starting a thread waits for it to run (an interruptible wait, long on a loaded machine); an
+    interrupt there used to leave the descriptor holding the ticket, and every later writer waited
+    behind it until its budget ran out."""
+    from runner.sql import store_sqlite_writelock
+
+    class Interrupted(threading.Thread):
+        def start(self) -> None:
+            super().start()
+            raise KeyboardInterrupt  # as a SIGINT arriving while ``start`` waits for the thread
+
+    with held(db) as release, SQLiteStore(db) as waiter:
+        monkeypatch.setattr(store_sqlite_writelock.threading, "Thread", Interrupted)
+        with pytest.raises(KeyboardInterrupt), waiter.write():
+            pass
+        monkeypatch.undo()
+        release.set()
+    with SQLiteStore(db, busy_deadline=5) as store, store.write() as tx:
+        tx.put(new(), "after", {})
+    with SQLiteStore(db) as store:
+        assert store.get("thing/1") is not None
+
+
 def test_without_a_usable_lock_file_writers_fall_back_to_sqlites_own_waits(
     db: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
