@@ -39,8 +39,28 @@ if TYPE_CHECKING:
 POLL_SECONDS = 1.0
 """How long one store wait lasts before the hub looks whether anybody still listens."""
 PAGE = 500
-OUT_BUFFER = 16
-"""Encoded chunks (each one or more events) waiting for one subscriber's connection."""
+CHUNK_BYTES = 16 * 1024
+"""The most one write to a connection carries (whole events: a larger single event goes alone)."""
+OUT_BUFFER = 4
+"""Chunks waiting for one subscriber's connection: with ``CHUNK_BYTES``, what a reader that takes nothing
+holds in the server's memory (bounded in bytes, so a reader that replays in pages of ``PAGE`` events
+is cut off after the same amount of unread data as one fed live, one event at a time)."""
+
+
+def chunks(frames: list[bytes]) -> list[bytes]:
+    """``frames`` joined into writes of at most ``CHUNK_BYTES`` each (whole frames, in order)."""
+    out: list[bytes] = []
+    piece: list[bytes] = []
+    size = 0
+    for encoded in frames:
+        if piece and size + len(encoded) > CHUNK_BYTES:
+            out.append(b"".join(piece))
+            piece, size = [], 0
+        piece.append(encoded)
+        size += len(encoded)
+    if piece:
+        out.append(b"".join(piece))
+    return out
 
 
 def parse_cursor(text: str | None, store_id: str) -> tuple[int, str | None]:
@@ -194,6 +214,13 @@ def endpoint(server: Server, scope: str) -> Any:
                 return True
             return False
 
+        async def put_all(frames: list[bytes]) -> bool:
+            """``frames`` into the connection's buffer in writes of ``CHUNK_BYTES``; False as :func:`put`."""
+            for piece in chunks(frames):
+                if not await put(piece):
+                    return False
+            return True
+
         async def produce() -> None:
             """Replay from the store up to the hub, take the hub's events, and replay again after an overflow."""
             cursor = since
@@ -223,9 +250,9 @@ def endpoint(server: Server, scope: str) -> Any:
                             chunk.append(frame(event.trigger, f"{store_id}:{event.seq}", event.to_dict()))
                             if instance_id is not None and service.events.terminal(event.machine, event.to_state):
                                 chunk.append(ended(event.to_state, event.seq, event.seq))
-                                await put(b"".join(chunk))
+                                await put_all(chunk)
                                 return
-                        if chunk and not await put(b"".join(chunk)):
+                        if chunk and not await put_all(chunk):
                             return
                         if len(found) < PAGE:
                             sub = hub.join(cursor, server.options.subscriber_buffer)
@@ -251,9 +278,9 @@ def endpoint(server: Server, scope: str) -> Any:
                                     chunk.append(encoded)
                                     if instance_id is not None and service.events.terminal(live.machine, live.to_state):
                                         chunk.append(ended(live.to_state, live.seq, live.seq))
-                                        await put(b"".join(chunk))
+                                        await put_all(chunk)
                                         return
-                                if chunk and not await put(b"".join(chunk)):
+                                if chunk and not await put_all(chunk):
                                     return
                     finally:
                         hub.leave(sub)

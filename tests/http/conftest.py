@@ -179,15 +179,36 @@ from runner.runtime import Config, Runtime
 from runner.service import AcquireInput
 from runner.service.inputs.controller import RenewInput
 
+import threading
+
 home, controller = sys.argv[1], sys.argv[2]
 with Runtime.open(Config.load(home=home, actor="racer")) as runtime:
     service = runtime.service
     grant = service.controller.acquire(AcquireInput(controller, "T-RACE", "SHA", 600, "racer@host"))
     print("acquired", flush=True)
-    for line in sys.stdin:
-        for _ in range(int(line)):
+    stop = threading.Event()
+    spinning = None
+
+    def spin():
+        while not stop.is_set():
             service.controller.renew(RenewInput(controller, grant.credential))
+
+    for line in sys.stdin:
+        if line.strip() == "run":  # until "stop"
+            stop.clear()
+            spinning = threading.Thread(target=spin)
+            spinning.start()
+            continue
+        if line.strip() == "stop":
+            stop.set()
+            spinning.join()
+        else:
+            for _ in range(int(line)):
+                service.controller.renew(RenewInput(controller, grant.credential))
         print("done", flush=True)
+    stop.set()  # stdin closed (the test is over, or failed): a run still spinning ends too
+    if spinning is not None:
+        spinning.join()
 """.replace("SHA", SHA)
 
 
@@ -202,6 +223,19 @@ class Racer:
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"{rounds}\n")
         self.proc.stdin.flush()
+
+    def run(self) -> None:
+        """Renew without pause until :meth:`stop` (racing whatever the test does meanwhile, however slowly)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("run\n")
+        self.proc.stdin.flush()
+
+    def stop(self) -> None:
+        """End :meth:`run` and wait until its renewals are all committed."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("stop\n")
+        self.proc.stdin.flush()
+        self.done()
 
     def done(self) -> None:
         """Wait until the renewals started last are all committed."""

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -369,6 +370,15 @@ def test_a_pending_decision_is_decided_from_the_page_only_with_a_token(
     page.click(f"{decision} button[value=approve]")  # no reason yet: refused on the page, nothing sent
     assert "needs a reason" in page.locator("#problem").inner_text()
     page.fill(f"{decision} input[type=text]", "release notes reviewed")
+    # Something happens meanwhile (any event brings a refresh): the reason being typed is kept.
+    refreshed = page.evaluate("document.body.dataset.refreshed")
+    serve.acquire("ctl-bystander")
+    page.wait_for_selector("#controllers td:has-text('ctl-bystander')", timeout=LIVE_TIMEOUT_MS)
+    give_up = time.monotonic() + LIVE_TIMEOUT_MS / 1000  # that refresh's every panel, decisions too, is done
+    while page.evaluate("document.body.dataset.refreshed") == refreshed:
+        assert time.monotonic() < give_up, "the refresh never ended"
+        page.wait_for_timeout(50)
+    assert page.input_value(f"{decision} input[type=text]") == "release notes reviewed"
     page.click(f"{decision} button[value=approve]")
     # The server records the decision and resumes the plan: it runs to its end and nothing waits any more.
     page.wait_for_selector(decision, state="detached", timeout=LIVE_TIMEOUT_MS)

@@ -198,21 +198,36 @@ async function decisions() {
     box.replaceChildren(el("p", { class: "muted", text: "nothing waits on a person" }));
     return;
   }
-  box.replaceChildren(...listed.map((d) => {
+  // An item whose decision has not changed is kept as it is: a refresh (any event brings one) must
+  // never wipe a reason someone is typing, or move the focus out of it.
+  const kept = new Map([...box.querySelectorAll(":scope > .decision")].map((node) => [node.dataset.decision, node]));
+  const items = listed.map((d) => {
     const id = decisionId(d);
-    const what = d.prompt || d.why || d.message || "";
-    const where = [d.plan && `plan ${d.plan}`, d.step && `step ${d.step}`, d.target && `agent ${d.target}`,
-      d.receipt && `receipt ${d.receipt}`, d.since && `since ${d.since}`].filter(Boolean).join(", ");
-    const kind = [d.kind, d.waits_on].filter(Boolean).join(": ");
-    const item = el("div", { class: "decision", data: { decision: id } },
-      el("div", {}, el("code", { text: id }), " ", el("span", { class: "muted", text: kind })),
-      el("div", { text: what }), where ? el("div", { class: "muted", text: where }) : "");
-    // Decided here only what `decide` settles (a plan's step), and only with a token; the rest says how.
-    const settle = d.settle || { decide: true };
-    if (settle.decide && token()) item.append(decideForm(id));
-    else if (settle.cli) item.append(el("div", { class: "muted mono", text: settle.cli }));
+    const signature = JSON.stringify([d, Boolean(token())]);
+    const old = kept.get(id);
+    if (old && old.dataset.signature === signature) return old;
+    const item = decisionItem(d, id);
+    item.dataset.signature = signature;
     return item;
-  }));
+  });
+  const same = items.length === box.children.length && items.every((item, i) => box.children[i] === item);
+  if (!same) box.replaceChildren(...items);
+}
+
+/** One decision's item: what waits, where, and how it is settled (the form only with a token). */
+function decisionItem(d, id) {
+  const what = d.prompt || d.why || d.message || "";
+  const where = [d.plan && `plan ${d.plan}`, d.step && `step ${d.step}`, d.target && `agent ${d.target}`,
+    d.receipt && `receipt ${d.receipt}`, d.since && `since ${d.since}`].filter(Boolean).join(", ");
+  const kind = [d.kind, d.waits_on].filter(Boolean).join(": ");
+  const item = el("div", { class: "decision", data: { decision: id } },
+    el("div", {}, el("code", { text: id }), " ", el("span", { class: "muted", text: kind })),
+    el("div", { text: what }), where ? el("div", { class: "muted", text: where }) : "");
+  // Decided here only what `decide` settles (a plan's step), and only with a token; the rest says how.
+  const settle = d.settle || { decide: true };
+  if (settle.decide && token()) item.append(decideForm(id));
+  else if (settle.cli) item.append(el("div", { class: "muted mono", text: settle.cli }));
+  return item;
 }
 
 function waterfall(plan) {
