@@ -212,6 +212,12 @@ class RecipeLibrary:
                 [source.diagnostic("recipe_cycle", f"recipes extend each other in a cycle: {cycle}", "/extends")]
             )
         inputs = _inputs(doc.get("inputs"))
+        wrong = _schema_problem(inputs)
+        if wrong is not None:
+            pointer, message = wrong
+            raise SpecError(
+                [source.diagnostic("recipe_inputs_invalid", f"the inputs are not a valid JSON Schema: {message}", pointer)]
+            )
         if doc.get("additional_inputs") is True:
             inputs["additionalProperties"] = True  # the recipe opts out of refusing unknown inputs
         if "steps" in doc:
@@ -283,6 +289,21 @@ class RecipeLibrary:
         except SpecError as exc:
             return exc.diagnostics
         return []
+
+
+def _schema_problem(inputs: dict[str, Any]) -> tuple[str, str] | None:
+    """Where the recipe's ``inputs`` break the JSON Schema metaschema (a pointer into the recipe file,
+    and what is wrong), or None: a typo such as ``type: strin`` is found here, not when a plan runs."""
+    import jsonschema
+
+    from runner.documents.yamlsource import pointer_of
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(inputs)
+    except jsonschema.exceptions.SchemaError as exc:
+        best = jsonschema.exceptions.best_match([exc]) if exc.context else exc
+        return "/inputs" + pointer_of(best.absolute_path), best.message
+    return None
 
 
 def _inputs(raw: Any) -> dict[str, Any]:
@@ -447,5 +468,13 @@ def validate_inputs(recipe: Recipe, given: dict[str, Any]) -> dict[str, Any]:
                 code="inputs_invalid",
                 unknown=unknown,
             )
-    schema.refuse_invalid(jsonschema.Draft202012Validator(recipe.inputs), values, "inputs_invalid", "inputs", "inputs.")
+    try:
+        validator = jsonschema.Draft202012Validator(recipe.inputs)
+        schema.refuse_invalid(validator, values, "inputs_invalid", "inputs", "inputs.")
+    except (jsonschema.exceptions.SchemaError, jsonschema.exceptions.UnknownType) as exc:
+        # Linting refuses such a schema (``recipe_inputs_invalid``); a recipe built in code may still carry one.
+        what = getattr(exc, "message", None) or str(exc).strip().splitlines()[0]
+        raise InputError(
+            "inputs", f"recipe {recipe.name!r} has an invalid inputs schema: {what}", code="recipe_inputs_invalid"
+        ) from None
     return values

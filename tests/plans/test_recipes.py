@@ -503,6 +503,17 @@ REFUSALS: dict[str, tuple[dict[str, str], str, str, str, str, str]] = {
         "id: one",
         "undeclared input",
     ),
+    "an inputs schema that is not JSON Schema": (
+        {
+            "r": "recipe: r\nversion: 1\ndescription: d\ninputs:\n  properties:\n    name: {type: strin}\nsteps:\n"
+            "  - {id: one, do: flow.pass}\n"
+        },
+        "r",
+        "recipe_inputs_invalid",
+        "r",
+        "type: strin",
+        "'strin' is not valid",
+    ),
     "not a reference": (
         {
             "r": "recipe: r\nversion: 1\ndescription: d\nsteps:\n"
