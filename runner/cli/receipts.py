@@ -174,12 +174,7 @@ def ask_many(
     result = anyio.run(
         app.service.receipts.ask_many, AskManyInput(controller_id, credential, parsed, mode, timeout, lines)
     )
-    if as_json:
-        render.emit_result("ask-many", result)
-        return
-    _print_results(result.results, False)
-    for pending in result.pending_receipts:
-        click.echo(f"still pending: {_describe_receipt(pending)}")
+    _print_batch("ask-many", result, as_json)
 
 
 @cli.command()
@@ -218,9 +213,13 @@ def collect(
     if mode == "all":
         _print_results(anyio.run(app.service.receipts.collect, inp), as_json)
         return
-    batch = anyio.run(app.service.receipts.collect_first, inp)
+    _print_batch("collect", anyio.run(app.service.receipts.collect_first, inp), as_json)
+
+
+def _print_batch(command: str, batch: Any, as_json: bool) -> None:
+    """A batch's results and the receipts it left pending (``ask-many``, ``collect --mode first``)."""
     if as_json:
-        render.emit_result("collect", batch)
+        render.emit_result(command, batch)
         return
     _print_results(batch.results, False)
     for pending in batch.pending_receipts:

@@ -647,8 +647,14 @@ def _plan_list(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     return {"plans": rows, "next_after": found.next_after}
 
 
-async def _resume_plan(call: Call, plan_id: str) -> dict[str, Any]:
+async def _resume_plan(
+    call: Call, plan_id: str, act: str | None = None, a: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Resume the plan server-side (after ``act``, the component method the tool ``corral_plan_<act>``
+    names, done with the tool's arguments ``a``), with progress: the plan's summary at its end."""
     plans = await call.in_thread(call.plans)
+    if act is not None:
+        await call.in_thread(getattr(plans, act), build(_op(f"corral_plan_{act}"), call, a or {}))
     final = await plans.resume(_op("corral_plan_resume")(plan_id), call.plan_progress())
     return call.summary(final)
 
@@ -661,9 +667,7 @@ async def _resume_plan(call: Call, plan_id: str) -> dict[str, Any]:
     output=PLAN,
 )
 async def _plan_decide(call: Call, a: dict[str, Any]) -> dict[str, Any]:
-    plans = await call.in_thread(call.plans)
-    await call.in_thread(plans.decide, build(_op("corral_plan_decide"), call, a))
-    return await _resume_plan(call, a["plan_id"])
+    return await _resume_plan(call, a["plan_id"], "decide", a)
 
 
 @_t(
@@ -682,9 +686,7 @@ async def _plan_resume(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     output=PLAN,
 )
 async def _plan_retry(call: Call, a: dict[str, Any]) -> dict[str, Any]:
-    plans = await call.in_thread(call.plans)
-    await call.in_thread(plans.retry, build(_op("corral_plan_retry"), call, a))
-    return await _resume_plan(call, a["plan_id"])
+    return await _resume_plan(call, a["plan_id"], "retry", a)
 
 
 @_t(
