@@ -20,7 +20,6 @@ from runner.service.inputs.leases import PANE_OR_NAME, LeaseListInput, ObservedP
 class AdoptInput(ObservedPaneInput):
     """Adopt the agent in ``pane_id`` if it is exactly the one seen: name, kind, cwd, settled at the cursor."""
 
-    PANE_FIELD: ClassVar[str] = "target"
     PANE_WHAT: ClassVar[str] = PANE_OR_NAME
 
     lease_id: str | None = None

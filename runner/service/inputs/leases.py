@@ -26,7 +26,7 @@ class ObservedPaneInput(FencedInput):
     """A fenced act on a pane named by id, bound to the agent the caller saw there: name, kind, cwd and
     cursor (an adoption; an operator's close of a pane no lease holds)."""
 
-    PANE_FIELD: ClassVar[str] = "pane"
+    PANE_FIELD: ClassVar[str] = "target"  # the argument's name (the CLI's positional PANE)
     PANE_WHAT: ClassVar[str] = "a pane id"
 
     pane_id: str = described("target", "The pane id (corral_agents), leased or not.")
