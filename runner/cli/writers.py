@@ -264,7 +264,7 @@ def writer_verify(
         f"{verification['head'][:12]}, status {verification['status_sha256'][:12]}… "
         f"({verification['duration_seconds']} s)"
     )
-    for record in verification["results"]:
+    for record in [*verification.get("bootstrap", []), *verification["results"]]:
         state = record.get("reason") or f"exit {record['exit_status']}"
         if record.get("truncated"):
             state += f", output truncated to {record['limits']['output_kb']} KiB"

@@ -7,6 +7,7 @@ when a definition is actually validated (``corral validate``, or a spec-cache mi
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -66,6 +67,9 @@ def check(source: Source, kind: str) -> list[Diagnostic]:
 def _message(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         return error.message.replace("Additional properties are not allowed", "unknown key(s)")
+    words = error.schema.get("x-message") if isinstance(error.schema, Mapping) else None
+    if error.validator == "pattern" and isinstance(words, str):
+        return f"{error.instance!r} {words}"  # the schema's own words for its pattern
     if error.validator == "pattern":
         return f"{error.instance!r} does not match {error.validator_value!r}"
     return error.message

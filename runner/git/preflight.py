@@ -314,6 +314,28 @@ def file_at(worktree: str, commit: str, path: str) -> bytes | None:
     return data
 
 
+def regular_file_at(worktree: str, commit: str, path: str) -> bytes | None:
+    """The bytes of ``path`` at ``commit`` when it is a regular file there (mode 100644 or 100755);
+    None when it is missing, a symlink (mode 120000), a directory or a submodule, or lies below one."""
+    import git
+
+    repo = _repo(os.path.realpath(worktree))
+    try:
+        listed = repo.git.execute(["git", "ls-tree", "-z", commit, "--", path], strip_newline_in_stdout=False)
+    except git.GitCommandError:
+        return None
+    assert isinstance(listed, str)
+    entry, _, name = listed.rstrip("\0").partition("\t")
+    fields = entry.split()
+    if name != path or len(fields) != 3 or fields[0] not in ("100644", "100755") or fields[1] != "blob":
+        return None
+    data = repo.git.execute(
+        ["git", "cat-file", "blob", fields[2]], stdout_as_string=False, strip_newline_in_stdout=False
+    )
+    assert isinstance(data, bytes)
+    return data
+
+
 def listed_files(worktree: str) -> list[str]:
     """Tracked and untracked, not ignored, files of the worktree (what a snapshot copies)."""
     repo = _repo(os.path.realpath(worktree))

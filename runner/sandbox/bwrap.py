@@ -106,6 +106,11 @@ class Command:
     timeout: float = 600.0
     env: Mapping[str, str] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
+    # Set by corral only (the bootstrap and the gate that uses its cache), never by validate.yaml:
+    network: bool = False  # keep the host's network namespace (the bootstrap stage only)
+    chdir: str | None = None  # the working directory inside (default: the snapshot)
+    binds: tuple[tuple[str, str], ...] = ()  # (host path, sandbox path), read-only, after the snapshot
+    writable: tuple[tuple[str, str], ...] = ()  # (host path, sandbox path), writable, after the snapshot
 
 
 @dataclass(frozen=True)
@@ -228,6 +233,8 @@ class Sandbox:
     def command_line(self, snapshot: Path, home: Path, command: Command) -> list[str]:
         """The full bwrap argv for ``command`` (exposed for tests and for ``--dry-run`` style display)."""
         argv = [self.bwrap, "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv"]
+        if command.network:
+            argv.append("--share-net")  # the bootstrap stage: the host's network, nothing else of its
         for directory in SYSTEM_DIRS:
             if os.path.islink(directory):
                 argv += ["--symlink", os.readlink(directory), directory]
@@ -237,7 +244,16 @@ class Sandbox:
         argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_mb << 20)]
         argv += ["--tmpfs", "/tmp", "--tmpfs", "/run"]
         argv += ["--perms", "0700", "--size", str(limits.home_mb << 20), "--tmpfs", str(home)]
-        argv += ["--ro-bind", str(snapshot), str(snapshot), "--chdir", str(snapshot)]
+        if command.network:
+            resolver = os.path.realpath("/etc/resolv.conf")
+            if resolver.startswith("/run/"):  # systemd-resolved's stub file: /run is private otherwise
+                argv += ["--ro-bind-try", resolver, resolver]
+        argv += ["--ro-bind", str(snapshot), str(snapshot)]
+        for source, target in command.binds:
+            argv += ["--ro-bind", source, target]
+        for source, target in command.writable:
+            argv += ["--bind", source, target]
+        argv += ["--chdir", command.chdir or str(snapshot)]
         env = {
             "PATH": PATH,
             "HOME": str(home),

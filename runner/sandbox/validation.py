@@ -5,7 +5,8 @@ rewrite the checks it is judged by), validated by ``schemas/validate.schema.json
 an optional timeout, extra environment; never a shell string. The worktree's tracked and untracked
 (not ignored) files are copied into a private snapshot directory, which the sandbox mounts read-only
 at its own path; the worktree itself is never touched. Each validation may set ``limits`` (see
-:data:`runner.sandbox.bwrap.LIMITS`) within the maxima the schema enforces.
+:data:`runner.sandbox.bwrap.LIMITS`) within the maxima the schema enforces. An optional ``bootstrap``
+stage installs lockfile-pinned dependencies first, with network (:mod:`runner.sandbox.bootstrap`).
 
 When the sandbox runs under its own uid (corral as root), the snapshot is given to that uid, and is
 made under the system's temporary directory if the scratch directory is not reachable by other users
@@ -25,13 +26,19 @@ from pathlib import Path
 
 from runner.errors import InputError, SpecError
 from runner.git import preflight
+from runner.sandbox.bootstrap import Step, steps_from
 from runner.sandbox.bwrap import Command, Limits, Sandbox
 
 CONFIG_PATH = ".corral/validate.yaml"
 
 
 def load_commands(worktree: str, base_commit: str) -> list[Command]:
-    """The validations declared at ``base_commit``.
+    """The validations declared at ``base_commit`` (see :func:`load`)."""
+    return load(worktree, base_commit)[0]
+
+
+def load(worktree: str, base_commit: str) -> tuple[list[Command], list[Step]]:
+    """The validations and the bootstrap steps (``runner.sandbox.bootstrap``) declared at ``base_commit``.
 
     Raises:
         InputError: ``validation_missing`` when the base commit has no ``.corral/validate.yaml``.
@@ -55,7 +62,7 @@ def load_commands(worktree: str, base_commit: str) -> list[Command]:
     names = [v["name"] for v in source.data["validations"]]
     if len(set(names)) != len(names):
         raise InputError("validations", f"{shown} names a validation twice", code="spec_invalid")
-    return [
+    commands = [
         Command(
             v["name"],
             tuple(v["argv"]),
@@ -65,6 +72,7 @@ def load_commands(worktree: str, base_commit: str) -> list[Command]:
         )
         for v in source.data["validations"]
     ]
+    return commands, steps_from(source.data.get("bootstrap") or [], shown)
 
 
 def _reachable_by_others(path: Path) -> bool:

@@ -170,9 +170,12 @@ class Writers:
             SandboxUnavailableError: no Bubblewrap here (nothing runs unsandboxed).
             RefusedError: ``validation_invalidated`` when the fence changed during the run.
             ConflictError: ``git_status_changed`` when the worktree changed while it was copied.
+            RefusedError: ``bootstrap_lock_invalid`` / ``bootstrap_lock_mismatch`` when a bootstrap lock
+                is not a regular file or differs from the base commit's (nothing ran).
         """
+        from runner.sandbox import bootstrap
         from runner.sandbox.bwrap import Sandbox
-        from runner.sandbox.validation import load_commands, snapshot
+        from runner.sandbox.validation import load, snapshot
 
         if inp.lease_id is not None:
             lease = self.core.lease_by_id(inp.controller_id, inp.name, inp.lease_id, ("active",), "writer")
@@ -183,7 +186,7 @@ class Writers:
         sandbox = Sandbox()
         sandbox.check()
         worktree = str(lease.data["cwd"])
-        commands = load_commands(worktree, str(lease.data["base_commit"]))
+        commands, steps = load(worktree, str(lease.data["base_commit"]))
         started = time.monotonic()
         content = inp.expected_content_sha256 is not None
         content_params = {"expected_content_sha256": inp.expected_content_sha256}
@@ -210,9 +213,18 @@ class Writers:
                 )
             # The copy can take a while: the fence is judged again immediately before anything runs.
             self.core.check_fence(inp.credential)
-            results = sandbox.run_all(snap, home, commands, tail=inp.tails)
+            booted: list[bootstrap.StepResult] = []
+            if steps:
+                # Locks are judged on the snapshot, the very bytes the stage installs from.
+                booted, prepared = bootstrap.run(
+                    worktree, str(lease.data["base_commit"]), snap, home, steps, sandbox, tail=inp.tails
+                )
+                commands = [prepared.gate(c) for c in commands]
+            # The gate runs only on a complete bootstrap (its results would say nothing otherwise).
+            ready = all(b.passed for b in booted)
+            results = sandbox.run_all(snap, home, commands, tail=inp.tails) if ready else []
         verification = {
-            "passed": all(r.passed for r in results),
+            "passed": ready and all(r.passed for r in results),
             "head": before["head"],
             "status_sha256": before["status_sha256"],
             **({"content_sha256": before["content_sha256"]} if content else {}),
@@ -220,6 +232,7 @@ class Writers:
             "fence_generation": inp.credential.generation,
             "duration_seconds": round(time.monotonic() - started, 3),
             "results": [r.to_record() for r in results],
+            **({"bootstrap": [b.to_record() for b in booted]} if steps else {}),
         }
         try:
             result = self.core.fire_on(
@@ -239,7 +252,7 @@ class Writers:
                 lane=lease.id,
                 cause=exc.code,
             ) from None
-        tails = {r.name: r.tail for r in results if r.tail is not None}
+        tails = {r.name: r.tail for r in [*(b.result for b in booted), *results] if r.tail is not None}
         return VerifyResult(self.core.lease_view(result.instance), verification, tails)
 
     def _check_quiet(self, lease: Instance, expected_seq: int | None) -> None:

@@ -22,8 +22,9 @@ class VerifyResult:
 
     @property
     def failed(self) -> list[str]:
-        """The names of the validations that did not pass."""
-        return [str(r["name"]) for r in self.verification["results"] if not r.get("passed")]
+        """The names of the bootstrap steps and validations that did not pass."""
+        records = [*self.verification.get("bootstrap", []), *self.verification["results"]]
+        return [str(r["name"]) for r in records if not r.get("passed")]
 
     def check(self) -> None:
         """Raise :class:`ValidationFailedError` (with this result) unless every validation passed: a
