@@ -216,7 +216,11 @@ class RecipeLibrary:
         if wrong is not None:
             pointer, message = wrong
             raise SpecError(
-                [source.diagnostic("recipe_inputs_invalid", f"the inputs are not a valid JSON Schema: {message}", pointer)]
+                [
+                    source.diagnostic(
+                        "recipe_inputs_invalid", f"the inputs are not a valid JSON Schema: {message}", pointer
+                    )
+                ]
             )
         if doc.get("additional_inputs") is True:
             inputs["additionalProperties"] = True  # the recipe opts out of refusing unknown inputs
