@@ -101,9 +101,53 @@ class Writers:
         scope_links = preflight.scope_links(str(facts["realpath"]), head, [*inp.owned_scopes, *inp.locked_scopes])
         host = self.core.host(inp.host)
         in_worktree = [o.to_dict() for o in host.list() if o.cwd and inside(os.path.realpath(o.cwd), facts["realpath"])]
+        lane_id = f"writer/{inp.lease_id or uuid.uuid4()}"
+        installed = self._install_hook(host, lane_id, str(facts["realpath"]), inp)
+        try:
+            return self._start(inp, lane_id, facts, options, protected, scope_links, in_worktree, host)
+        except BaseException:
+            if installed is not None:  # a hook this call installed, for a lane that did not start
+                from runner.git import hook
+
+                hook.remove(str(facts["realpath"]), installed)
+            raise
+
+    @staticmethod
+    def _hooks(lane_id: str) -> Path:
+        """Where the scope hook of lane ``lane_id`` lives: under the state home, private."""
+        from runner.home import Home
+
+        return Home.locate().root / "hooks" / lane_id.replace("/", "-")
+
+    def _install_hook(self, host: Any, lane_id: str, realpath: str, inp: WriterStartInput) -> Path | None:
+        """On a host that cannot confine writes, the scope hook (:mod:`runner.git.hook`); the directory
+        when this call installed it (None when the host confines, or the lane's hook exists already)."""
+        if getattr(host, "confines_writes", True):
+            return None
+        from runner.git import hook
+        from runner.home import Home
+
+        directory = self._hooks(lane_id)
+        if directory.exists():
+            return None  # a repeated start of the same lane: its hook is its own
+        Home.locate().ensure("hooks", directory.name)
+        hook.install(realpath, directory, inp.owned_scopes, inp.locked_scopes)
+        return directory
+
+    def _start(
+        self,
+        inp: WriterStartInput,
+        lane_id: str,
+        facts: dict[str, Any],
+        options: Any,
+        protected: list[str],
+        scope_links: list[dict[str, Any]],
+        in_worktree: list[dict[str, Any]],
+        host: Any,
+    ) -> AgentLeaseView:
         result = self.core.fire_on(
             "writer",
-            f"writer/{inp.lease_id or uuid.uuid4()}",
+            lane_id,
             "start",
             inp.credential,
             {
@@ -165,7 +209,7 @@ class Writers:
             "violation_reason": inp.violation_reason,
         }
         content = inp.expected_content_sha256 is not None  # read every file only when it is compared
-        return self.core.close_lease(
+        closed = self.core.close_lease(
             lease,
             "release",
             inp.credential,
@@ -174,6 +218,12 @@ class Writers:
             # The audit is read in the same moment as the git facts the guards judge (after the capture).
             lambda: {"git": self._git(lease.data["cwd"], content), "audit": self._audit_evidence(lease)},
         )
+        directory = self._hooks(lease.id)
+        if directory.is_dir():  # the scope hook of a lane on a host that cannot confine: it goes with it
+            from runner.git import hook
+
+            hook.remove(str(lease.data["cwd"]), directory)
+        return closed
 
     def _audit_evidence(self, lease: Instance) -> dict[str, Any]:
         """The audit as the ``scopes_respected`` guard reads it: the verdict, counts and the first

@@ -18,6 +18,7 @@ import builtins
 import hashlib
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -31,6 +32,7 @@ from runner.context import Gate
 from runner.definitions.library import Library
 from runner.errors import AuthorityMovedError, CorralError
 from runner.fence import Credential
+from runner.git import hook
 from runner.service import (
     AbandonInput,
     AcquireInput,
@@ -70,6 +72,7 @@ class HookedHost(AgentHost):
     def __init__(self, inner: AgentHost) -> None:
         self.inner = inner
         self.name = inner.name
+        self.confines_writes = inner.confines_writes  # type: ignore[misc]  # reason: the inner host's
         self.before: dict[str, Callable[[], None]] = {}
         self.after: dict[str, Callable[[], None]] = {}
 
@@ -631,7 +634,7 @@ def test_a_close_held_past_a_resume_leaves_the_pane(world: World) -> None:
 # --- a writer lane -----------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("hermetic_git")
+@pytest.mark.usefixtures("hermetic_git", "home")
 def test_a_writer_lane_starts_in_a_linked_worktree_relays_and_releases_at_head_and_status(world: World) -> None:
     repo = world.root / "repo"
     repo.mkdir()
@@ -662,6 +665,16 @@ def test_a_writer_lane_starts_in_a_linked_worktree_relays_and_releases_at_head_a
     assert (started.machine, started.state, started.data["host"]) == ("writer", "active", world.rig.name)
     assert started.data["cwd"] == os.path.realpath(wt)
     assert [o.cwd for o in world.ours()] == [os.path.realpath(wt)]
+    if world.rig.name == "herdr":  # it cannot confine: git itself refuses a commit outside the scopes
+        assert hook.installed(str(wt)) is not None
+        (wt / "README.md").write_text("outside\n")
+        git(wt, "add", "README.md")
+        refused_commit = subprocess.run(["git", "commit", "-q", "-m", "x"], cwd=wt, capture_output=True, check=False)
+        assert refused_commit.returncode != 0 and b"outside 'README.md'" in refused_commit.stderr
+        git(wt, "reset", "-q")
+        git(wt, "checkout", "-q", "--", "README.md")
+    else:
+        assert hook.installed(str(wt)) is None
     receipt = world.relay("sleep 0.2\necho lane at work", target="alpha")
     (result,) = world.collect(receipt.token)
     assert "lane at work" in result.output
@@ -694,6 +707,7 @@ def test_a_writer_lane_starts_in_a_linked_worktree_relays_and_releases_at_head_a
     assert (wt / "src" / "draft.py").read_text() == "print('draft')\n", "the worktree is untouched"
     assert (head_of(wt), status_digest(wt)) == (head, status)
     assert git(wt, "stash", "list") == "", "nothing stashed"
+    assert hook.installed(str(wt)) is None, "the scope hook went with the lane"
 
 
 # --- what only Herdr has -------------------------------------------------------------------------------
