@@ -93,8 +93,8 @@ def install(worktree: str, directory: Path, owned: Iterable[str], locked: Iterab
     # Read only once the extension is on: without it, --worktree reads the shared configuration.
     previous = _git(worktree, "config", "--worktree", "--get", "core.hooksPath", check=False)
     prior = previous.stdout.strip() if previous.returncode == 0 else None
-    if prior is not None and os.path.realpath(prior) == os.path.realpath(directory):
-        prior = None  # ours already (an install repeated)
+    if prior is not None and os.path.realpath(os.path.dirname(prior.rstrip("/"))) == os.path.realpath(directory.parent):
+        prior = None  # ours (an install repeated), or a lane's that ended without release: never restored
     data = {"owned": sorted(set(owned)), "locked": sorted(set(locked)), "previous_hooks_path": prior}
     scopes_file = directory / "scopes.json"
     fd = os.open(scopes_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)

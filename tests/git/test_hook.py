@@ -81,3 +81,13 @@ def test_a_worktree_hooks_path_of_its_own_is_restored(lane: tuple[Path, Path, Pa
     assert hook.installed(str(wt)) == str(hooks)
     hook.remove(str(wt), hooks)
     assert hook.installed(str(wt)) == str(tmp_path / "theirs")
+
+
+def test_a_hook_left_by_a_lane_that_never_released_is_not_restored(lane: tuple[Path, Path, Path]) -> None:
+    _, wt, hooks = lane
+    stale = hooks.parent / "writer-0"
+    stale.mkdir(mode=0o700)
+    hook.install(str(wt), stale, ["docs"], [])  # a lane reconciled away: its key stayed
+    hook.install(str(wt), hooks, ["src"], [])
+    hook.remove(str(wt), hooks)
+    assert hook.installed(str(wt)) is None
