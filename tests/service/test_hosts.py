@@ -21,6 +21,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -708,6 +709,36 @@ def test_a_writer_lane_starts_in_a_linked_worktree_relays_and_releases_at_head_a
     assert (head_of(wt), status_digest(wt)) == (head, status)
     assert git(wt, "stash", "list") == "", "nothing stashed"
     assert hook.installed(str(wt)) is None, "the scope hook went with the lane"
+
+
+@pytest.mark.parametrize("host", ["herdr"], indirect=True)
+@pytest.mark.usefixtures("hermetic_git")
+def test_a_refused_start_on_herdr_leaves_no_scope_hook(world: World, home: Path) -> None:
+    repo = world.root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    base = commit(repo, "base", {"README.md": "hello\n", "src/app.py": "print('app')\n"})
+    lanes = []
+    for name in ("a", "b"):
+        wt = world.root / f"wt-{name}"
+        git(repo, "worktree", "add", "-q", "-b", name, str(wt))
+        lanes.append(wt)
+
+    def start(name: str, wt: Path) -> Any:
+        return world.service.writers.start(
+            WriterStartInput(
+                "ctl", world.credential, name=name, kind="script", worktree=str(wt), branch=wt.name[3:],
+                base_commit=base, expected_head=head_of(wt), expected_status_sha256=status_digest(wt),
+                owned_scopes=("src",), purpose="p", ticket_ref="T", authority_ref="plan.md", authority_sha256=SHA,
+                host="herdr",
+            )
+        )  # fmt: skip
+
+    start("alpha", lanes[0])
+    refused("scope_overlap", lambda: start("beta", lanes[1]))
+    assert hook.installed(str(lanes[0])) is not None
+    assert hook.installed(str(lanes[1])) is None, "the refused lane's hook was removed"
+    assert len(list((home / "hooks").iterdir())) == 1
 
 
 # --- what only Herdr has -------------------------------------------------------------------------------
