@@ -447,6 +447,39 @@ def test_writer_release_through_the_executable_can_require_the_reviewed_content(
     assert (worktree / "src" / "app.py").read_text() == "print('edited again')\n"
 
 
+def test_writer_audit_and_a_release_over_a_scope_violation_through_the_executable(cli: Cli) -> None:
+    """`writer audit` lists a write outside the owned scopes (exit 4); `writer release` refuses it (exit 4,
+    scope_violation, the paths in details) until `--accept-violation --reason R` (alone: a usage error)."""
+    cli.ok(*writer_start_args(cli))
+    worktree = cli.root / "wt"
+    (worktree / "outside.txt").write_text("not the lane's\n")
+    (worktree / "src" / "mine.py").write_text("x = 1\n")
+    done = cli.run("writer", "audit", "alpha", "--controller", "ctl", "--json")
+    assert done.returncode == 4, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["clean"] is False and report["counts"]["violations"] == 1
+    assert [(c["path"], c["scope"]) for c in report["changes"]] == [
+        ("outside.txt", "outside"),
+        ("src/mine.py", "owned"),
+    ]
+    text = cli.run("writer", "audit", "alpha", "--controller", "ctl")
+    assert text.returncode == 4 and "outside  added" in text.stdout and "1 violation(s)" in text.stdout
+    _, now = lane(cli)
+    args = (
+        "writer", "release", "alpha", "--controller", "ctl", "--expect-seq", "0", "--expect-head", now["head"],
+        "--expect-status", now["status_sha256"], "--checkpoint-ref", "ck/alpha", "--checkpoint-sha256", SHA,
+    )  # fmt: skip
+    done = cli.run(*args, "--json")
+    assert done.returncode == 4, done.stdout + done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "scope_violation"
+    assert [(v["path"], v["scope"]) for v in error["details"]["violations"]] == [("outside.txt", "outside")]
+    assert cli.run(*args, "--accept-violation").returncode == 2, "a usage error: no reason"
+    released = cli.ok(*args, "--accept-violation", "--reason", "asked for by the ticket")
+    assert released["lease"]["state"] == "released"
+    assert released["lease"]["violation_acceptance"]["reason"] == "asked for by the ticket"
+
+
 def test_on_herdr_the_dry_run_names_the_journalled_pane_and_closes_nothing(cli: Cli, fake_herdr: FakeHerdr) -> None:
     cli.env["PATH"] = f"{fake_herdr.bin}{os.pathsep}{cli.env['PATH']}"
     cli.env["FAKE_HERDR_STATE"] = os.environ["FAKE_HERDR_STATE"]

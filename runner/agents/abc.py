@@ -72,6 +72,10 @@ class AgentHost(ABC):
     can_prompt: ClassVar[bool] = True
     """Whether :meth:`prompt` can hand text to an agent of this host (mesh wake-ups need it); a host
     that only observes says False, and agents on it poll their inbox instead."""
+    confines_writes: ClassVar[bool] = True
+    """Whether this host can keep an agent's writes inside its worktree by itself. A host that cannot
+    (Herdr: the pane runs whatever the kind is, as the user) says False, and a writer lane started on
+    it gets the scope hook (:mod:`runner.git.hook`) in its worktree's own configuration."""
 
     @abstractmethod
     def start(

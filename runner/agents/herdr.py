@@ -45,7 +45,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 
@@ -118,6 +118,9 @@ class HerdrHost(AgentHost):
         conditional_close: use ``pane close`` with an expected terminal and cursor. None: when the
             Herdr version offers it (:data:`CONDITIONAL_CLOSE_SINCE`; none does yet).
     """
+
+    confines_writes: ClassVar[bool] = False
+    """Herdr runs the kind in a pane as the user: writer lanes get the scope hook."""
 
     name = "herdr"
 

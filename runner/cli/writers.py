@@ -1,4 +1,4 @@
-"""CLI commands for writer lanes: start, release, verify, list, reconcile; preflight; scopes check."""
+"""CLI commands for writer lanes: start, release, verify, audit, list, reconcile; preflight; scopes check."""
 
 from __future__ import annotations
 
@@ -152,6 +152,12 @@ def writer_start(
 )
 @lines_option
 @blocked_options
+@click.option(
+    "--accept-violation",
+    is_flag=True,
+    help="Release although the scope audit found changes outside the owned scopes or in locked ones "
+    "(scope_violation); needs --reason, recorded with the paths accepted.",
+)
 @credential_option
 @json_option
 @click.pass_obj
@@ -169,15 +175,22 @@ def writer_release(
     lines: int,
     blocked: bool,
     reason: str | None,
+    accept_violation: bool,
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
     """Checkpoint the lane and close its agent; never commits, stashes, resets, cleans or deletes.
 
     A handoff checkpoint (--checkpoint memory:ID) must be of a project whose repository is the lane's.
+    What the lane changed since its base is audited first: a change outside its owned scopes or in a
+    locked one refuses the release (exit 4, scope_violation) unless --accept-violation --reason R.
     """
+    from runner.errors import UsageError
 
-    why = blocked_reason(blocked, reason)  # a usage error before any file is read
+    if accept_violation and not (reason and reason.strip()):
+        raise UsageError("--accept-violation needs --reason TEXT: the decision is recorded", code="usage")
+    # --reason serves --blocked and --accept-violation alike (a usage error before any file is read).
+    why = blocked_reason(blocked, reason if blocked or not accept_violation else None)
     ref, digest = checkpoint_choice(memory_checkpoint, checkpoint_ref, checkpoint_sha256)
     result = fenced(
         app,
@@ -193,6 +206,8 @@ def writer_release(
         lines,
         blocked_reason=why,
         expected_content_sha256=expected_content.lower() if expected_content else None,
+        accept_violation=accept_violation,
+        violation_reason=reason if accept_violation else None,
     )
     if as_json:
         render.emit_result("writer release", result)
@@ -275,6 +290,42 @@ def writer_verify(
         if not record["passed"] and result.tails.get(record["name"]):
             click.echo("    " + result.tails[record["name"]].rstrip("\n").replace("\n", "\n    "))
     result.check()
+
+
+@writer.command(name="audit")
+@controller_option
+@click.argument("name")
+@click.option("--limit", type=int, default=1000, show_default=True, help="At most this many paths listed per list.")
+@json_option
+@click.pass_obj
+def writer_audit(app: App, controller_id: str, name: str, limit: int, as_json: bool) -> None:
+    """What lane NAME changed since its base commit, each path owned, locked or outside; read-only.
+
+    Exit 4 when a change lies outside the owned scopes or in a locked one (what release refuses).
+    """
+    from runner.errors import STATUS
+    from runner.service import WriterAuditInput
+
+    report = app.service.writers.audit(WriterAuditInput(controller_id, name, limit))
+    if as_json:
+        render.emit_result("writer audit", report)
+    else:
+        counts = report["counts"]
+        click.echo(
+            f"writer {name} at {str(report['head'])[:12]} since {str(report['base_commit'])[:12]}: "
+            f"{counts['changes']} change(s), {counts['owned']} owned, {counts['locked']} locked, "
+            f"{counts['outside']} outside; {counts['ignored']} ignored path(s) not owned"
+        )
+        for change in report["changes"]:
+            old = f" (from {change['old_path']!r})" if "old_path" in change else ""
+            click.echo(f"  {change['scope']:<8} {change['kind']:<9} {change['path']!r}{old}")
+        for path in report["ignored"]:
+            click.echo(f"  ignored  {path!r}")
+        if report["truncated"]:
+            click.echo(f"  … (lists cut at {limit}; the counts are whole)")
+        click.echo("clean" if report["clean"] else f"{counts['violations']} violation(s)")
+    if not report["clean"]:
+        raise SystemExit(STATUS["refused"].exit)
 
 
 @writer.command(name="list")

@@ -139,6 +139,46 @@ def git_content(ctx: Context) -> Rejection | None:
     )
 
 
+VIOLATIONS_SHOWN = 100
+"""At most this many violating paths in a ``scope_violation`` refusal's details (``count`` says how many)."""
+
+
+@GUARDS.register("scopes_respected")
+def scopes_respected(ctx: Context) -> Rejection | None:
+    """What the lane changed since its base (``observations["audit"]``, read by
+    :func:`runner.git.audit.audit` in the same moment as the git facts) lies inside its owned scopes
+    and outside its locked ones. A violation passes only on an operator's decision:
+    ``accept_violation`` with a ``violation_reason`` (recorded with the lane by ``record_release``).
+    Without an audit it refuses: a release is never judged on changes nobody read."""
+    found = ctx.observations.get("audit")
+    if not isinstance(found, Mapping):
+        return Rejection("scope_violation", "the lane's changes were not audited", {"count": None, "violations": []})
+    counts = found.get("counts")
+    listed = list(found.get("violations") or ())
+    count = int(counts.get("violations") or 0) if isinstance(counts, Mapping) else len(listed)
+    if count == 0 and not listed and found.get("clean") is True:
+        return None
+    if ctx.params.get("accept_violation") is True and ctx.params.get("violation_reason"):
+        return None
+    shown = listed[:VIOLATIONS_SHOWN]
+    first = shown[0] if shown else {}
+    return Rejection(
+        "scope_violation",
+        f"{count} change(s) since the base commit lie outside the lane's owned scopes or inside its locked "
+        f"ones (first: {first.get('path')!r}, {first.get('scope')}); release with accept_violation and a "
+        "reason to accept them",
+        {
+            "count": count,
+            "violations": shown,
+            "truncated": count > len(shown),
+            "head": found.get("head"),
+            "base_commit": found.get("base_commit"),
+            "owned_scopes": list(found.get("owned_scopes") or ()),
+            "locked_scopes": list(found.get("locked_scopes") or ()),
+        },
+    )
+
+
 @GUARDS.register("scopes_disjoint")
 def scopes_disjoint(ctx: Context) -> Rejection | None:
     """The lane's owned scopes do not overlap its own locked scopes."""

@@ -81,6 +81,7 @@ ROUTES: tuple[Route, ...] = (
     R("POST", "/api/writers/reconcile", "corral_writer_reconcile"),
     R("POST", "/api/writers/{name}/verify", "corral_writer_verify", path_args={"name": "name"}),
     R("POST", "/api/writers/{name}/release", "corral_writer_release", path_args={"name": "name"}),
+    R("GET", "/api/writers/{name}/audit", "corral_writer_audit", path_args={"name": "name"}),
     R("GET", "/api/preflight", "corral_preflight"),
     R("POST", "/api/scopes/check", "corral_scopes_check"),
     # adopted panes

@@ -55,7 +55,13 @@ if TYPE_CHECKING:
     from runner.service.inputs.receipts import AbandonInput, AskManyInput, CollectInput, ReceiptsInput, RelayInput
     from runner.service.inputs.reviewers import ReviewerCloseInput, ReviewerListInput, ReviewerStartInput
     from runner.service.inputs.waits import AgentInput, AgentProgressInput, AgentWaitInput, WaitAnyInput
-    from runner.service.inputs.writers import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
+    from runner.service.inputs.writers import (
+        ScopesCheckInput,
+        WriterAuditInput,
+        WriterReleaseInput,
+        WriterStartInput,
+        WriterVerifyInput,
+    )
     from runner.service.inventory import Inventory
     from runner.service.receipts import DeliveryError, Receipts
     from runner.service.reviewers import Reviewers
@@ -133,6 +139,7 @@ _WHERE: dict[str, str] = {
     "WaitAnyResult": "runner.service.views.waits",
     "Waits": "runner.service.waits",
     "Winner": "runner.service.views.waits",
+    "WriterAuditInput": "runner.service.inputs.writers",
     "WriterReleaseInput": "runner.service.inputs.writers",
     "WriterStartInput": "runner.service.inputs.writers",
     "WriterVerifyInput": "runner.service.inputs.writers",
@@ -207,6 +214,7 @@ __all__ = [
     "WaitAnyResult",
     "Waits",
     "Winner",
+    "WriterAuditInput",
     "WriterReleaseInput",
     "WriterStartInput",
     "WriterVerifyInput",

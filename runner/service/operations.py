@@ -177,6 +177,8 @@ OPERATIONS: tuple[Operation, ...] = (
        "writers.WriterVerifyInput"),
     _O("writer.release", "corral_writer_release", "writer release", "Release a writer lane with a checkpoint",
        acts(destructive=True), "writers.WriterReleaseInput", "writers.release"),
+    _O("writer.audit", "corral_writer_audit", "writer audit", "Audit a writer lane's changes against its scopes",
+       READ, "writers.WriterAuditInput", "writers.audit"),
     _O("writer.list", "corral_writer_list", "writer list", "List writer lanes", READ, "leases.LeaseListInput",
        result="page:writers"),
     _O("writer.reconcile", "corral_writer_reconcile", "writer reconcile", "Reconcile writer lanes", _HOUSEKEEPING,

@@ -13,7 +13,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner import scopes
 from runner.agents.abc import SETTLED
@@ -24,10 +24,19 @@ from runner.guards.git import LANE_STATES, inside, scope_conflicting
 from runner.service.checks import budget_options, check_controller_id
 from runner.service.core import Core
 from runner.service.inputs.base import check_page
-from runner.service.inputs.writers import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
+from runner.service.inputs.writers import (
+    ScopesCheckInput,
+    WriterAuditInput,
+    WriterReleaseInput,
+    WriterStartInput,
+    WriterVerifyInput,
+)
 from runner.service.views.leases import AgentLeaseView, CloseResult
 from runner.service.views.pages import Page
 from runner.service.views.writers import ValidationFailedError, VerifyResult
+
+if TYPE_CHECKING:
+    from runner.git.audit import Audit
 
 __all__ = ["ValidationFailedError", "VerifyResult", "Writers"]
 
@@ -92,9 +101,53 @@ class Writers:
         scope_links = preflight.scope_links(str(facts["realpath"]), head, [*inp.owned_scopes, *inp.locked_scopes])
         host = self.core.host(inp.host)
         in_worktree = [o.to_dict() for o in host.list() if o.cwd and inside(os.path.realpath(o.cwd), facts["realpath"])]
+        lane_id = f"writer/{inp.lease_id or uuid.uuid4()}"
+        installed = self._install_hook(host, lane_id, str(facts["realpath"]), inp)
+        try:
+            return self._start(inp, lane_id, facts, options, protected, scope_links, in_worktree, host)
+        except BaseException:
+            if installed is not None:  # a hook this call installed, for a lane that did not start
+                from runner.git import hook
+
+                hook.remove(str(facts["realpath"]), installed)
+            raise
+
+    @staticmethod
+    def _hooks(lane_id: str) -> Path:
+        """Where the scope hook of lane ``lane_id`` lives: under the state home, private."""
+        from runner.home import Home
+
+        return Home.locate().root / "hooks" / lane_id.replace("/", "-")
+
+    def _install_hook(self, host: Any, lane_id: str, realpath: str, inp: WriterStartInput) -> Path | None:
+        """On a host that cannot confine writes, the scope hook (:mod:`runner.git.hook`); the directory
+        when this call installed it (None when the host confines, or the lane's hook exists already)."""
+        if getattr(host, "confines_writes", True):
+            return None
+        from runner.git import hook
+        from runner.home import Home
+
+        directory = self._hooks(lane_id)
+        if directory.exists():
+            return None  # a repeated start of the same lane: its hook is its own
+        Home.locate().ensure("hooks", directory.name)
+        hook.install(realpath, directory, inp.owned_scopes, inp.locked_scopes)
+        return directory
+
+    def _start(
+        self,
+        inp: WriterStartInput,
+        lane_id: str,
+        facts: dict[str, Any],
+        options: Any,
+        protected: list[str],
+        scope_links: list[dict[str, Any]],
+        in_worktree: list[dict[str, Any]],
+        host: Any,
+    ) -> AgentLeaseView:
         result = self.core.fire_on(
             "writer",
-            f"writer/{inp.lease_id or uuid.uuid4()}",
+            lane_id,
             "start",
             inp.credential,
             {
@@ -152,16 +205,54 @@ class Writers:
             "checkpoint_sha256": checkpoint_sha256,
             "blocked_reason": inp.blocked_reason,
             "expected_content_sha256": inp.expected_content_sha256,
+            "accept_violation": inp.accept_violation,
+            "violation_reason": inp.violation_reason,
         }
         content = inp.expected_content_sha256 is not None  # read every file only when it is compared
-        return self.core.close_lease(
+        closed = self.core.close_lease(
             lease,
             "release",
             inp.credential,
             params,
             inp.lines,
-            lambda: {"git": self._git(lease.data["cwd"], content)},
+            # The audit is read in the same moment as the git facts the guards judge (after the capture).
+            lambda: {"git": self._git(lease.data["cwd"], content), "audit": self._audit_evidence(lease)},
         )
+        directory = self._hooks(lease.id)
+        if directory.is_dir():  # the scope hook of a lane on a host that cannot confine: it goes with it
+            from runner.git import hook
+
+            hook.remove(str(lease.data["cwd"]), directory)
+        return closed
+
+    def _audit_evidence(self, lease: Instance) -> dict[str, Any]:
+        """The audit as the ``scopes_respected`` guard reads it: the verdict, counts and the first
+        violations (bounded: observations travel with the transition)."""
+        from runner.guards.git import VIOLATIONS_SHOWN
+
+        document = self._audit_of(lease).to_dict(limit=VIOLATIONS_SHOWN)
+        del document["changes"], document["ignored"]
+        return document
+
+    def _audit_of(self, lease: Instance) -> Audit:
+        from runner.git.audit import audit
+
+        data = lease.data
+        # From the HEAD git read when the lane was admitted (it descends from base_commit): commits
+        # between base_commit and it predate the lane and are not its writes.
+        return audit(
+            str(data["cwd"]),
+            str(data.get("start_head") or data["base_commit"]),
+            list(data.get("owned_scopes") or ()),
+            list(data.get("locked_scopes") or ()),
+        )
+
+    def audit(self, inp: WriterAuditInput) -> dict[str, Any]:
+        """Read-only: every change of a live lane's worktree since its base commit, judged against its
+        owned and locked scopes (:func:`runner.git.audit.audit`)."""
+        check_controller_id(inp.controller_id)
+        lane = self.core.lease_by_name(inp.controller_id, inp.name, LANE_STATES, ("writer",))
+        return {"lane": lane.id, "name": inp.name, "state": lane.state, **self._audit_of(lane).to_dict(limit=inp.limit)}
 
     def verify(self, inp: WriterVerifyInput, scratch: Path | None = None) -> VerifyResult:
         """Run the validations in the sandbox and record the result against the lane and its digest.

@@ -48,16 +48,33 @@ def record_writer_lane(ctx: Context) -> Update:
 
 @UPDATES.register("record_release")
 def record_release(ctx: Context) -> Update:
-    """Record the checkpoint and the HEAD and status digest git read at release."""
+    """Record the checkpoint, the HEAD and status digest git read at release, the scope audit's
+    verdict, and an operator's acceptance of its violations (reason, actor, when, the paths)."""
     facts = _git(ctx)
-    return Update(
-        data={
-            "checkpoint_ref": ctx.params["checkpoint_ref"],
-            "checkpoint_sha256": ctx.params["checkpoint_sha256"],
-            "release_head": facts.get("head"),
-            "release_status_sha256": facts.get("status_sha256"),
+    data: dict[str, Any] = {
+        "checkpoint_ref": ctx.params["checkpoint_ref"],
+        "checkpoint_sha256": ctx.params["checkpoint_sha256"],
+        "release_head": facts.get("head"),
+        "release_status_sha256": facts.get("status_sha256"),
+    }
+    found = ctx.observations.get("audit")
+    if isinstance(found, Mapping):
+        data["scope_audit"] = {
+            "clean": found.get("clean"),
+            "head": found.get("head"),
+            "base_commit": found.get("base_commit"),
+            "counts": dict(found.get("counts") or {}),
         }
-    )
+        if not found.get("clean") and ctx.params.get("accept_violation") is True:
+            violations = list(found.get("violations") or ())
+            data["violation_acceptance"] = {
+                "reason": ctx.params.get("violation_reason"),
+                "actor": ctx.actor,
+                "at": format_time(ctx.now),
+                "count": (found.get("counts") or {}).get("violations"),
+                "paths": [{k: v[k] for k in ("path", "old_path", "kind", "scope") if k in v} for v in violations],
+            }
+    return Update(data=data)
 
 
 @UPDATES.register("record_verification")

@@ -52,6 +52,7 @@ REFUSALS: list[tuple[str, str, dict[str, Any] | None, int, str]] = [
     ("POST", "/api/writers/reconcile", {}, 422, "input_invalid"),
     ("POST", "/api/writers/w/verify", {}, 422, "input_invalid"),
     ("POST", "/api/writers/w/release", {}, 422, "input_invalid"),
+    ("GET", "/api/writers/w/audit", None, 422, "input_invalid"),
     ("GET", "/api/preflight", None, 422, "input_invalid"),
     ("POST", "/api/scopes/check", {}, 422, "input_invalid"),
     ("GET", "/api/adopted", {"bogus": "1"}, 422, "input_invalid"),

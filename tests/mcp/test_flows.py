@@ -132,6 +132,37 @@ def test_writer_lane_verify_release(stdio: Any, tmp_path: Path, hermetic_git: No
     stdio(scenario)
 
 
+def test_writer_audit_and_a_release_over_a_scope_violation(stdio: Any, tmp_path: Path, hermetic_git: None) -> None:
+    """corral_writer_audit names a write outside the owned scopes; corral_writer_release refuses it
+    (scope_violation) until accept_violation with a reason (without one: input_invalid naming reason)."""
+    lane = make_lane(tmp_path)
+
+    async def scenario(s: Session) -> None:
+        await s.ok("corral_controller_acquire", ACQUIRE)
+        facts = await s.ok("corral_preflight", {"worktree": str(lane)})
+        await s.ok("corral_writer_start", writer_start_args(facts, lane))
+        asked = await s.ok(
+            "corral_ask", {"controller": "ctl", "target": "writer1", "text": "write stray.txt out", "timeout": 60}
+        )
+        report = await s.ok("corral_writer_audit", {"controller": "ctl", "name": "writer1"})
+        assert report["clean"] is False
+        assert [(v["path"], v["scope"]) for v in report["violations"]] == [("stray.txt", "outside")]
+        now = await s.ok("corral_preflight", {"worktree": str(lane)})
+        release = {
+            "controller": "ctl", "name": "writer1", "expect_seq": asked["receipt"]["settled_seq"],
+            "expect_head": now["head"], "expect_status": now["status_sha256"], "checkpoint_ref": "lane",
+            "checkpoint_sha256": CHECKPOINT_SHA,
+        }  # fmt: skip
+        await s.refused("corral_writer_release", release, "scope_violation")
+        await s.refused("corral_writer_release", {**release, "accept_violation": True}, "input_invalid")
+        accepted = {**release, "accept_violation": True, "reason": "the stray file was asked for"}
+        released = await s.ok("corral_writer_release", accepted)
+        assert released["lease"]["state"] == "released"
+        assert released["lease"]["violation_acceptance"]["reason"] == "the stray file was asked for"
+
+    stdio(scenario)
+
+
 def test_stale_fence_after_another_process_resumed(stdio: Any, mcp_home: Path, tmp_path: Path) -> None:
     """Another process resumes the controller (its own copy of the credential, the same store): the
     server's credential is stale, and renewing through MCP is refused fence_stale, as a tool error."""

@@ -18,8 +18,10 @@ import builtins
 import hashlib
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -31,6 +33,7 @@ from runner.context import Gate
 from runner.definitions.library import Library
 from runner.errors import AuthorityMovedError, CorralError
 from runner.fence import Credential
+from runner.git import hook
 from runner.service import (
     AbandonInput,
     AcquireInput,
@@ -70,6 +73,7 @@ class HookedHost(AgentHost):
     def __init__(self, inner: AgentHost) -> None:
         self.inner = inner
         self.name = inner.name
+        self.confines_writes = inner.confines_writes  # type: ignore[misc]  # reason: the inner host's
         self.before: dict[str, Callable[[], None]] = {}
         self.after: dict[str, Callable[[], None]] = {}
 
@@ -631,7 +635,7 @@ def test_a_close_held_past_a_resume_leaves_the_pane(world: World) -> None:
 # --- a writer lane -----------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("hermetic_git")
+@pytest.mark.usefixtures("hermetic_git", "home")
 def test_a_writer_lane_starts_in_a_linked_worktree_relays_and_releases_at_head_and_status(world: World) -> None:
     repo = world.root / "repo"
     repo.mkdir()
@@ -662,6 +666,16 @@ def test_a_writer_lane_starts_in_a_linked_worktree_relays_and_releases_at_head_a
     assert (started.machine, started.state, started.data["host"]) == ("writer", "active", world.rig.name)
     assert started.data["cwd"] == os.path.realpath(wt)
     assert [o.cwd for o in world.ours()] == [os.path.realpath(wt)]
+    if world.rig.name == "herdr":  # it cannot confine: git itself refuses a commit outside the scopes
+        assert hook.installed(str(wt)) is not None
+        (wt / "README.md").write_text("outside\n")
+        git(wt, "add", "README.md")
+        refused_commit = subprocess.run(["git", "commit", "-q", "-m", "x"], cwd=wt, capture_output=True, check=False)
+        assert refused_commit.returncode != 0 and b"outside 'README.md'" in refused_commit.stderr
+        git(wt, "reset", "-q")
+        git(wt, "checkout", "-q", "--", "README.md")
+    else:
+        assert hook.installed(str(wt)) is None
     receipt = world.relay("sleep 0.2\necho lane at work", target="alpha")
     (result,) = world.collect(receipt.token)
     assert "lane at work" in result.output
@@ -694,6 +708,37 @@ def test_a_writer_lane_starts_in_a_linked_worktree_relays_and_releases_at_head_a
     assert (wt / "src" / "draft.py").read_text() == "print('draft')\n", "the worktree is untouched"
     assert (head_of(wt), status_digest(wt)) == (head, status)
     assert git(wt, "stash", "list") == "", "nothing stashed"
+    assert hook.installed(str(wt)) is None, "the scope hook went with the lane"
+
+
+@pytest.mark.parametrize("host", ["herdr"], indirect=True)
+@pytest.mark.usefixtures("hermetic_git")
+def test_a_refused_start_on_herdr_leaves_no_scope_hook(world: World, home: Path) -> None:
+    repo = world.root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    base = commit(repo, "base", {"README.md": "hello\n", "src/app.py": "print('app')\n"})
+    lanes = []
+    for name in ("a", "b"):
+        wt = world.root / f"wt-{name}"
+        git(repo, "worktree", "add", "-q", "-b", name, str(wt))
+        lanes.append(wt)
+
+    def start(name: str, wt: Path) -> Any:
+        return world.service.writers.start(
+            WriterStartInput(
+                "ctl", world.credential, name=name, kind="script", worktree=str(wt), branch=wt.name[3:],
+                base_commit=base, expected_head=head_of(wt), expected_status_sha256=status_digest(wt),
+                owned_scopes=("src",), purpose="p", ticket_ref="T", authority_ref="plan.md", authority_sha256=SHA,
+                host="herdr",
+            )
+        )  # fmt: skip
+
+    start("alpha", lanes[0])
+    refused("scope_overlap", lambda: start("beta", lanes[1]))
+    assert hook.installed(str(lanes[0])) is not None
+    assert hook.installed(str(lanes[1])) is None, "the refused lane's hook was removed"
+    assert len(list((home / "hooks").iterdir())) == 1
 
 
 # --- what only Herdr has -------------------------------------------------------------------------------

@@ -564,10 +564,11 @@ def test_release_refused_while_a_receipt_is_open(lab: Lab) -> None:
 def test_release_refused_while_the_agent_works(lab: Lab) -> None:
     wt = lab.worktree("wt-a")
     lab.start("alpha", wt)
+    # The signal file lies in the lane's owned scope (src): the release audits every file written.
     receipt = lab.service.receipts.relay(
-        RelayInput("ctl", lab.credential, "alpha", f"wait-file {wt.name}.go\necho done")
+        RelayInput("ctl", lab.credential, "alpha", f"wait-file src/{wt.name}.go\necho done")
     )
-    go = wt / f"{wt.name}.go"
+    go = wt / "src" / f"{wt.name}.go"
     try:
         refused("agent_not_settled", lambda: lab.release("alpha", 1, wt))
     finally:

@@ -35,7 +35,13 @@ if TYPE_CHECKING:
     from runner.service.inputs.receipts import AbandonInput, AskManyInput, CollectInput, ReceiptsInput, RelayInput
     from runner.service.inputs.reviewers import ReviewerCloseInput, ReviewerListInput, ReviewerStartInput
     from runner.service.inputs.waits import AgentInput, AgentProgressInput, AgentWaitInput, WaitAnyInput
-    from runner.service.inputs.writers import ScopesCheckInput, WriterReleaseInput, WriterStartInput, WriterVerifyInput
+    from runner.service.inputs.writers import (
+        ScopesCheckInput,
+        WriterAuditInput,
+        WriterReleaseInput,
+        WriterStartInput,
+        WriterVerifyInput,
+    )
 
 # Where each public name lives: importing one component's inputs does not create the others'.
 _WHERE: dict[str, str] = {
@@ -71,6 +77,7 @@ _WHERE: dict[str, str] = {
     "TakeoverInput": "runner.service.inputs.controller",
     "ValidateInput": "runner.service.inputs.events",
     "WaitAnyInput": "runner.service.inputs.waits",
+    "WriterAuditInput": "runner.service.inputs.writers",
     "WriterReleaseInput": "runner.service.inputs.writers",
     "WriterStartInput": "runner.service.inputs.writers",
     "WriterVerifyInput": "runner.service.inputs.writers",
@@ -111,6 +118,7 @@ __all__ = [
     "TakeoverInput",
     "ValidateInput",
     "WaitAnyInput",
+    "WriterAuditInput",
     "WriterReleaseInput",
     "WriterStartInput",
     "WriterVerifyInput",

@@ -11,6 +11,7 @@ from runner.service.checks import (
     check_blocked_reason,
     check_branch,
     check_budget,
+    check_controller_id,
     check_cursor,
     check_instance_id,
     check_key,
@@ -134,10 +135,29 @@ class WriterReleaseInput(FencedInput):
         "expect_content", "The content digest you reviewed (optional).", default=None, lower=True
     )
     """The worktree's content digest (``corral preflight``'s ``content_sha256``) you reviewed; optional."""
+    accept_violation: bool = described(
+        "accept_violation",
+        "Release although the scope audit found changes outside the owned scopes or inside locked ones"
+        " (scope_violation), with reason (recorded).",
+        default=False,
+        shown_default=False,
+    )
+    """An operator's decision to release over a ``scope_violation``; needs ``violation_reason``."""
+    violation_reason: str | None = None
+    """Why the violations are accepted (1-1000 characters; the surfaces' ``reason``), recorded with the
+    paths accepted, the actor and the time."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_name("name", self.name)
+        if not isinstance(self.accept_violation, bool):
+            raise InputError("accept_violation", f"{self.accept_violation!r} is not true or false")
+        if self.accept_violation and not (isinstance(self.violation_reason, str) and self.violation_reason.strip()):
+            raise InputError("reason", "accept_violation needs a reason (1-1000 characters): the decision is recorded")
+        if self.violation_reason is not None:
+            if not self.accept_violation:
+                raise InputError("reason", "a violation reason goes with accept_violation")
+            check_blocked_reason(self.violation_reason)
         check_cursor("expected_state_change_seq", self.expected_state_change_seq)
         check_object_id("expected_head", self.expected_head)
         check_sha256("expected_status_sha256", self.expected_status_sha256)
@@ -149,6 +169,25 @@ class WriterReleaseInput(FencedInput):
         check_lines(self.lines)
         check_blocked_reason(self.blocked_reason)
         check_instance_id("lease_id", self.lease_id)
+
+
+@input_class
+class WriterAuditInput:
+    """Audit live lane ``name``: what its worktree changed since its base, judged against its scopes."""
+
+    controller_id: str = described("controller", "The controller that holds the lane.")
+    name: str = described("name", "The lane's name.")
+    limit: int | None = described(
+        "limit", "At most this many changes, violations and ignored paths listed (counts are whole).", default=1000
+    )
+
+    def __post_init__(self) -> None:
+        check_controller_id(self.controller_id)
+        check_name("name", self.name)
+        if self.limit is not None and (
+            isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1
+        ):
+            raise InputError("limit", f"{self.limit!r} is not a positive number")
 
 
 @input_class
