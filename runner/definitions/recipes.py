@@ -305,7 +305,7 @@ def _schema_problem(inputs: dict[str, Any]) -> tuple[str, str] | None:
     try:
         jsonschema.Draft202012Validator.check_schema(inputs)
     except jsonschema.exceptions.SchemaError as exc:
-        best = jsonschema.exceptions.best_match([exc]) if exc.context else exc
+        best = jsonschema.exceptions.best_match([exc]) if exc.context else exc  # type: ignore[list-item]  # reason: best_match ranks any of its errors
         return "/inputs" + pointer_of(best.absolute_path), best.message
     return None
 
