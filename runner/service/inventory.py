@@ -492,6 +492,10 @@ class Inventory:
                 else:
                     if inp.apply:
                         action.update(action="reconciled", to=result.instance.state)
+                        if machine == "writer" and spec.states[result.instance.state].terminal:
+                            from runner.service.writers import remove_scope_hook
+
+                            remove_scope_hook(result.instance)
                         if observed.get("exists"):
                             action.update(closed_pane=observed.get("pane_id"))
                     else:

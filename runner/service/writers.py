@@ -41,6 +41,22 @@ if TYPE_CHECKING:
 __all__ = ["ValidationFailedError", "VerifyResult", "Writers"]
 
 
+def hooks_of(lane_id: str) -> Path:
+    """Where the scope hook of lane ``lane_id`` lives: under the state home, private."""
+    from runner.home import Home
+
+    return Home.locate().root / "hooks" / lane_id.replace("/", "-")
+
+
+def remove_scope_hook(lease: Instance) -> None:
+    """The scope hook of a lane on a host that cannot confine goes with the lane (released or reconciled)."""
+    directory = hooks_of(lease.id)
+    if directory.is_dir():
+        from runner.git import hook
+
+        hook.remove(str(lease.data["cwd"]), directory)
+
+
 class Writers:
     """Writer lanes."""
 
@@ -112,13 +128,6 @@ class Writers:
                 hook.remove(str(facts["realpath"]), installed)
             raise
 
-    @staticmethod
-    def _hooks(lane_id: str) -> Path:
-        """Where the scope hook of lane ``lane_id`` lives: under the state home, private."""
-        from runner.home import Home
-
-        return Home.locate().root / "hooks" / lane_id.replace("/", "-")
-
     def _install_hook(self, host: Any, lane_id: str, realpath: str, inp: WriterStartInput) -> Path | None:
         """On a host that cannot confine writes, the scope hook (:mod:`runner.git.hook`); the directory
         when this call installed it (None when the host confines, or the lane's hook exists already)."""
@@ -127,7 +136,7 @@ class Writers:
         from runner.git import hook
         from runner.home import Home
 
-        directory = self._hooks(lane_id)
+        directory = hooks_of(lane_id)
         if directory.exists():
             return None  # a repeated start of the same lane: its hook is its own
         Home.locate().ensure("hooks", directory.name)
@@ -218,11 +227,7 @@ class Writers:
             # The audit is read in the same moment as the git facts the guards judge (after the capture).
             lambda: {"git": self._git(lease.data["cwd"], content), "audit": self._audit_evidence(lease)},
         )
-        directory = self._hooks(lease.id)
-        if directory.is_dir():  # the scope hook of a lane on a host that cannot confine: it goes with it
-            from runner.git import hook
-
-            hook.remove(str(lease.data["cwd"]), directory)
+        remove_scope_hook(lease)
         return closed
 
     def _audit_evidence(self, lease: Instance) -> dict[str, Any]:

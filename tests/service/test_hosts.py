@@ -741,6 +741,31 @@ def test_a_refused_start_on_herdr_leaves_no_scope_hook(world: World, home: Path)
     assert len(list((home / "hooks").iterdir())) == 1
 
 
+@pytest.mark.parametrize("host", ["herdr"], indirect=True)
+@pytest.mark.usefixtures("hermetic_git")
+def test_a_herdr_lane_settled_by_reconcile_loses_its_scope_hook(world: World, home: Path) -> None:
+    repo = world.root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    base = commit(repo, "base", {"README.md": "hello\n", "src/app.py": "print('app')\n"})
+    wt = world.root / "wt-gone"
+    git(repo, "worktree", "add", "-q", "-b", "gone", str(wt))
+    started = world.service.writers.start(
+        WriterStartInput(
+            "ctl", world.credential, name="gone", kind="script", worktree=str(wt), branch="gone",
+            base_commit=base, expected_head=head_of(wt), expected_status_sha256=status_digest(wt),
+            owned_scopes=("src",), purpose="p", ticket_ref="T", authority_ref="plan.md", authority_sha256=SHA,
+            host="herdr",
+        )
+    )  # fmt: skip
+    assert hook.installed(str(wt)) is not None
+    world.host.inner.close(started.data["pane_id"])  # someone closes the pane outside corral
+    (action,) = world.reconcile("writer")
+    assert action["action"] == "reconciled", action
+    assert hook.installed(str(wt)) is None, "the scope hook went with the lane"
+    assert not (home / "hooks").exists() or list((home / "hooks").iterdir()) == []
+
+
 # --- what only Herdr has -------------------------------------------------------------------------------
 
 
