@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from runner.mcp.tools import TOOLS
-from tests.mcp.conftest import SHA, InProcess, corral_cli, make_lane, server_env
+from tests.mcp.conftest import SHA, InProcess, corral_cli, make_lane, server_env, writer_start_args
 
 pytestmark = pytest.mark.slow
 
@@ -67,6 +67,8 @@ def world(mcp_home: Path, tmp_path: Path, project: Path, hermetic_git: None) -> 
                        "authority_sha256": SHA},
         }  # fmt: skip
         server.ok("corral_plan_submit", {"plan": plan, "run": False})
+        facts = server.ok("corral_preflight", {"worktree": str(lane)})
+        server.ok("corral_writer_start", writer_start_args(facts, lane))
         memory = server.ok(
             "memory_checkpoint",
             {"project": "demo", "goal": "g", "agent": "a", "summary": "handoff", "next_steps": ["n"]},
@@ -97,6 +99,7 @@ def read_only_calls(w: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "corral_agents": {},
         "corral_writer_list": {"all": True},
         "corral_preflight": {"worktree": str(w["lane"])},
+        "corral_writer_audit": {"controller": "ctl", "name": "writer1"},
         "corral_scopes_check": {"own": ["src"], "lock": ["docs"], "worktree": str(w["lane"])},
         "corral_adopted_list": {"all": True},
         "corral_status": {},
