@@ -598,6 +598,7 @@ class ProcessHost(AgentHost):
             # Its own slot (a verdict schema), and the kind's command where it lives under /tmp.
             readable=(str(self._dir(slot)), *(p for p in argv if p.startswith("/tmp/") and os.path.exists(p))),
             network=kind.network,
+            tmpdir=env.get("TMPDIR"),
         )
         wrapped, notes = confine.wrap(binary, rules, argv)
         return wrapped, [f"corral: {note}" for note in notes]

@@ -4,7 +4,7 @@ The run's command becomes ``bwrap … -- ARGV…`` (fixed argv, paths as separat
 
     bwrap --unshare-all [--share-net] --cap-drop ALL --die-with-parent
           --ro-bind / /  --dev /dev  --proc /proc           (the whole host, read-only)
-          --tmpfs /tmp                                      (a private tmp; TMPDIR=/tmp)
+          --tmpfs /tmp  [--tmpfs $TMPDIR]                   (a private tmp, and the agent's TMPDIR)
           --tmpfs AGENTS --ro-bind SLOT SLOT                (other agents' slots hidden; its own read-only)
           --ro-bind WORKTREE WORKTREE  (and its gitdir and common dir, read-only)
           --bind OWNED OWNED …                              (a writer: each owned scope, read-write)
@@ -27,8 +27,13 @@ create new names beside the scope but change nothing that exists (release's scop
 stray new file); where that parent holds a symlink or more than :data:`MAX_SIBLINGS` entries the
 scope is not writable this run. A locked scope that is missing but would lie inside an owned one is
 made an empty directory first (git does not see empty directories) so that it can be re-bound
-read-only. The uid stays corral's (root stays root, with no capabilities in a user
-namespace of its own): the worktree and the agent's state dirs keep their owners.
+read-only.
+
+The uid on disk stays corral's, so the worktree and the agent's state dirs keep their owners and
+stay writable to it; in a user namespace of its own, with no capability. Run by root, the agent is
+``nobody`` inside that namespace (:data:`ROOT_INSIDE_UID`, still root on disk: root's own files stay
+writable where bound, others' are not, having no ``CAP_DAC_OVERRIDE``), so that a nested sandbox
+(Codex's bwrap) can map it.
 """
 
 from __future__ import annotations
@@ -54,8 +59,17 @@ def bwrap_binary() -> str:
     return os.environ.get(BWRAP_ENV) or "bwrap"
 
 
+ROOT_INSIDE_UID = 65534
+"""The uid a run of root's has inside its user namespace (``nobody``): still root on disk, but a nested
+user namespace (Codex's own sandbox) may then map it, which a map of the parent's root forbids
+without ``CAP_SETFCAP`` (never granted: a file capability set inside would hold for root outside)."""
+
+
 def _namespaces(network: bool) -> list[str]:
-    return ["--unshare-all", *(["--share-net"] if network else []), "--cap-drop", "ALL", "--die-with-parent"]
+    argv = ["--unshare-all", *(["--share-net"] if network else []), "--cap-drop", "ALL", "--die-with-parent"]
+    if os.geteuid() == 0:
+        argv += ["--unshare-user", "--uid", str(ROOT_INSIDE_UID), "--gid", str(ROOT_INSIDE_UID)]
+    return argv
 
 
 def probe(network: bool = True, bwrap: str | None = None) -> str:
@@ -103,6 +117,8 @@ class Confinement:
     readable: tuple[str, ...] = ()
     """Paths inside ``hidden`` or ``/tmp`` it reads (its own slot directory)."""
     network: bool = True
+    tmpdir: str | None = None
+    """The agent's ``TMPDIR``: a private tmpfs at that path too (else ``TMPDIR`` is set to ``/tmp``)."""
 
 
 def _inside(path: str, root: str) -> bool:
@@ -204,7 +220,18 @@ def plan(c: Confinement) -> tuple[list[str], list[str]]:
     for state in c.state_dirs:
         if os.path.exists(state):
             argv += ["--bind", state, state]
-    return [*argv, "--setenv", "TMPDIR", "/tmp", "--chdir", root], notes
+    tmp = os.path.realpath(c.tmpdir) if c.tmpdir and os.path.isabs(c.tmpdir) else "/tmp"
+    bound = [root, *git, *c.state_dirs, *c.readable]
+    # Never over what it must see: a TMPDIR above the worktree or a state dir stays hidden by /tmp only.
+    if (
+        tmp != "/tmp"
+        and (os.path.isdir(tmp) or _inside(tmp, "/tmp"))
+        and not any(_inside(os.path.realpath(p), tmp) for p in bound)
+    ):
+        argv += ["--tmpfs", tmp]  # where the agent's TMPDIR points: private and empty, as /tmp is
+    else:
+        argv += ["--setenv", "TMPDIR", "/tmp"]
+    return [*argv, "--chdir", root], notes
 
 
 def wrap(binary: str, c: Confinement, argv: Sequence[str]) -> tuple[list[str], list[str]]:
