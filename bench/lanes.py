@@ -24,6 +24,11 @@ default) with ``--audit-changes`` changes since its base (a few hundred: a commi
 unstaged edits, renames, deletions, untracked files), audited ``--runs`` times; the median is the
 figure (target < 200 ms), measured on the checkout given by ``--root``.
 
+A second figure: the process host's Bubblewrap confinement (``runner.sandbox.confine``), its start-up
+cost per agent run: the median of ``--confine-runs`` starts of a trivial command (``true``) confined
+as a writer owning one scope of a git worktree, minus the median of as many unconfined starts
+(target < 30 ms). Skipped, and said so, where Bubblewrap cannot start.
+
 Run from a checkout: ``python bench/lanes.py [--quick] [--json] [--before DIR | --no-before]``.
 """
 
@@ -201,6 +206,44 @@ def measure_audit(root: Path, work: Path, files: int, changes: int, runs: int) -
         "runs": runs,
         "median_ms": round(statistics.median(times), 2),
         "max_ms": round(max(times), 2),
+
+
+CONFINE_FIGURE = "confinement start-up per agent run (bwrap, writer), median over unconfined"
+CONFINE_TARGET_MS = 30.0
+
+
+def measure_confinement(root: Path, runs: int) -> dict[str, Any] | None:
+    """Median wall time of ``true`` unconfined and confined (None: Bubblewrap cannot start here)."""
+    sys.path.insert(0, str(root))
+    from runner.sandbox import confine
+    from runner.sandbox.bwrap import SandboxUnavailableError
+
+    try:
+        binary = confine.probe()
+    except SandboxUnavailableError as exc:
+        return {"skipped": exc.message}
+    true = subprocess.run(["which", "true"], capture_output=True, text=True, check=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="corral-bench-confine-") as tmp:
+        repo = Path(tmp) / "repo"
+        (repo / "src").mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        rules = confine.Confinement(role="writer", cwd=str(repo), owned=("src",), locked=("src/vendor",))
+
+        def timed(confined: bool) -> float:
+            started = time.perf_counter()
+            argv = confine.wrap(binary, rules, [true])[0] if confined else [true]
+            subprocess.run(argv, cwd=repo, check=True)
+            return (time.perf_counter() - started) * 1000
+
+        for confined in (False, True):  # warm the page cache and bwrap's binary
+            timed(confined)
+        plain = [timed(False) for _ in range(runs)]
+        boxed = [timed(True) for _ in range(runs)]
+    return {
+        "runs": runs,
+        "unconfined_median_ms": round(statistics.median(plain), 3),
+        "confined_median_ms": round(statistics.median(boxed), 3),
+        "overhead_median_ms": round(statistics.median(boxed) - statistics.median(plain), 3),
     }
 
 
@@ -219,6 +262,7 @@ def main() -> None:
     parser.add_argument("--audit-changes", type=int, default=300, help="about how many changes it holds")
     parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--no-warmup", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--confine-runs", type=int, default=None, help="confinement starts (default 50, 10 quick)")
     args = parser.parse_args()
     runs = args.runs if args.runs is not None else (3 if args.quick else 10)
     if args.child is not None:
@@ -271,13 +315,32 @@ def main() -> None:
             f"owned scope), {audited['runs']} runs: median {audited['median_ms']:.1f} ms (max {audited['max_ms']:.1f})"
         ),
     }
+    figures = [figure, audit_figure]
+    boxed = measure_confinement(args.root, args.confine_runs or (10 if args.quick else 50))
+    if boxed is not None and "skipped" not in boxed:
+        figures.append(
+            {
+                "figure": CONFINE_FIGURE,
+                "value": boxed["overhead_median_ms"],
+                "unit": "ms",
+                "target": f"< {CONFINE_TARGET_MS:g} ms",
+                "met": boxed["overhead_median_ms"] < CONFINE_TARGET_MS,
+                "detail": (
+                    f"{boxed['runs']} runs of true: confined median {boxed['confined_median_ms']:.1f} ms, unconfined "
+                    f"{boxed['unconfined_median_ms']:.1f} ms (ratio "
+                    f"{boxed['confined_median_ms'] / max(boxed['unconfined_median_ms'], 0.001):.1f}x)"
+                ),
+            }
+        )
     if args.json:
-        print(json.dumps({"figures": [figure, audit_figure], "after": after, "before": before}, indent=2))
+        print(json.dumps({"figures": figures, "after": after, "before": before, "confinement": boxed}, indent=2))
         return
-    for shown in (figure, audit_figure):
+    for shown in figures:
         met = "met" if shown["met"] else "MISSED"
         print(f"{shown['figure']}: {shown['value']} ms (target {shown['target']}: {met})")
         print(f"  {shown['detail']}")
+    if boxed is not None and "skipped" in boxed:
+        print(f"{CONFINE_FIGURE}: skipped ({boxed['skipped']})")
 
 
 if __name__ == "__main__":

@@ -106,6 +106,9 @@ class StartOptions:
     locked: tuple[str, ...] = ()
     max_turns: int | None = None
     budget_usd: float | None = None
+    unconfined_reason: str | None = None
+    """Set: the operator's recorded reason to run this agent without the process host's Bubblewrap
+    confinement (``writer start --unconfined --reason``); None: confined, or refused where it cannot be."""
 
 
 class AgentError(CorralError):

@@ -182,6 +182,15 @@ class Driver:
         """How this run's permissions are enforced, for ``status`` (``unconfined`` when widened)."""
         return "unconfined" if spec.unconfined else "none"
 
+    def state_dirs(self, env: Mapping[str, str]) -> list[str]:
+        """The directories the CLI keeps its own state in (sessions, config, logs), given the agent's
+        environment: writable inside the process host's confinement (made when missing). None here."""
+        return []
+
+    def state_files(self, env: Mapping[str, str]) -> list[str]:
+        """Single files of the CLI's own state, writable inside the confinement when they exist."""
+        return []
+
 
 class ScriptDriver(Driver):
     """The bundled scripted agent: corral's own, whose output is plain text; given a verdict schema
@@ -366,6 +375,18 @@ class ClaudeDriver(Driver):
 
     def confinement(self, spec: RunSpec) -> str:
         return "unconfined" if spec.unconfined else "cli-permissions"
+
+    def state_dirs(self, env: Mapping[str, str]) -> list[str]:
+        """``CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
+        if env.get("CLAUDE_CONFIG_DIR"):
+            return [env["CLAUDE_CONFIG_DIR"]]
+        return [os.path.join(env["HOME"], ".claude")] if env.get("HOME") else []
+
+    def state_files(self, env: Mapping[str, str]) -> list[str]:
+        """``~/.claude.json`` (Claude Code keeps it in ``CLAUDE_CONFIG_DIR`` when that is set)."""
+        if env.get("CLAUDE_CONFIG_DIR") or not env.get("HOME"):
+            return []
+        return [os.path.join(env["HOME"], ".claude.json")]
 
 
 def _content(event: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -553,6 +574,12 @@ class CodexDriver(Driver):
 
     def confinement(self, spec: RunSpec) -> str:
         return "unconfined" if spec.unconfined else f"codex-sandbox:{self.sandbox(spec)}"
+
+    def state_dirs(self, env: Mapping[str, str]) -> list[str]:
+        """``CODEX_HOME``, else ``~/.codex``."""
+        if env.get("CODEX_HOME"):
+            return [env["CODEX_HOME"]]
+        return [os.path.join(env["HOME"], ".codex")] if env.get("HOME") else []
 
 
 def _api_message(said: str) -> str:

@@ -71,6 +71,9 @@ class Kind:
     """How the CLI is run and read (:mod:`runner.agents.drivers`): ``claude``, ``codex``, ``script``, ``plain``."""
     unconfined: bool = False
     """An explicit wider grant (``agents.yaml``): the CLI's own permission checks are bypassed."""
+    network: bool = True
+    """Whether its runs reach the network inside the process host's confinement (``agents.yaml``
+    ``network: false`` cuts it: a new network namespace with loopback only)."""
 
     def environment(self, source: Mapping[str, str]) -> dict[str, str]:
         """The environment an agent of this kind runs with: ``source`` filtered by the allow-list."""
@@ -253,6 +256,7 @@ def _kinds_of(path: Path, doc: Any) -> dict[str, Kind]:
             env_allow=_env_allow(name, spec),
             driver=str(spec.get("driver") or (BUILTIN[name].driver if name in BUILTIN else "plain")),
             unconfined=bool(spec.get("unconfined", False)),
+            network=bool(spec.get("network", True)),
         )
         for name, spec in doc["kinds"].items()
     }

@@ -46,7 +46,7 @@ from runner.agents.abc import (
     check_promptable,
 )
 from runner.agents.drivers import Driver, RunSpec, driver
-from runner.agents.kinds import Kinds
+from runner.agents.kinds import Kind, Kinds
 from runner.agents.progress import ProgressReader, ProgressReaders, RunProgress
 from runner.agents.slots import AgentSlot, SlotStore, slot_store
 from runner.context import Gate
@@ -403,6 +403,7 @@ class ProcessHost(AgentHost):
                     ("role", options.role),
                     ("max_turns", options.max_turns),
                     ("budget_usd", options.budget_usd),
+                    ("unconfined_reason", options.unconfined_reason),
                 )
                 if v is not None
             }
@@ -490,16 +491,19 @@ class ProcessHost(AgentHost):
         spec = self.run_spec(slot, schema)
         run = slot.seq + 1
         log = self._dir(slot) / f"run-{run}.log"
+        # The agent's whole environment (an allow-list, never CORRAL_*): the supervisor itself
+        # inherits ours to reach the store; the command it runs gets only this.
+        env = kind.environment(os.environ)
+        argv, notes = self._confined(slot, kind, chosen, spec, env, kind.run_argv(spec))
         job = {
             "store": self.store_url,
             "pane_id": pane_id,
             "run": run,
             "driver": chosen.name,
             "spec": asdict(spec),
-            "argv": kind.run_argv(spec),
-            # The agent's whole environment (an allow-list, never CORRAL_*): the supervisor itself
-            # inherits ours to reach the store; the command it runs gets only this.
-            "env": kind.environment(os.environ),
+            "argv": list(argv),
+            "notes": list(notes),
+            "env": env,
             "prompt_mode": "stdin" if chosen.structured else kind.prompt,
             "text": text,
             "cwd": slot.cwd,
@@ -555,6 +559,49 @@ class ProcessHost(AgentHost):
                 ) from None
             # Otherwise it already finished; its outcome is recorded.
         return self._observe(working)
+
+    def _confined(
+        self, slot: AgentSlot, kind: Kind, chosen: Driver, spec: RunSpec, env: dict[str, str], argv: Sequence[str]
+    ) -> tuple[Sequence[str], Sequence[str]]:
+        """``argv`` under Bubblewrap (:mod:`runner.sandbox.confine`) and the notes for the run's log,
+        or ``argv`` itself for a slot started ``--unconfined`` (its reason recorded at the start).
+
+        Raises:
+            AgentError: ``sandbox_unavailable`` (nothing was handed over) when Bubblewrap cannot start.
+        """
+        if isinstance(slot.options.get("unconfined_reason"), str):
+            return list(argv), [f"corral: unconfined: {slot.options['unconfined_reason']}"]
+        from runner.sandbox import confine
+        from runner.sandbox.bwrap import SandboxUnavailableError
+
+        try:
+            binary = confine.probe(kind.network)
+        except SandboxUnavailableError as exc:
+            raise AgentError(
+                f"{exc.message}; agent {slot.pane_id!r} was not prompted (start it --unconfined --reason R to "
+                "run it without confinement)",
+                code="sandbox_unavailable",
+                pane_id=slot.pane_id,
+                delivered=False,
+            ) from None
+        state = chosen.state_dirs(env)
+        for directory in state:
+            with contextlib.suppress(OSError):
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+        rules = confine.Confinement(
+            role=spec.role,
+            cwd=slot.cwd,
+            owned=spec.owned,
+            locked=spec.locked,
+            state_dirs=(*state, *chosen.state_files(env)),
+            hidden=(str(self.root.absolute()),),
+            # Its own slot (a verdict schema), and the kind's command where it lives under /tmp.
+            readable=(str(self._dir(slot)), *(p for p in argv if p.startswith("/tmp/") and os.path.exists(p))),
+            network=kind.network,
+            tmpdir=env.get("TMPDIR"),
+        )
+        wrapped, notes = confine.wrap(binary, rules, argv)
+        return wrapped, [f"corral: {note}" for note in notes]
 
     def _fail_run(self, working: AgentSlot, why: str) -> None:
         logger.warning("agent %s: %s", working.pane_id, why)

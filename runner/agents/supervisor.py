@@ -53,6 +53,8 @@ def start(job: dict[str, Any]) -> subprocess.Popen[bytes] | None:
     if job["prompt_mode"] == "argv":
         argv.append(text)
     with open(job["log"], "ab") as output:
+        for note in job.get("notes") or ():
+            output.write(f"{note}\n".encode())
         try:
             child = subprocess.Popen(
                 argv,

@@ -505,6 +505,10 @@ def status(app: App, as_json: bool) -> None:
         click.echo("ended (absent): " + ", ".join(f"{n} {m}" for m, n in sorted(locks["ended"].items())))
     for row in report.get("spend") or []:
         click.echo(f"{row['machine']} {row.get('name') or row['lease']}: {render.spend_line(row)}")
+    for row in report.get("confinement") or []:
+        if row["confinement"] != "bwrap":
+            why = f"unconfined: {row['unconfined_reason']}" if row.get("unconfined_reason") else f"{row['host']} host"
+            click.echo(f"{row['machine']} {row.get('name') or row['lease']}: confinement none ({why})")
     for machine, by_state in sorted(report["counts"].items()):
         click.echo(f"{machine}: " + ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())))
     if report["needs_attention"]:

@@ -63,6 +63,13 @@ def writer() -> None:
 @click.option("--ticket", "ticket_ref", required=True, help="The ticket it works on.")
 @click.option("--authority-ref", required=True, help="What authorises this lane.")
 @click.option("--authority-sha256", required=True, help="SHA-256 of the authority document.")
+@click.option(
+    "--unconfined",
+    is_flag=True,
+    help="Run the agent without Bubblewrap confinement (with --reason; recorded): where bwrap cannot start,"
+    " the only way to start it.",
+)
+@click.option("--reason", "unconfined_reason", help="Why the agent runs unconfined (with --unconfined).")
 @agent_options
 @credential_option
 @json_option
@@ -91,6 +98,8 @@ def writer_start(
     budget_usd: float | None,
     budget_tokens: int | None,
     max_turns: int | None,
+    unconfined: bool,
+    unconfined_reason: str | None,
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
@@ -125,6 +134,8 @@ def writer_start(
             budget_usd=budget_usd,
             budget_tokens=budget_tokens,
             max_turns=max_turns,
+            unconfined=unconfined,
+            unconfined_reason=unconfined_reason,
         )
     )
     if as_json:
@@ -135,6 +146,7 @@ def writer_start(
         f"started writer {name} on {data.get('branch')} in {data.get('cwd')}: pane {data.get('pane_id')}, "
         f"owns {', '.join(data.get('owned_scopes') or [])}"
         + (f"; locks {', '.join(data['locked_scopes'])}" if data.get("locked_scopes") else "")
+        + ("; UNCONFINED: " + str(data["options"]["unconfined_reason"]) if unconfined_reason else "")
     )
 
 

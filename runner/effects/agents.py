@@ -47,6 +47,7 @@ def start_agent(ctx: Context) -> EffectResult:
                 locked=tuple(options.get("locked") or ()),
                 max_turns=options.get("max_turns"),
                 budget_usd=options.get("budget_usd"),
+                unconfined_reason=options.get("unconfined_reason"),
             ),
             gate=ctx.gate,
             nonce=data.get("start_nonce"),

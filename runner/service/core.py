@@ -399,9 +399,16 @@ class Core:
         limits: Mapping[str, Any] | None = None,
         owned: tuple[str, ...] = (),
         locked: tuple[str, ...] = (),
+        unconfined_reason: str | None = None,
     ) -> dict[str, Any]:
         """The start options a lease records and its agent's driver reads: model and effort (checked
-        against the kind), the role, a writer's scopes, the limits."""
+        against the kind), the role, a writer's scopes, the limits, an operator's reason to run it
+        without the process host's confinement.
+
+        Raises:
+            SandboxUnavailableError: ``sandbox_unavailable``: on the process host, Bubblewrap cannot
+                start and no ``unconfined_reason`` was given (nothing was started).
+        """
         recorded: dict[str, Any] = dict(self._agent_options(kind, model, effort, host))
         if role is not None:
             recorded["role"] = role
@@ -409,6 +416,12 @@ class Core:
             recorded["owned"] = list(owned)
             recorded["locked"] = list(locked)
         recorded.update(limits or {})
+        if unconfined_reason is not None:
+            recorded["unconfined_reason"] = unconfined_reason
+        elif host == "process" and kind in self.kinds.names():
+            from runner.sandbox import confine
+
+            confine.probe(self.kinds.get(kind).network)  # cached: one real start per process
         return recorded
 
     def _agent_options(self, kind: str, model: str | None, effort: str | None, host: str = "process") -> dict[str, str]:

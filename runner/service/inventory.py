@@ -190,6 +190,7 @@ class Inventory:
             "needs_attention": needs,
             "locks": self.locks(by_pair),
             "spend": self.spend(by_pair),
+            "confinement": self.confinement(by_pair),
             "cache": {"rebuilt": sum(rebuilt.values()), "by_cache": rebuilt},
         }
 
@@ -223,6 +224,29 @@ class Inventory:
                     "exhausted": budget_spent(budget, spent),
                 }
             )
+        return rows
+
+    def confinement(self, by_pair: dict[tuple[str, str], int] | None = None) -> list[dict[str, Any]]:
+        """Each live reviewer or writer lease and how its agent is confined around the CLI's own checks:
+        ``bwrap`` (the process host's Bubblewrap: read-only but a writer's owned scopes), ``none`` with
+        the operator's ``unconfined_reason`` (started ``--unconfined``), ``none`` on the herdr host."""
+        by_pair = self.core.store.counts() if by_pair is None else by_pair
+        rows = []
+        for machine in ("reviewer", "writer"):
+            for instance in self._not_ended(self.core.library.builtin(machine), by_pair):
+                options = instance.data.get("options") or {}
+                reason = options.get("unconfined_reason") if isinstance(options, dict) else None
+                host = instance.data.get("host")
+                rows.append(
+                    {
+                        "lease": instance.id,
+                        "machine": machine,
+                        "name": instance.data.get("name"),
+                        "host": host,
+                        "confinement": "bwrap" if host == "process" and reason is None else "none",
+                        "unconfined_reason": reason,
+                    }
+                )
         return rows
 
     def _not_ended(self, spec: MachineSpec, by_pair: dict[tuple[str, str], int]) -> list[Instance]:

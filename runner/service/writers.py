@@ -99,6 +99,7 @@ class Writers:
             limits=budget_options(inp.budget_usd, inp.budget_tokens, inp.max_turns),
             owned=tuple(inp.owned_scopes),
             locked=tuple(inp.locked_scopes),
+            unconfined_reason=inp.unconfined_reason,
         )
         facts = self._git(inp.worktree)
         try:

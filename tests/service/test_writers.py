@@ -811,3 +811,38 @@ def test_release_with_a_memory_checkpoint_and_with_mismatching_ones(lab: Lab) ->
         mine["ref"],
         mine["content_sha256"],
     )
+
+
+# --- confinement: where Bubblewrap cannot start ------------------------------------------------------
+
+
+def test_without_bubblewrap_a_writer_start_is_refused_unless_unconfined_with_a_reason(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runner.sandbox import confine
+
+    monkeypatch.setenv(confine.BWRAP_ENV, str(lab.root / "no-such-bwrap"))
+    wt = lab.worktree("wt-feat")
+    error = refused_start(lab, "sandbox_unavailable", lambda: lab.start("alpha", wt, owned_scopes=("src",)))
+    assert "not installed" in error.message
+    with pytest.raises(CorralError) as caught:
+        lab.start_input("alpha", wt, owned_scopes=("src",), unconfined=True)
+    assert caught.value.code == "input_invalid"
+    lane = lab.start("alpha", wt, owned_scopes=("src",), unconfined=True, unconfined_reason="no userns in CI")
+    assert lane.data["options"]["unconfined_reason"] == "no userns in CI"
+    (row,) = lab.service.inventory.status()["confinement"]
+    assert (row["name"], row["confinement"], row["unconfined_reason"]) == ("alpha", "none", "no userns in CI")
+    result = lab.ask("alpha", "write src/x.py x = 1")
+    assert "corral: unconfined: no userns in CI" in result.output
+    assert (wt / "src" / "x.py").read_text() == "x = 1\n"
+
+
+def test_status_shows_a_confined_writer_as_bwrap(lab: Lab) -> None:
+    lab.start("alpha", lab.worktree("wt-feat"), owned_scopes=("src",))
+    (row,) = lab.service.inventory.status()["confinement"]
+    assert (row["machine"], row["host"], row["confinement"], row["unconfined_reason"]) == (
+        "writer",
+        "process",
+        "bwrap",
+        None,
+    )

@@ -73,9 +73,27 @@ class WriterStartInput(FencedInput):
     """At most this many model turns per run (passed to CLIs that enforce it; corral also stops prompting
     once the lease's runs used this many turns in all)."""
 
+    unconfined: bool = described(
+        "unconfined",
+        "Run the agent without the process host's Bubblewrap confinement (give reason; recorded, shown by status).",
+        default=False,
+        shown_default=False,
+    )
+    """The operator's explicit choice to run this lane's agent unconfined (where Bubblewrap cannot start,
+    the only way to start it: otherwise ``sandbox_unavailable``); needs ``unconfined_reason``."""
+    unconfined_reason: str | None = described(
+        "reason", "Why the agent runs unconfined (with unconfined; 1-1000 characters, recorded).", default=None
+    )
+
     def __post_init__(self) -> None:
         super().__post_init__()
         check_name("name", self.name)
+        if self.unconfined != (self.unconfined_reason is not None):
+            raise InputError(
+                "unconfined_reason", "give unconfined and its reason together (--unconfined --reason R), or neither"
+            )
+        if self.unconfined_reason is not None:
+            check_blocked_reason(self.unconfined_reason)
         if not self.protect_defaults and not self.protected_branches:
             raise InputError("protected_branches", "name the protected branches that replace the default set")
         check_agent(self.kind, self.host, self.model, self.effort)
