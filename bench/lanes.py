@@ -206,6 +206,7 @@ def measure_audit(root: Path, work: Path, files: int, changes: int, runs: int) -
         "runs": runs,
         "median_ms": round(statistics.median(times), 2),
         "max_ms": round(max(times), 2),
+    }
 
 
 CONFINE_FIGURE = "confinement start-up per agent run (bwrap, writer), median over unconfined"
