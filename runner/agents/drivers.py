@@ -178,6 +178,11 @@ class Driver:
         the start). By default each line stands alone (:meth:`progress`)."""
         return self.progress(lines, spec)
 
+    own_sandbox = False
+    """Whether the CLI confines its own tools' writes to its workspace with an OS sandbox of its own
+    (Codex): corral's Bubblewrap then opens the whole worktree to it as one mount (locked scopes and
+    ``.git`` read-only), since that sandbox cannot write through a mount nested in a read-only one."""
+
     def confinement(self, spec: RunSpec) -> str:
         """How this run's permissions are enforced, for ``status`` (``unconfined`` when widened)."""
         return "unconfined" if spec.unconfined else "none"
@@ -448,6 +453,7 @@ class CodexDriver(Driver):
 
     name = "codex"
     structured = True
+    own_sandbox = True
 
     def sandbox(self, spec: RunSpec) -> str:
         if spec.unconfined:

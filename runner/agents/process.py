@@ -599,6 +599,7 @@ class ProcessHost(AgentHost):
             readable=(str(self._dir(slot)), *(p for p in argv if p.startswith("/tmp/") and os.path.exists(p))),
             network=kind.network,
             tmpdir=env.get("TMPDIR"),
+            whole_worktree=chosen.own_sandbox,
         )
         wrapped, notes = confine.wrap(binary, rules, argv)
         return wrapped, [f"corral: {note}" for note in notes]

@@ -117,6 +117,10 @@ class Confinement:
     readable: tuple[str, ...] = ()
     """Paths inside ``hidden`` or ``/tmp`` it reads (its own slot directory)."""
     network: bool = True
+    whole_worktree: bool = False
+    """A writer whose CLI runs its own sandbox (Codex): the worktree is one read-write mount (its locked
+    scopes and ``.git`` still read-only), not one mount per owned scope. Such a sandbox cannot write
+    through a mount nested in a read-only one; the release audit judges the owned scopes."""
     tmpdir: str | None = None
     """The agent's ``TMPDIR``: a private tmpfs at that path too (else ``TMPDIR`` is set to ``/tmp``)."""
 
@@ -197,8 +201,10 @@ def plan(c: Confinement) -> tuple[list[str], list[str]]:
             argv += ["--tmpfs", os.path.realpath(hidden)]
     for path in c.readable:
         argv += ["--ro-bind", path, path] if os.path.exists(path) else []
+    if c.role == "writer" and c.whole_worktree:
+        argv += ["--bind", root, root]
     if c.role == "writer":
-        for scope in c.owned:
+        for scope in () if c.whole_worktree else c.owned:
             target = os.path.join(root, scope)
             if _through_link(root, scope):
                 notes.append(f"owned scope {scope} passes through a symlink: not writable")
@@ -210,7 +216,8 @@ def plan(c: Confinement) -> tuple[list[str], list[str]]:
             target = os.path.join(root, scope)
             if _through_link(root, scope):
                 continue  # not bound read-write either: a path through a link is never an owned bind
-            if not os.path.lexists(target) and any(scope.startswith(o + "/") for o in c.owned):
+            inside_writable = c.whole_worktree or any(scope.startswith(o + "/") for o in c.owned)
+            if not os.path.lexists(target) and inside_writable:
                 os.makedirs(target, exist_ok=True)  # an empty directory: invisible to git
             if os.path.exists(target):
                 argv += ["--ro-bind", target, target]

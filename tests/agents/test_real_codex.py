@@ -199,12 +199,26 @@ def test_a_writer_cannot_write_outside_its_worktree(corral: Corral, tmp_path: Pa
     assert git(worktree, "status", "--porcelain").strip() == ""
 
 
-def test_codex_cannot_keep_a_writer_to_its_owned_scopes(corral: Corral, tmp_path: Path) -> None:
-    """What codex cannot enforce: its sandbox is the whole worktree, so a write to a locked scope lands
-    (corral's release checks the lane's changes against its scopes; docs/agents.md says so)."""
+def test_a_codex_writer_cannot_write_its_locked_scope(corral: Corral, tmp_path: Path) -> None:
+    """Codex's own sandbox is the whole worktree; corral's Bubblewrap around it keeps the locked scope
+    (here one that does not exist yet) read-only, so the write fails and nothing lands there."""
     worktree = lane(corral, tmp_path)
     asked = corral.ask("wri", f"WRITE {worktree}/docs/locked.md")
-    assert (worktree / "docs" / "locked.md").exists() and asked["run"]["file_changes"] == ["docs/locked.md"]
+    assert not (worktree / "docs" / "locked.md").exists()
+    assert asked["run"]["file_changes"] == []
+    assert git(worktree, "status", "--porcelain").strip() == "", "nothing git would see"
+
+
+def test_a_codex_writers_write_outside_its_owned_scopes_is_caught_by_the_audit(corral: Corral, tmp_path: Path) -> None:
+    """What the outer layer leaves to the audit for a CLI with its own sandbox: a new file elsewhere in
+    the worktree lands, and `writer audit` names it (release would refuse it: scope_violation)."""
+    worktree = lane(corral, tmp_path)
+    corral.ask("wri", f"WRITE {worktree}/stray.txt")
+    assert (worktree / "stray.txt").exists()
+    proc = corral.run("writer", "audit", "wri", "--controller", "ctl", "--json")
+    assert proc.returncode == 4, proc.stdout + proc.stderr  # not clean: what release would refuse
+    audited = json.loads(proc.stdout)
+    assert [(v["path"], v["scope"]) for v in audited["violations"]] == [("stray.txt", "outside")], audited
 
 
 @pytest.mark.parametrize(
