@@ -96,7 +96,8 @@ def test_a_running_driven_agent_shows_its_progress_and_agent_read_does_too(host:
     work.mkdir()
     pane = host.start("w", "streamer", str(work), StartOptions(role="writer", owned=("out.txt",))).pane_id
     assert host.progress(pane) is None  # it never ran
-    host.prompt(pane, f"read lib.py\nwrite out.txt\nwait {tmp_path / 'go'}\nedit out.txt\nall done")
+    # The signal is in its directory: the confined agent's /tmp is its own, the test's tmp_path not in it.
+    host.prompt(pane, f"read lib.py\nwrite out.txt\nwait {work / 'go'}\nedit out.txt\nall done")
     _until(lambda: (p := host.progress(pane)) is not None and len(p.lines) >= 3)
     now = host.progress(pane)
     assert now is not None and now.running and now.run == 1
@@ -104,7 +105,7 @@ def test_a_running_driven_agent_shows_its_progress_and_agent_read_does_too(host:
     assert now.items[1] == {"type": "tool", "tool": "Write", "path": "out.txt"}
     assert host.read(pane, 50) == "tool Read lib.py\ntool Write out.txt\nfile out.txt\n"
     assert host.progress(pane, after=3) is not None and host.progress(pane, after=3).lines == ()  # type: ignore[union-attr]
-    (tmp_path / "go").write_text("")
+    (work / "go").write_text("")
     settled = anyio.run(host.wait, pane, 1, 30.0)
     assert settled.status == "done"
     done = host.progress(pane, after=3)
