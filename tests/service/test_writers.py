@@ -828,6 +828,7 @@ def test_without_bubblewrap_a_writer_start_is_refused_unless_unconfined_with_a_r
     with pytest.raises(CorralError) as caught:
         lab.start_input("alpha", wt, owned_scopes=("src",), unconfined=True)
     assert caught.value.code == "input_invalid"
+    assert caught.value.details["field"] == "reason", "named as the surfaces name it (--reason, reason)"
     lane = lab.start("alpha", wt, owned_scopes=("src",), unconfined=True, unconfined_reason="no userns in CI")
     assert lane.data["options"]["unconfined_reason"] == "no userns in CI"
     (row,) = lab.service.inventory.status()["confinement"]

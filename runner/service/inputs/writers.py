@@ -90,7 +90,7 @@ class WriterStartInput(FencedInput):
         check_name("name", self.name)
         if self.unconfined != (self.unconfined_reason is not None):
             raise InputError(
-                "unconfined_reason", "give unconfined and its reason together (--unconfined --reason R), or neither"
+                "reason", "give unconfined and its reason together (--unconfined --reason R), or neither"
             )
         if self.unconfined_reason is not None:
             check_blocked_reason(self.unconfined_reason)
