@@ -111,10 +111,14 @@ field() { corral preflight "$PWD/.demo/lane" --json | python3 -c "import json, s
 base=$(field head)
 
 step "start a scripted writer that owns src/ (git preflight and scope checks run first)"
+# Its runs are confined by Bubblewrap (writable: src/ only); without a usable one a writer starts only
+# by an operator's recorded choice, shown by status.
+confinement=()
+[ "$sandbox" = yes ] || confinement=(--unconfined --reason "the demo on a machine without a usable Bubblewrap")
 corral writer start --controller demo --name writer1 --kind script --worktree "$PWD/.demo/lane" \
   --branch demo-lane --base-commit "$base" --expect-head "$base" --expect-status "$(field status_sha256)" \
   --own src --lock .corral --purpose "demo feature" --ticket DEMO-1 \
-  --authority-ref "ISSUE-4" --authority-sha256 "$(sha 'ISSUE-4')"
+  --authority-ref "ISSUE-4" --authority-sha256 "$(sha 'ISSUE-4')" ${confinement[@]+"${confinement[@]}"}
 corral scopes check src/new.py --worktree "$PWD/.demo/lane" || echo "-> src/new.py is owned by writer1: refused for any other lane"
 
 step "ask the writer to edit its owned files"

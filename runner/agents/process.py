@@ -563,7 +563,7 @@ class ProcessHost(AgentHost):
     def _confined(
         self, slot: AgentSlot, kind: Kind, chosen: Driver, spec: RunSpec, env: dict[str, str], argv: Sequence[str]
     ) -> tuple[Sequence[str], Sequence[str]]:
-        """``argv`` under Bubblewrap (:mod:`runner.sandbox.confine`) and the notes for the run's log,
+        """``argv`` under Bubblewrap (:mod:`runner.sandbox.confine`) and the notes for the run (a file beside its log),
         or ``argv`` itself for a slot started ``--unconfined`` (its reason recorded at the start).
 
         Raises:

@@ -52,9 +52,11 @@ def start(job: dict[str, Any]) -> subprocess.Popen[bytes] | None:
     text = job["text"]
     if job["prompt_mode"] == "argv":
         argv.append(text)
+    notes = list(job.get("notes") or ())
+    if notes:  # beside the run's output, never in it: the output is the agent's answer (JSON, when asked)
+        with open(job["log"].removesuffix(".log") + ".notes", "ab") as noted:
+            noted.write("".join(f"{note}\n" for note in notes).encode())
     with open(job["log"], "ab") as output:
-        for note in job.get("notes") or ():
-            output.write(f"{note}\n".encode())
         try:
             child = subprocess.Popen(
                 argv,

@@ -21,7 +21,7 @@ inside can remount a bind read-write; a nested user namespace (Codex's own sandb
 
 Scopes are literal paths (:mod:`runner.scopes`). An existing owned scope is bound read-write
 unless a component of its path from the worktree down is a symlink (refused, wherever it points:
-said in the run's log). A missing one (a new file or directory the writer is to create) opens its
+said in the run's notes beside its log). A missing one (a new file or directory the writer is to create) opens its
 parent directory, made if missing, with every entry already there re-bound read-only: the agent may
 create new names beside the scope but change nothing that exists (release's scope check reports a
 stray new file); where that parent holds a symlink or more than :data:`MAX_SIBLINGS` entries the

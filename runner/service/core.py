@@ -407,7 +407,8 @@ class Core:
 
         Raises:
             SandboxUnavailableError: ``sandbox_unavailable``: on the process host, Bubblewrap cannot
-                start and no ``unconfined_reason`` was given (nothing was started).
+                start for a writer and no ``unconfined_reason`` was given (nothing was started); a
+                reviewer or bare agent then starts with the reason recorded as its own.
         """
         recorded: dict[str, Any] = dict(self._agent_options(kind, model, effort, host))
         if role is not None:
@@ -420,8 +421,16 @@ class Core:
             recorded["unconfined_reason"] = unconfined_reason
         elif host == "process" and kind in self.kinds.names():
             from runner.sandbox import confine
+            from runner.sandbox.bwrap import SandboxUnavailableError
 
-            confine.probe(self.kinds.get(kind).network)  # cached: one real start per process
+            try:
+                confine.probe(self.kinds.get(kind).network)  # cached: one real start per process
+            except SandboxUnavailableError as exc:
+                if role == "writer":
+                    raise
+                # A reader (a reviewer, a bare agent) still runs, kept read-only by its CLI's own
+                # permissions alone: recorded, and shown by status as unconfined with this reason.
+                recorded["unconfined_reason"] = f"Bubblewrap unavailable ({exc.message})"
         return recorded
 
     def _agent_options(self, kind: str, model: str | None, effort: str | None, host: str = "process") -> dict[str, str]:

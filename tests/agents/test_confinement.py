@@ -200,7 +200,9 @@ def test_the_same_routes_land_unconfined(host: ProcessHost, world: dict[str, Pat
     pane = writer(host, world, unconfined_reason="test: prove the routes")
     before = fingerprint(world["tmp"])
     status, output = run(host, pane, "plain\nhost\nhooks\nupdate-ref")
-    assert "corral: unconfined: test: prove the routes" in output
+    assert "corral: unconfined" not in output, "the output is the agent's own"
+    (notes,) = host.root.glob("**/run-*.notes")
+    assert "corral: unconfined: test: prove the routes" in notes.read_text()
     assert status == 0, output
     after = fingerprint(world["tmp"])
     assert {"wt/outside/new.txt", "repo/.git/hooks/pre-commit"} <= set(after) - set(before)
@@ -246,7 +248,8 @@ def test_a_symlinked_scope_is_not_writable(host: ProcessHost, world: dict[str, P
     options = StartOptions(role="writer", owned=("own/link",))
     pane = host.start("w", "attacker", str(world["wt"]), options).pane_id
     status, output = run(host, pane, "host")
-    assert "owned scope own/link passes through a symlink: not writable" in output
+    (notes,) = host.root.glob("**/run-*.notes")  # said beside the run's output
+    assert "owned scope own/link passes through a symlink: not writable" in notes.read_text()
     assert "host: refused" in output and status == 1
     assert (world["host"] / "victim.txt").read_text() == "victim\n"
 

@@ -180,7 +180,7 @@ def test_a_bad_page_is_a_clear_input_error(
 def test_status_counts_by_aggregate_and_keeps_its_shape(corral: Any, world: dict[str, list[Instance]]) -> None:
     report = ok(corral("status", "--json"))
     assert set(report) == {"version", "store", "agent_host", "agent_hosts", "counts", "needs_attention", "locks",
-                           "spend", "cache"}  # fmt: skip
+                           "spend", "cache", "confinement"}  # fmt: skip
     assert report["spend"] == [], "no driven agent (claude, codex) here: nothing spent"
     assert set(report["locks"]) == {"controllers", "leases", "plan_runners", "ended"}
     with sqlite3.connect(report["store"]["path"]) as raw:

@@ -407,7 +407,7 @@ def test_the_agents_view_shows_live_progress_session_and_spend_against_budget(
     (home / "agents.yaml").write_text(stream_agent.kind_yaml())
     project = tmp_path / "project"
     project.mkdir()
-    go = tmp_path / "go"
+    go = project / "go"  # where the confined reviewer reads: its own directory
     serve.start()
     serve.acquire("ctl")
     lease = serve.corral(
@@ -420,13 +420,17 @@ def test_the_agents_view_shows_live_progress_session_and_spend_against_budget(
     page = tab.page
     relay = subprocess.run(
         [sys.executable, "-m", "runner.cli", "relay", "rev", "--controller", "ctl", "--json"],
-        input=f"read lib.py\nwrite out.txt\nwait {go}\nreviewed", env=serve.env, capture_output=True, text=True,
+        input=f"read lib.py\nwrite /tmp/out.txt\nwait {go}\nreviewed", env=serve.env, capture_output=True, text=True,
         timeout=60, check=True,
     )  # fmt: skip
     token = json.loads(relay.stdout)["receipt"]["token"]
     cell = f'#agents tr[data-key="{pane}"] td.activity'
-    page.wait_for_selector(f'{cell}[data-running="true"] >> text="file out.txt"', timeout=LIVE_TIMEOUT_MS)
-    assert page.locator(f"{cell} .line").all_inner_texts() == ["tool Read lib.py", "tool Write out.txt", "file out.txt"]
+    page.wait_for_selector(f'{cell}[data-running="true"] >> text="file /tmp/out.txt"', timeout=LIVE_TIMEOUT_MS)
+    assert page.locator(f"{cell} .line").all_inner_texts() == [
+        "tool Read lib.py",
+        "tool Write /tmp/out.txt",
+        "file /tmp/out.txt",
+    ]
     go.write_text("")
     page.wait_for_selector(f'{cell}[data-running="false"]', timeout=LIVE_TIMEOUT_MS)
     serve.corral("collect", "--receipt", token, "--controller", "ctl")

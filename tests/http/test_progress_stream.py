@@ -55,7 +55,7 @@ def test_progress_events_stream_live_and_resume_by_snapshot(serve: Any, state_ho
     (state_home / "agents.yaml").write_text(stream_agent.kind_yaml())
     project = tmp_path / "project"
     project.mkdir()
-    go = tmp_path / "go"
+    go = project / "go"  # where the confined reviewer reads: its own directory
     served: Served = serve()
     with served.client(timeout=30) as client:
         credential = acquire(client)["credential"]
@@ -67,18 +67,20 @@ def test_progress_events_stream_live_and_resume_by_snapshot(serve: Any, state_ho
         )
         assert started.status_code == 200, started.text
         pane = started.json()["lease"]["pane_id"]
-        text = f"read lib.py\nwrite out.txt\nwait {go}\nedit out.txt\nreviewed"
+        text = f"read lib.py\nwrite /tmp/out.txt\nwait {go}\nedit /tmp/out.txt\nreviewed"
         relayed = client.post("/api/relay", json={"controller": "ctl", "target": "rev", "text": text}, headers=auth)
         assert relayed.status_code == 200, relayed.text
 
-        first = _read(client, lambda got: _lines(got)[:3] == ["tool Read lib.py", "tool Write out.txt", "file out.txt"])
+        first = _read(
+            client, lambda got: _lines(got)[:3] == ["tool Read lib.py", "tool Write /tmp/out.txt", "file /tmp/out.txt"]
+        )
         durable = [e for e in first if e.event != "agent.progress"]
         assert durable and durable[0].event == "acquire", durable
         last_id = durable[-1].id
         for update in _progress(first):
             assert update["pane_id"] == pane and update["name"] == "rev" and update["kind"] == "streamer"
             assert update["running"] is True and update["run"] == 1
-        assert _progress(first)[-1]["items"][-1] == {"type": "file", "path": "out.txt"}
+        assert _progress(first)[-1]["items"][-1] == {"type": "file", "path": "/tmp/out.txt"}
         raw = b"".join(e.data.encode() for e in first)
         assert stream_agent.SECRET.encode() not in raw
 
@@ -101,11 +103,12 @@ def test_progress_events_stream_live_and_resume_by_snapshot(serve: Any, state_ho
                 durable_id = event.id
         snapshot = _progress(resumed)[0]
         assert snapshot["start"] == 0 and snapshot["running"] is True
-        assert snapshot["lines"][:3] == ["tool Read lib.py", "tool Write out.txt", "file out.txt"]
+        assert snapshot["lines"][:3] == ["tool Read lib.py", "tool Write /tmp/out.txt", "file /tmp/out.txt"]
         replayed = [json.loads(e.data)["seq"] for e in resumed if e.event != "agent.progress"]
         assert all(seq > int(last_id.rpartition(":")[2]) for seq in replayed), "no durable event twice"
         assert _lines(resumed) == [
-            "tool Read lib.py", "tool Write out.txt", "file out.txt", "tool Edit out.txt", "file out.txt",
+            "tool Read lib.py", "tool Write /tmp/out.txt", "file /tmp/out.txt",
+            "tool Edit /tmp/out.txt", "file /tmp/out.txt",
         ]  # fmt: skip
         end = [u for u in _progress(resumed) if not u["running"]]
         assert len(end) == 1 and end[0]["total"] == 5

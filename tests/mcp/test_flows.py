@@ -140,7 +140,9 @@ def test_writer_audit_and_a_release_over_a_scope_violation(stdio: Any, tmp_path:
     async def scenario(s: Session) -> None:
         await s.ok("corral_controller_acquire", ACQUIRE)
         facts = await s.ok("corral_preflight", {"worktree": str(lane)})
-        await s.ok("corral_writer_start", writer_start_args(facts, lane))
+        # Unconfined (with its reason), so the stray write lands: the case the audit is the check for.
+        unconfined = {"unconfined": True, "reason": "the audit's own test: a write outside must land"}
+        await s.ok("corral_writer_start", writer_start_args(facts, lane) | unconfined)
         asked = await s.ok(
             "corral_ask", {"controller": "ctl", "target": "writer1", "text": "write stray.txt out", "timeout": 60}
         )

@@ -41,7 +41,7 @@ def test_waits_report_tool_calls_and_file_changes_as_they_happen(stdio: Any, mcp
         await s.ok("corral_controller_acquire", ACQUIRE)
         await s.ok("corral_reviewer_start", start)
         seen: list[str] = []
-        script = "read lib.py\nsleep 0.6\nwrite notes.txt\nsleep 0.6\nedit notes.txt\nsleep 0.6\nreviewed"
+        script = "read lib.py\nsleep 0.6\nwrite /tmp/notes.txt\nsleep 0.6\nedit /tmp/notes.txt\nsleep 0.6\nreviewed"
         asked = await s.ok(
             "corral_ask", {"controller": "ctl", "target": "rev", "text": script, "timeout": 60}, progress=seen
         )
@@ -49,10 +49,10 @@ def test_waits_report_tool_calls_and_file_changes_as_they_happen(stdio: Any, mcp
         lines = _progress(seen, "rev")
         assert lines == [
             "tool Read lib.py",
-            "tool Write notes.txt",
-            "file notes.txt",
-            "tool Edit notes.txt",
-            "file notes.txt",
+            "tool Write /tmp/notes.txt",
+            "file /tmp/notes.txt",
+            "tool Edit /tmp/notes.txt",
+            "file /tmp/notes.txt",
         ]
         carrying = [json.loads(m) for m in seen if "progress" in json.loads(m)]
         assert len(carrying) >= 2, "lines go out as they happen, not all at the end"
@@ -101,7 +101,7 @@ def test_wait_any_and_collect_report_the_progress_of_their_targets(stdio: Any, m
         assert _progress(seen, "rev") == ["tool Read lib.py"]
         await s.ok("corral_collect", {"controller": "ctl", "receipts": [relayed["receipt"]["token"]]})
         relayed = await s.ok(
-            "corral_relay", {"controller": "ctl", "target": "rev", "text": "read x.py\nsleep 1.2\nwrite y.txt\nok"}
+            "corral_relay", {"controller": "ctl", "target": "rev", "text": "read x.py\nsleep 1.2\nwrite /tmp/y.txt\nok"}
         )
         collected: list[str] = []
         done = await s.ok(
@@ -110,6 +110,6 @@ def test_wait_any_and_collect_report_the_progress_of_their_targets(stdio: Any, m
             progress=collected,
         )
         assert done["results"][0]["output"] == "ok"
-        assert _progress(collected, "rev") == ["tool Read x.py", "tool Write y.txt", "file y.txt"]
+        assert _progress(collected, "rev") == ["tool Read x.py", "tool Write /tmp/y.txt", "file /tmp/y.txt"]
 
     stdio(scenario)

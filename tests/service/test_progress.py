@@ -75,7 +75,7 @@ def test_the_feed_gives_a_run_once_whole_then_only_what_is_new_then_its_end(worl
     pane = lease.data["pane_id"]
     updates, seen = world.service.waits.live_progress("process", {})
     assert updates == [] and seen == {pane: (0, 0)}  # idle: nothing to follow yet
-    go = world.root / "go"
+    go = Path(lease.data["cwd"]) / "go"  # where the confined agent reads: its own directory
     receipt = world.service.receipts.relay(
         RelayInput("ctl", world.credential, "rev", f"read a.py\nwait {go}\nread b.py\nwait {go}2\nok")
     )
@@ -93,7 +93,7 @@ def test_the_feed_gives_a_run_once_whole_then_only_what_is_new_then_its_end(worl
     _until(lambda: world.service.waits.progress(AgentProgressInput(pane)).total == 2)  # type: ignore[union-attr]
     updates, seen = world.service.waits.live_progress("process", seen)
     assert [(u["start"], u["lines"]) for u in updates] == [(1, ["tool Read b.py"])]
-    (world.root / "go2").write_text("")
+    go.with_name("go2").write_text("")
     anyio.run(world.service.receipts.collect, CollectInput("ctl", world.credential, (receipt.token,), 30))
     updates, seen = world.service.waits.live_progress("process", seen)
     assert [(u["running"], u["lines"], u["total"]) for u in updates] == [(False, [], 2)]  # the end, once

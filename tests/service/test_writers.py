@@ -834,7 +834,7 @@ def test_without_bubblewrap_a_writer_start_is_refused_unless_unconfined_with_a_r
     (row,) = lab.service.inventory.status()["confinement"]
     assert (row["name"], row["confinement"], row["unconfined_reason"]) == ("alpha", "none", "no userns in CI")
     result = lab.ask("alpha", "write src/x.py x = 1")
-    assert "corral: unconfined: no userns in CI" in result.output
+    assert "corral: unconfined" not in result.output, "the output is the agent's own; the note is beside it"
     assert (wt / "src" / "x.py").read_text() == "x = 1\n"
 
 

@@ -24,8 +24,13 @@ def audit_of(lab: Lab, name: str = "alpha") -> dict[str, Any]:
 
 
 def started(lab: Lab) -> Path:
+    """A lane whose agent is not confined (the case the audit is the only check for: an agent on a host
+    that cannot confine, or started --unconfined), so that its writes outside its scopes land."""
     wt = lab.worktree("wt-feat")
-    lab.start("alpha", wt, owned_scopes=("src",), locked_scopes=("docs",))
+    lab.start(
+        "alpha", wt, owned_scopes=("src",), locked_scopes=("docs",), unconfined=True,
+        unconfined_reason="the audit's own tests: writes outside the scopes must land",
+    )  # fmt: skip
     return wt
 
 

@@ -70,9 +70,12 @@ def main() -> None:
                     },
                 }
             )
-            if verb in ("write", "edit"):
-                Path(arg).write_text(SECRET, encoding="utf-8")
             result = {"type": "tool_result", "tool_use_id": use_id, "content": "ok"}
+            if verb in ("write", "edit"):
+                try:
+                    Path(arg).write_text(SECRET, encoding="utf-8")
+                except OSError as exc:  # as the CLI reports a write the system refused: a failed tool call
+                    result = {**result, "is_error": True, "content": f"{type(exc).__name__}: {exc.strerror}"}
             if verb == "deny":
                 result = {**result, "is_error": True, "content": "Permission to write denied"}
             emit({"type": "user", "session_id": session, "message": {"role": "user", "content": [result]}})

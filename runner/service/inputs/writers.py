@@ -89,9 +89,7 @@ class WriterStartInput(FencedInput):
         super().__post_init__()
         check_name("name", self.name)
         if self.unconfined != (self.unconfined_reason is not None):
-            raise InputError(
-                "reason", "give unconfined and its reason together (--unconfined --reason R), or neither"
-            )
+            raise InputError("reason", "give unconfined and its reason together (--unconfined --reason R), or neither")
         if self.unconfined_reason is not None:
             check_blocked_reason(self.unconfined_reason)
         if not self.protect_defaults and not self.protected_branches:
