@@ -348,11 +348,14 @@ def test_an_interrupted_waiter_leaves_the_queue(db: Path) -> None:
     """Ctrl-C while waiting in the queue: the place is given up, nobody behind is held up."""
     with held(db) as release, SQLiteStore(db) as waiter:
         before = tickets_taken(db)
+        waiting = threading.get_ident()  # this thread (the main one: Python runs signal handlers there)
 
         def interrupt() -> None:
             wait_until(lambda: tickets_taken(db) > before, "the waiter queued")
             time.sleep(0.05)  # into the wait proper (a KeyboardInterrupt anywhere must leave it clean)
-            os.kill(os.getpid(), signal.SIGINT)
+            # To the waiting thread itself: a signal sent to the process may be taken by another thread
+            # (this one, the queue's helper), and the waiter's blocked wait would then not wake at once.
+            signal.pthread_kill(waiting, signal.SIGINT)
 
         thread = threading.Thread(target=interrupt)
         thread.start()
