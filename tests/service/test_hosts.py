@@ -637,10 +637,7 @@ def test_a_close_held_past_a_resume_leaves_the_pane(world: World) -> None:
 
 @pytest.mark.usefixtures("hermetic_git", "home")
 def test_a_writer_lane_starts_in_a_linked_worktree_relays_and_releases_at_head_and_status(world: World) -> None:
-    repo = world.root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    base = commit(repo, "base", {"README.md": "hello\n", "src/app.py": "print('app')\n"})
+    repo, base = _repository(world)
     wt = world.root / "wt-feat"
     git(repo, "worktree", "add", "-q", "-b", "feat", str(wt))
     (wt / "src" / "draft.py").write_text("print('draft')\n")  # uncommitted work, left in place throughout
@@ -711,13 +708,18 @@ def test_a_writer_lane_starts_in_a_linked_worktree_relays_and_releases_at_head_a
     assert hook.installed(str(wt)) is None, "the scope hook went with the lane"
 
 
-@pytest.mark.parametrize("host", ["herdr"], indirect=True)
-@pytest.mark.usefixtures("hermetic_git")
-def test_a_refused_start_on_herdr_leaves_no_scope_hook(world: World, home: Path) -> None:
+def _repository(world: World) -> tuple[Path, str]:
+    """``world.root/repo`` on main with one base commit (README.md, src/app.py): its path and that commit."""
     repo = world.root / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    base = commit(repo, "base", {"README.md": "hello\n", "src/app.py": "print('app')\n"})
+    return repo, commit(repo, "base", {"README.md": "hello\n", "src/app.py": "print('app')\n"})
+
+
+@pytest.mark.parametrize("host", ["herdr"], indirect=True)
+@pytest.mark.usefixtures("hermetic_git")
+def test_a_refused_start_on_herdr_leaves_no_scope_hook(world: World, home: Path) -> None:
+    repo, base = _repository(world)
     lanes = []
     for name in ("a", "b"):
         wt = world.root / f"wt-{name}"
@@ -744,10 +746,7 @@ def test_a_refused_start_on_herdr_leaves_no_scope_hook(world: World, home: Path)
 @pytest.mark.parametrize("host", ["herdr"], indirect=True)
 @pytest.mark.usefixtures("hermetic_git")
 def test_a_herdr_lane_settled_by_reconcile_loses_its_scope_hook(world: World, home: Path) -> None:
-    repo = world.root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    base = commit(repo, "base", {"README.md": "hello\n", "src/app.py": "print('app')\n"})
+    repo, base = _repository(world)
     wt = world.root / "wt-gone"
     git(repo, "worktree", "add", "-q", "-b", "gone", str(wt))
     started = world.service.writers.start(
