@@ -83,7 +83,11 @@ OPERATIONS: dict[str, OperationSpec] = {
             "Release the plan's controller lease with a checkpoint.",
             (
                 _p("checkpoint_ref", required=True),
-                _p("checkpoint_sha256", description="Filled from the checkpoint with a memory:<id> ref."),
+                _p(
+                    "checkpoint_sha256",
+                    description="Filled from the checkpoint with a memory:<id> ref; otherwise, when absent, "
+                    "the SHA-256 of the ref's own text.",
+                ),
             ),
             ("state",),
             machine="controller",

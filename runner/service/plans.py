@@ -285,6 +285,38 @@ class Plans:
         recipe = self.recipes.get(checked["recipe"])
         return CheckedPlan(checked, recipe, validate_inputs(recipe, dict(checked.get("inputs") or {})))
 
+    def absolute_inputs(self, document: Mapping[str, Any], base: Path) -> dict[str, Any]:
+        """The plan document with each relative input that a step takes as a path (``cwd: .``) made
+        absolute against ``base`` (where ``corral run`` was run from, as for a path on its command line).
+
+        Only an input a step's path argument names whole (``${inputs.cwd}``) is a path; anything else,
+        and a document this cannot read (checked, and refused, by :meth:`check`), is left as it is.
+        """
+        doc = dict(document)
+        inputs = doc.get("inputs")
+        if not isinstance(inputs, dict) or not isinstance(doc.get("recipe"), str):
+            return doc
+        try:
+            recipe = self.recipes.get(doc["recipe"])
+        except CorralError:
+            return doc
+        names: set[str] = set()
+        for step in recipe.steps:
+            implementation = self.operations.get(step.do)
+            if implementation is None:
+                continue
+            for param in implementation.spec.params:
+                value = step.args.get(param.name)
+                if param.path and isinstance(value, str) and value.startswith("${inputs.") and value.endswith("}"):
+                    names.add(value[len("${inputs.") : -1])
+        fixed = dict(inputs)
+        for name in names:
+            value = fixed.get(name)
+            if isinstance(value, str) and value and not Path(value).is_absolute():
+                fixed[name] = str((base / value).resolve())
+        doc["inputs"] = fixed
+        return doc
+
     def contain(self, do: str, args: Mapping[str, Any]) -> None:
         """Check the path arguments of one step (operation ``do``, ``args`` resolved) with :attr:`paths`.
 
@@ -406,7 +438,9 @@ class Plans:
     def retry(self, inp: PlanRetryInput) -> Instance:
         """Redrive a failed plan from its failed step (as Step Functions' redrive does): the steps
         before it keep their records and outputs and do not run again; the failed step and every later
-        one run afresh at their next attempt. Call :meth:`resume` next. Refused (``plan_not_failed``) for
+        one run afresh at their next attempt. A plan that gave its controller back (a finally
+        ``controller.release`` succeeded) is redriven from its ``controller.acquire`` step instead.
+        Call :meth:`resume` next. Refused (``plan_not_failed``) for
         a plan in any other state; ``recipe_changed`` if its recipe changed since submission."""
         plan_id = inp.plan_id
         plan = self.plan(plan_id)
@@ -424,6 +458,15 @@ class Plans:
         records = dict(plan.data.get("steps") or {})
         if failed_step not in ids:  # no recorded failed step: from the first step that did not succeed
             failed_step = next((i for i in ids if (records.get(i) or {}).get("state") != "succeeded"), ids[-1])
+        if any(
+            step.do == "controller.release" and (records.get(step.id) or {}).get("state") == "succeeded"
+            for step in recipe.steps
+        ):
+            # The plan gave its controller back (a finally release ran): every later step needs it,
+            # so the redrive starts at its controller.acquire, whatever came between runs again.
+            acquire = next((i for i, step in enumerate(recipe.steps) if step.do == "controller.acquire"), None)
+            if acquire is not None and acquire < ids.index(failed_step):
+                failed_step = ids[acquire]
         reset = ids[ids.index(failed_step) :]
         redriven = self._fire(
             plan_id,

@@ -48,7 +48,7 @@ from tests.support.plans import records_of
 pytestmark = pytest.mark.slow
 
 AUTHORITY = hashlib.sha256(b"crash authority").hexdigest()
-STEPS = ("acquire", "start", "relay", "collect", "close")
+STEPS = ("acquire", "start", "relay", "collect", "close", "release-controller")
 # The last event each step's operation writes (machine, trigger) before the plan records the outcome.
 OPERATION_DONE = {
     "acquire": ("controller", "acquire"),
@@ -56,6 +56,7 @@ OPERATION_DONE = {
     "relay": ("receipt", "relay:success"),
     "collect": ("receipt", "collect"),
     "close": ("reviewer", "close:success"),
+    "release-controller": ("controller", "release"),
 }
 PROMPT = "Review this project.\necho reviewed once"
 # The watcher holds the store's write lock for HOLD seconds, then opens it for at most WINDOW seconds.
@@ -330,6 +331,7 @@ def check_exactly_once(world: World) -> dict[str, Any]:
         ("receipt", "collect"): 1,
         ("reviewer", "close"): 1,
         ("reviewer", "close:success"): 1,
+        ("controller", "release"): 1,
     }
     assert {k: operations[k] for k in expected} == expected, operations
     assert set(operations) - set(expected) <= {("controller", "renew")}, operations

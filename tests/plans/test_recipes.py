@@ -314,7 +314,8 @@ def test_a_local_recipe_extends_a_builtin_found_on_the_search_path(recipes: Path
     library = RecipeLibrary([recipes])
     builtin = library.get("review")
     recipe = library.get("careful-review")
-    assert [s.id for s in recipe.steps] == ["acquire", "start", "relay", "collect", "follow-up", "close"]
+    ids = ["acquire", "start", "relay", "collect", "follow-up", "close", "release-controller"]
+    assert [s.id for s in recipe.steps] == ids
     assert recipe.extends == ("review",)
     assert library.is_builtin("review") and not library.is_builtin("careful-review")
     assert same_file(recipe.step("relay").origin, data_dir("recipes") / "review.yaml")

@@ -159,7 +159,7 @@ def ran(records: list[tuple[str, str, int | None]], state: str) -> list[str]:
 def test_review_plan_runs_every_step_once_and_keeps_output_out_of_the_log(rig: Rig) -> None:
     plan = rig.run(rig.review())
     assert plan.state == "succeeded", plan.data.get("failure")
-    steps = ["acquire", "start", "relay", "collect", "close"]
+    steps = ["acquire", "start", "relay", "collect", "close", "release-controller"]
     assert rig.step_log("rev-1") == [(s, state, 1) for s in steps for state in ("running", "succeeded")]
     records = plan.data["steps"]
     assert records["relay"]["outputs"]["token"] == records["collect"]["outputs"]["token"]
@@ -281,7 +281,7 @@ def test_review_through_corral_run_is_idempotent_by_plan_id(tmp_path: Path, cli:
     lines = json_lines(first.stdout)
     summary = lines[-1]
     assert summary["event"] == "summary" and summary["state"] == "succeeded"
-    assert [line["event"] for line in lines].count("step_succeeded") == 5
+    assert [line["event"] for line in lines].count("step_succeeded") == 6
     assert "from the cli" not in first.stdout, "no output text in the progress or summary"
     assert not (cli["home"] / "corral.db").exists(), "CORRAL_STORE is honoured"
     logs = sorted(p.name for p in (cli["home"] / "agents").glob("*/run-*.log"))
@@ -311,9 +311,16 @@ def test_review_through_corral_run_is_idempotent_by_plan_id(tmp_path: Path, cli:
     assert sorted(p.name for p in (cli["home"] / "agents").glob("*/run-*.log")) == ["run-1.log"]
 
     listed = json.loads(corral(env, tmp_path, "plans", "list", "--all", "--json").stdout)["plans"]
-    assert [(p["plan"], p["state"], p["steps"]) for p in listed] == [("cli-1", "succeeded", 5)]
+    assert [(p["plan"], p["state"], p["steps"]) for p in listed] == [("cli-1", "succeeded", 6)]
     shown = json.loads(corral(env, tmp_path, "plans", "show", "cli-1", "--json").stdout)
-    assert shown["state"] == "succeeded" and set(shown["steps"]) == {"acquire", "start", "relay", "collect", "close"}
+    assert shown["state"] == "succeeded" and set(shown["steps"]) == {
+        "acquire",
+        "start",
+        "relay",
+        "collect",
+        "close",
+        "release-controller",
+    }
     # Issue 24: the runner's lease, ended with the plan; host, pid and expiry only, never a credential.
     assert shown["runner"]["status"] == "expired" and set(shown["runner"]) == {"status", "host", "pid", "expires_at"}
     assert isinstance(shown["runner"]["pid"], int) and shown["runner"]["expires_at"]
@@ -424,6 +431,10 @@ def test_a_writer_lane_whose_handoff_memory_refuses_is_still_released(rig: Rig) 
         assert reader.count(project=repo.name) == 2, "the refused handoff wrote nothing"
 
 
+LANE_STEPS = ["acquire", "preflight", "start", "relay", "collect", "checkpoint", "handoff", "release"]
+LANE_STEPS.append("release-controller")
+
+
 @pytest.mark.parametrize(
     ("prompt", "passed"), [(GOOD_CHANGE, True), ("write src/feature.py def feature(:", False)], ids=["good", "broken"]
 )
@@ -443,9 +454,7 @@ def test_writer_lane_in_a_linked_worktree(
         assert (plan.data["failure"]["step"], plan.data["failure"]["code"]) == ("verify", "validation_failed")
         assert records["verify"]["error"]["code"] == "validation_failed"
     assert {s: r["state"] for s, r in records.items()} == {
-        **dict.fromkeys(
-            ["acquire", "preflight", "start", "relay", "collect", "checkpoint", "handoff", "release"], "succeeded"
-        ),
+        **dict.fromkeys(LANE_STEPS, "succeeded"),
         "verify": "succeeded" if passed else "failed",
     }
     preflight = records["preflight"]["outputs"]

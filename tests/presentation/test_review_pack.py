@@ -149,7 +149,7 @@ def test_pack_tables_and_versions(pack: tuple[Path, Any]) -> None:
     assert "local," in turnstile and "<code>*</code> (every state that is not terminal" in turnstile
     local = text.split('id="recipe-local-review"', 1)[1].split("</article>", 1)[0]
     steps = re.findall(r"<tr><td>(\d+)</td><td><code>([^<]+)</code></td>", local)
-    assert [s for _, s in steps] == ["acquire", "start", "relay", "note", "collect", "close"]
+    assert [s for _, s in steps] == ["acquire", "start", "relay", "note", "collect", "close", "release-controller"]
     assert "<td>finally</td>" in local and "<dt>extends</dt><dd>review</dd>" in local
     assert "reviewer.start</code><br><small>" in local and "<td><code>reviewer</code></td>" in local
     broken = text.split('id="machine-broken"', 1)[1].split("</article>", 1)[0]
