@@ -251,6 +251,7 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(("plans", "recipe", "run"), "runner.cli.plans"),
     **dict.fromkeys(("preflight", "scopes", "writer"), "runner.cli.writers"),
     "paths": "runner.cli.paths",
+    "init": "runner.cli.quickstart",
     "memory": "runner.cli.memory",
     "mcp": "runner.cli.mcp",
     "serve": "runner.cli.serve",

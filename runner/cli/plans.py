@@ -272,6 +272,8 @@ def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
         )
     progress = Progress(as_json)
     component = _plans(app)
+    # A relative path input (cwd: .) is where `corral run` is run from, as a path on its command line.
+    read = [(path, component.absolute_inputs(doc, Path.cwd()), source) for path, doc, source in read]
     finals: dict[str, Any] = {}
     try:
         for path, doc, source in read:  # every plan checked before any runs: nothing starts for a bad one

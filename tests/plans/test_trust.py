@@ -51,7 +51,8 @@ def test_a_finally_close_leaves_a_same_named_reviewer_alone(rig: Rig) -> None:
     (other,) = rig.store.find("reviewer")
     assert other.id == theirs.id and other.state == "active", "the pre-existing reviewer is untouched"
     logged = step_records(e.payload for e in rig.events() if e.instance_id == "plan/taken-1")
-    assert logged[-1][1]["skipped"] == "not created by this plan", "in the event log"
+    closes = [record for step, record in logged if step == "close"]
+    assert closes[-1]["skipped"] == "not created by this plan", "in the event log"
 
 
 def test_a_close_by_name_acts_only_on_a_lease_this_plan_started(rig: Rig, tmp_path: Path) -> None:
@@ -268,46 +269,69 @@ def test_rerunning_a_failed_plan_points_at_plans_retry(tmp_path: Path, cli_env: 
     retried = corral(cli_env, tmp_path, "plans", "retry", "again-1", "--json")
     assert retried.returncode == 0, retried.stdout + retried.stderr
     summary = json_lines(retried.stdout)[-1]
-    assert summary["state"] == "succeeded" and summary["steps"]["acquire"]["attempt"] == 1
+    # The failed run's finally gave the controller back, so the redrive starts at acquire.
+    assert summary["state"] == "succeeded" and summary["steps"]["acquire"]["attempt"] == 2
     assert summary["steps"]["start"]["attempt"] == 2
+    assert summary["steps"]["release-controller"]["state"] == "succeeded"
 
 
 # --- the shipped examples ------------------------------------------------------------------------------
 
 
 def example(tmp_path: Path, name: str) -> Path:
-    """The example plan as shipped, its one directory (/tmp/corral-example) moved under ``tmp_path``."""
-    text = (EXAMPLES / f"{name}.yaml").read_text().replace("/tmp/corral-example", str(tmp_path / "example"))
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(text)
-    return path
+    """The example plan exactly as shipped."""
+    return EXAMPLES / f"{name}.yaml"
+
+
+def controller_state(cli_env: dict[str, str], cwd: Path, controller: str) -> str:
+    listed = json.loads(corral(cli_env, cwd, "controller", "list", "--all", "--json").stdout)["leases"]
+    return next(lease["state"] for lease in listed if lease["controller_id"] == controller)
 
 
 @pytest.mark.parametrize("name", ["review", "batch-review"])
-def test_the_review_examples_run_as_shipped(tmp_path: Path, cli_env: dict[str, str], name: str) -> None:
-    project = tmp_path / "example" / "project"
-    project.mkdir(parents=True)
-    (project / "main.py").write_text("print('hi')\n")
-    result = corral(cli_env, tmp_path, "run", str(example(tmp_path, name)), "--json")
+def test_the_review_examples_run_as_shipped_from_an_empty_directory(
+    tmp_path: Path, cli_env: dict[str, str], name: str
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = corral(cli_env, empty, "run", str(example(tmp_path, name)), "--json")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert json_lines(result.stdout)[-1]["state"] == "succeeded"
+    summary = json_lines(result.stdout)[-1]
+    assert summary["state"] == "succeeded"
+    # The relative cwd is where corral ran, and the plan gave its controller back at the end.
+    assert controller_state(cli_env, empty, "example") == "released"
+
+
+def test_a_recipe_keeps_its_controller_when_told(tmp_path: Path, cli_env: dict[str, str]) -> None:
+    plan = tmp_path / "keep.yaml"
+    plan.write_text(
+        (EXAMPLES / "review.yaml").read_text().replace("plan: review-example", "plan: keep-example")
+        + "  keep_controller: true\n"
+    )
+    result = corral(cli_env, tmp_path, "run", str(plan), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json_lines(result.stdout)[-1]["steps"]["release-controller"]["state"] == "skipped"
+    assert controller_state(cli_env, tmp_path, "example") == "active"
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="writer-lane validates in Bubblewrap")
-def test_the_writer_lane_and_validate_examples_run_as_shipped(tmp_path: Path, cli_env: dict[str, str]) -> None:
-    root = tmp_path / "example"
-    root.mkdir()
-    repo, _, _ = make_lane(root, branch="example-lane")  # root/repo and its linked worktree root/lane
-    result = corral(cli_env, tmp_path, "run", str(example(tmp_path, "writer-lane")), "--json")
+def test_the_writer_lane_and_validate_examples_run_as_shipped_in_a_corral_init_directory(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    root = tmp_path / "demo"
+    made = corral(cli_env, tmp_path, "init", str(root), "--json")
+    assert made.returncode == 0, made.stdout + made.stderr
+    result = corral(cli_env, root, "run", str(example(tmp_path, "writer-lane")), "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json_lines(result.stdout)[-1]
     assert summary["state"] == "succeeded" and summary["steps"]["verify"]["outputs"]["passed"] is True
+    assert controller_state(cli_env, root, "example") == "released"
     # validate needs a live lane named writer: without one it fails, naming the lane, and stops there.
-    validate = corral(cli_env, tmp_path, "run", str(example(tmp_path, "validate")), "--json")
+    validate = corral(cli_env, root, "run", str(example(tmp_path, "validate")), "--json")
     assert validate.returncode == 1, validate.stdout + validate.stderr
     failure = json_lines(validate.stdout)[-1]["failure"]
     assert (failure["step"], failure["code"]) == ("verify", "target_unknown") and "'writer'" in failure["message"]
-    assert repo.exists()
+    assert controller_state(cli_env, root, "example") == "released", "released even though the plan failed"
 
 
 def test_the_writer_lane_example_without_its_worktree_ends_failed_not_running(
