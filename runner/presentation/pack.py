@@ -18,7 +18,7 @@ import html
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -196,7 +196,7 @@ def _machine(page: _Page, spec: MachineSpec, origin: str, registries: dict[str, 
     page.body.append(
         f'<article class="machine" id="{anchor}" data-name="{_e(spec.name)}">'
         f"<h3>{_e(spec.name)}</h3>"
-        + _facts([("version", str(spec.version)), ("source", f"{origin}, {spec.path}"), ("SHA-256", spec.sha256)])
+        + _facts([("version", str(spec.version)), ("source", _source(origin, spec.path)), ("SHA-256", spec.sha256)])
         + f"<p>{_e(spec.description)}</p>"
         + _figure(svg, anchor, f"state machine {spec.name}")
         + "<h4>States</h4>"
@@ -266,7 +266,7 @@ def _recipe(page: _Page, recipe: Recipe, origin: str) -> None:
         for name, prop in recipe.inputs.get("properties", {}).items()
     ]
     steps = [_step_row(i, step) for i, step in enumerate(recipe.steps, 1)]
-    facts = [("version", str(recipe.version)), ("source", f"{origin}, {recipe.path}"), ("SHA-256", recipe.sha256)]
+    facts = [("version", str(recipe.version)), ("source", _source(origin, recipe.path)), ("SHA-256", recipe.sha256)]
     if recipe.extends:
         facts.append(("extends", " < ".join(recipe.extends)))
     page.body.append(
@@ -319,7 +319,9 @@ def _invalid(page: _Page, kind: str, name: str, origin: str, exc: SpecError) -> 
     anchor = page.anchor(f"{kind}-{name}")
     page.invalid.append(f"{kind} {name}")
     page.contents.append((f"{kind.capitalize()}s", anchor, f"{name} (INVALID)"))
-    items = "".join(f"<li><code>{_e(d.render())}</code></li>" for d in exc.diagnostics)
+    items = "".join(
+        f"<li><code>{_e(replace(d, path=_shown(d.path)).render())}</code></li>" for d in exc.diagnostics
+    )
     page.body.append(
         f'<article class="{kind} invalid" id="{anchor}" data-name="{_e(name)}"><h3>{_e(name)} (invalid)</h3>'
         f"<p>This {origin} {kind} does not validate, so it is not drawn (run <code>corral validate</code>):</p>"
@@ -346,7 +348,7 @@ dl.facts { display: grid; grid-template-columns: max-content auto; gap: .1rem .8
 dl.facts dt { color: #666; } dl.facts dd { margin: 0; overflow-wrap: anywhere; }
 figure.drawing { margin: .8rem 0; padding: .5rem; border: 1px solid #eee; overflow-x: auto; }
 figure.drawing svg { max-width: 100%; height: auto; }
-nav ol { columns: 2; } .invalid h3 { color: #b00020; }
+nav ol ol { columns: 2; } nav li { break-inside: avoid-column; } .invalid h3 { color: #b00020; }
 """
 
 
@@ -434,6 +436,26 @@ def _facts(pairs: Sequence[tuple[str, str]]) -> str:
 
 def _json(value: Any) -> str:
     return f"<code>{_e(json.dumps(value, ensure_ascii=False, sort_keys=True))}</code>"
+
+
+def _source(origin: str, path: Path | str | None) -> str:
+    """Where a definition comes from (:func:`_shown`)."""
+    return origin if path is None else f"{origin}, {_shown(path)}"
+
+
+def _shown(path: Path | str) -> str:
+    """A definition's path with no local absolute path in it (the pack goes in a pull request): a
+    built-in one relative to corral's data (``machines/controller.yaml``), a local one relative to
+    the working directory, or its last two parts (``…/machines/turnstile.yaml``) when outside it."""
+    file = Path(path)
+    if not file.is_absolute():
+        return file.as_posix()
+    for root in (data_dir("machines").parent, Path.cwd()):
+        try:
+            return file.resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            continue
+    return f"…/{'/'.join(file.parts[-2:])}"
 
 
 def _e(text: str) -> str:

@@ -157,6 +157,16 @@ def test_pack_tables_and_versions(pack: tuple[Path, Any]) -> None:
 
 
 @needs_graphviz
+def test_pack_names_no_local_absolute_path(tmp_path: Path, pack: tuple[Path, Any]) -> None:
+    """The pack goes in a pull request: built-in sources relative to corral's data, local ones to
+    where they were found from, never this machine's absolute paths."""
+    path, _ = pack
+    text = path.read_text(encoding="utf-8")
+    assert str(tmp_path) not in text and str(data_dir("machines")) not in text
+    assert "built-in, machines/controller.yaml" in text and "built-in, recipes/review.yaml" in text
+    assert "local, …/machines/turnstile.yaml" in text
+
+
 def test_pack_references_nothing_outside_itself(pack: tuple[Path, Any]) -> None:
     path, _ = pack
     text = path.read_text(encoding="utf-8")
@@ -248,6 +258,20 @@ def test_pack_fits_a_1400px_window_and_its_labels_are_legible(pack: tuple[Path, 
     assert {label[1] for label in states} == set(written.machines), "a machine drawn without state labels"
     small = [(drawing, text, round(height, 1)) for _, drawing, text, height, _ in states if height < 10]
     assert small == [], "state labels too small to read"
+    # The contents read in order: the sections one under another in one column, and each section's
+    # entries (in their columns) below its heading and above the next one.
+    top = [entry for entry in layout.contents if entry[1] == 1]
+    assert [entry[0] for entry in top] == ["Versions", "Machines", "Recipes"]
+    assert len({entry[2] for entry in top}) == 1, f"the sections are not in one column: {top}"
+    assert [entry[3] for entry in top] == sorted(entry[3] for entry in top)
+    heading = None
+    for entry in layout.contents:
+        if entry[1] == 1:
+            heading = entry
+            continue
+        assert heading is not None
+        after = top[top.index(heading) + 1] if heading is not top[-1] else None
+        assert entry[3] > heading[3] and (after is None or entry[3] < after[3]), (entry, heading, after)
 
 
 @needs_graphviz

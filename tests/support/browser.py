@@ -59,7 +59,14 @@ _MEASURE = """
       }
     }
   }
-  return {scrollWidth: root.scrollWidth, clientWidth: width, wide, margin, labels};
+  // The table of contents (the review pack's): each entry's text, depth and rendered position.
+  const contents = [...document.querySelectorAll('nav#contents a')].map(a => {
+    const box = a.getBoundingClientRect();
+    let depth = 0;
+    for (let el = a.parentElement; el && el.id !== 'contents'; el = el.parentElement) if (el.tagName === 'OL') depth++;
+    return [a.textContent, depth, Math.round(box.left), Math.round(box.top)];
+  });
+  return {scrollWidth: root.scrollWidth, clientWidth: width, wide, margin, labels, contents};
 }
 """
 
@@ -74,6 +81,7 @@ class Layout:
     margin: list[list[Any]]  # the same, of each element reaching into the body's padding (its margin)
     labels: list[list[Any]]  # [article class, drawing, text, rendered height px, own bbox height]
     requested: list[str] = field(default_factory=list)  # every non-file URL the page asked for (all refused)
+    contents: list[list[Any]] = field(default_factory=list)  # [text, depth (1: top), left, top] per contents link
 
 
 def chromium() -> str:
@@ -111,5 +119,11 @@ def lay_out(page: Path, width: int = 1400, height: int = 900) -> Layout:
         finally:
             browser.close()
     return Layout(
-        found["scrollWidth"], found["clientWidth"], found["wide"], found["margin"], found["labels"], requested
+        found["scrollWidth"],
+        found["clientWidth"],
+        found["wide"],
+        found["margin"],
+        found["labels"],
+        requested,
+        found["contents"],
     )
