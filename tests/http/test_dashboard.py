@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.support.browser import chromium
+from tests.support.plans import steps_by_id
 from tests.support.runs import stop_process
 
 pytestmark = pytest.mark.slow
@@ -389,12 +390,32 @@ def test_a_pending_decision_is_decided_from_the_page_only_with_a_token(
             env=serve.env, capture_output=True, text=True, timeout=60, check=True,
         ).stdout
     )  # fmt: skip
-    record = shown["steps"]["approve"]
+    record = steps_by_id(shown)["approve"]
     assert record["state"] == "succeeded"
     assert record["decision"]["reason"] == "release notes reviewed"
     assert f"Bearer {secret}" in tab.authorization
     assert not [u for u in tab.urls if secret in u]
     assert tab.refused == []
+
+
+BROKEN_WORDS = """(row) => {
+  const broken = [];
+  for (const td of document.querySelectorAll(row + " td")) {
+    if (td.classList.contains("ident")) continue;
+    const walk = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+    for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+      for (const word of node.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, word.index);
+        range.setEnd(node, word.index + word[0].length);
+        const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+        if (lines.size > 1) broken.push(word[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+"""The words of a table row's cells (identifiers aside) that the browser broke across lines."""
 
 
 def test_the_agents_view_shows_live_progress_session_and_spend_against_budget(
@@ -440,6 +461,9 @@ def test_the_agents_view_shows_live_progress_session_and_spend_against_budget(
     )
     session = page.locator(f"{row} td.session").inner_text()
     assert session == serve.corral("status")["spend"][0]["session_id"]
+    # At 1400 px a long lease id gives way: no word of another cell is broken across lines.
+    assert page.locator(f"{row} td.ident").inner_text().startswith("reviewer/")
+    assert page.evaluate(BROKEN_WORDS, row) == []
     assert stream_agent.SECRET not in page.content()
     assert tab.errors == []
     assert tab.refused == []

@@ -127,7 +127,7 @@ async function agents() {
     id: a.pane_id,
     cells: [el("td", { class: "mono", text: a.name || a.pane_id, title: a.cwd }), el("td", { text: a.kind }),
       stateCell(a.status), el("td", { class: "mono", text: a.seq ?? "" }),
-      el("td", { class: "mono", text: a.lease ? `${a.lease} (${a.lease_state})` : "—" }),
+      el("td", { class: "mono ident", text: a.lease ? `${a.lease} (${a.lease_state})` : "—" }),
       el("td", { class: "mono session", text: a.session_id || "—" }),
       el("td", { class: "mono spend", text: spendText(a.spend, a.budget) }),
       activityCell(a.pane_id)],
@@ -138,7 +138,7 @@ async function receipts() {
   const doc = await get("/api/receipts");
   rows($("receipts"), (doc.receipts || []).map((r) => ({
     id: r.token || r.id,
-    cells: [el("td", { class: "mono", text: r.token || r.id }), el("td", { text: r.name || r.target || r.pane_id || "" }),
+    cells: [el("td", { class: "mono ident", text: r.token || r.id }), el("td", { text: r.name || r.target || r.pane_id || "" }),
       stateCell(r.state), el("td", { class: "mono", text: r.controller_id || "" })],
   })), 4, "no open receipt", (r) => r.id);
 }
@@ -231,7 +231,8 @@ function decisionItem(d, id) {
 }
 
 function waterfall(plan) {
-  const steps = Object.entries(plan.steps || {});
+  // The plan's steps in run order, those not run yet included (state pending).
+  const steps = (plan.steps || []).map((s) => [s.id, s]);
   const now = Date.now();
   // A step record's `at` is when it was last written: its start while it runs, its end once it has
   // `seconds` (then it started `seconds` earlier). A running step's bar reaches to now.
