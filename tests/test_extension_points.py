@@ -19,6 +19,7 @@ from runner.definitions.library import Library
 from runner.engine import Engine, Request
 from runner.errors import RefusedError
 from runner.store import open_store
+from tests.support.plans import steps_by_id
 
 SHA = "0" * 64
 
@@ -111,7 +112,7 @@ def test_a_plugins_step_operation_runs_in_a_plan(tmp_path: Path, run: Any) -> No
     plan.write_text("plan: echo-1\nrecipe: echoing\ncontroller: ctl\ninputs: {text: hello}\n")
     ok(run("run", str(plan)))
     shown = ok(run("plans", "show", "echo-1", "--json"))
-    steps = shown["steps"]
+    steps = steps_by_id(shown)
     assert (shown["plan"], shown["state"]) == ("echo-1", "succeeded"), shown
     assert steps["echo"]["outputs"] == {"echoed": "hello", "plan": "echo-1"}
     assert steps["after"]["outputs"] == {"got": "hello"}

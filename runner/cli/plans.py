@@ -177,14 +177,7 @@ def _outputs_note(outputs: dict[str, Any]) -> str:
     return f"receipt {state}" if "token" in outputs else str(state)
 
 
-def _summary(plan: Any) -> dict[str, Any]:
-    from runner.service.plan_state import plan_summary
-
-    return plan_summary(plan)
-
-
-def _print_summary(plan: Any, recipe_steps: list[str]) -> None:
-    summary = _summary(plan)
+def _print_summary(summary: dict[str, Any]) -> None:
     render.table(
         f"plan {summary['plan']} ({summary['recipe']}): {summary['state']}",
         ["step", "state", "attempt", "seconds", "outputs / error"],
@@ -205,7 +198,7 @@ def _print_summary(plan: Any, recipe_steps: list[str]) -> None:
                     + [note for note in [_receipts_note(record.get("outputs") or {})] if note]
                 ),
             )
-            for step, record in ((s, summary["steps"].get(s, {"state": "pending"})) for s in recipe_steps)
+            for step, record in ((s["id"], s) for s in summary["steps"])
         ],
     )
     if summary["paused_reason"]:
@@ -234,12 +227,11 @@ def _print_summary(plan: Any, recipe_steps: list[str]) -> None:
 
 def _finish(plans: Plans, finals: list[Any], as_json: bool) -> None:
     """Print each plan's summary; exit 1 if any failed, 5 if any paused (and none failed), else 0."""
-    library = plans.recipes  # already loaded the plans' recipes
     for plan in finals:
         if as_json:
-            render.emit_json({"event": "summary", **_summary(plan)})
+            render.emit_json({"event": "summary", **plans.summary(plan)})
         else:
-            _print_summary(plan, [s.id for s in library.get(str(plan.data["recipe"])).steps])
+            _print_summary(plans.summary(plan))
     states = {plan.state for plan in finals}
     if "failed" in states:
         raise SystemExit(1)
@@ -340,9 +332,10 @@ def plans_list(app: App, include_ended: bool, limit: int | None, after: str | No
     plan id order with --limit and --after."""
     from runner.service.inputs.plans import PlanListInput
 
-    found = _plans(app, runs=False).list(PlanListInput(include_ended, after, limit))
+    component = _plans(app, runs=False)
+    found = component.list(PlanListInput(include_ended, after, limit))
     if as_json:
-        rows = [_summary(p) | {"steps": len(p.data.get("steps") or {})} for p in found]
+        rows = [component.summary(p) | {"steps": len(p.data.get("steps") or {})} for p in found]
         render.emit_json({"plans": rows, "next_after": found.next_after})
         return
     render.table(
@@ -382,10 +375,10 @@ def plans_show(app: App, plan_id: str, as_json: bool) -> None:
         # Never the inputs (they may hold prompt text); the collected agent output is the one reply that
         # hands it out (it is kept out of the event log).
         render.emit_json(
-            {**_summary(plan), "runner": runner, "live": live, "collected": collected, "spend": detail.spend}
+            {**plans.summary(plan), "runner": runner, "live": live, "collected": collected, "spend": detail.spend}
         )
         return
-    _print_summary(plan, [s.id for s in plans.recipes.get(str(plan.data["recipe"])).steps])
+    _print_summary(plans.summary(plan))
     if runner["status"] == "absent":
         click.echo("runner: absent (no runner has taken the plan)")
     else:
@@ -419,9 +412,10 @@ def plans_cancel(app: App, plan_id: str, as_json: bool) -> None:
     """Cancel a plan: no further step runs (a step in flight finishes; its runner then stops)."""
     from runner.service.inputs.plans import PlanCancelInput
 
-    plan = _plans(app).cancel(PlanCancelInput(plan_id))
+    component = _plans(app)
+    plan = component.cancel(PlanCancelInput(plan_id))
     if as_json:
-        render.emit_json(_summary(plan))
+        render.emit_json(component.summary(plan))
         return
     click.echo(f"plan {plan_id} cancelled")
 

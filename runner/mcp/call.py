@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio.to_thread
 
@@ -224,11 +224,8 @@ class Call:
             self.runtime.home.ensure("snapshots")
         return self.service.plans
 
-    @staticmethod
-    def summary(plan: Any) -> dict[str, Any]:
-        from runner.service.plan_state import plan_summary
-
-        return plan_summary(plan)
+    def summary(self, plan: Any) -> dict[str, Any]:
+        return cast("dict[str, Any]", self.plans(runs=False).summary(plan))
 
     def recipes(self) -> list[dict[str, Any]]:
         from runner.service.definitions import recipe_rows

@@ -160,8 +160,11 @@ CLOSED = obj({"lease": AGENT_LEASE, "output": STR})
 HOUSEKEEPING = obj({"applied": BOOL, "actions": array(ANY_OBJ)})
 """``Housekeeping.to_dict`` (cleanup, reconcile)."""
 WINNER = obj({"target": STR, "observation": OBSERVATION, "output": STR})
+PLAN_STEP = obj({"id": STR, "state": STR})
+"""One step of a plan, in run order: its record (attempt, at, seconds, outputs, error …) or only
+``state: pending`` if it has not run."""
 PLAN = obj(
-    {"plan": STR, "recipe": STR, "state": STR, "controller": NULLABLE_STR, "steps": ANY_OBJ},
+    {"plan": STR, "recipe": STR, "state": STR, "controller": NULLABLE_STR, "steps": array(PLAN_STEP)},
     required=["plan", "recipe", "state", "steps"],
 )
 """A plan's summary, as ``corral plans show --json`` prints it."""

@@ -3,7 +3,7 @@ step records), the summary every surface shows, and its runner's lease."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -21,9 +21,16 @@ def plan_instance_id(plan_id: str) -> str:
     return f"plan/{plan_id}"
 
 
-def plan_summary(plan: Instance) -> dict[str, Any]:
-    """A plan as every surface shows it (``corral plans show --json``, the MCP and HTTP plan tools)."""
+def plan_summary(plan: Instance, order: Sequence[str] = ()) -> dict[str, Any]:
+    """A plan as every surface shows it (``corral plans show --json``, the MCP and HTTP plan tools).
+
+    ``steps`` is a list in run order: each of ``order`` (its recipe's step ids) with its record, or
+    ``{"state": "pending"}`` if it has not run, and then any recorded step ``order`` does not name;
+    each entry carries its ``id``."""
     data = plan.data
+    records = data.get("steps") or {}
+    steps = [{**(records.get(step) or {"state": "pending"}), "id": step} for step in order]
+    steps += [{**record, "id": step} for step, record in records.items() if step not in order]
     return {
         "plan": data.get("plan_id"),
         "recipe": data.get("recipe"),
@@ -32,7 +39,7 @@ def plan_summary(plan: Instance) -> dict[str, Any]:
         "paused_reason": data.get("paused_reason"),
         "waiting_on": data.get("waiting_on"),
         "failure": data.get("failure"),
-        "steps": data.get("steps") or {},
+        "steps": steps,
     }
 
 

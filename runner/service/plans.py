@@ -63,7 +63,7 @@ from runner.service.inputs.plans import (
     PlanSubmitInput,
 )
 from runner.service.plan_run import PlanRun, approval_expired
-from runner.service.plan_state import PLAN_RUNNER_TTL, plan_instance_id, plan_view, runner_lease
+from runner.service.plan_state import PLAN_RUNNER_TTL, plan_instance_id, plan_summary, plan_view, runner_lease
 from runner.service.steps import CredentialKeeper, OperationLookup, Progress
 
 
@@ -176,6 +176,15 @@ class Plans:
             if isinstance(private, dict)
         }
         return PlanDetail(plan, self._live(plan), collected, self.spend(plan), runner_lease(plan, self.service.now()))
+
+    def summary(self, plan: Instance) -> dict[str, Any]:
+        """The plan as every surface shows it (:func:`plan_summary`), its steps in its recipe's order
+        (the recipe as found now; recorded steps it does not name follow)."""
+        try:
+            order = [step.id for step in self.recipes.get(str(plan.data.get("recipe"))).steps]
+        except CorralError:
+            order = []
+        return plan_summary(plan, order)
 
     def spend(self, plan: Instance) -> dict[str, Any]:
         """What the agents this plan leased spent, against each lease's budget.

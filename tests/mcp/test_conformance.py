@@ -133,6 +133,7 @@ def _plan(cwd: Path) -> dict[str, Any]:
             "reviewer": "planrev",
             "timeout": 60,
             "authority_ref": "PLAN-14",
+            "keep_controller": True,  # its credential stays, so the scan below looks for its token too
             "authority_sha256": SHA,
         },
     }
@@ -242,6 +243,8 @@ def test_conformance_run_leaks_no_secret(stdio: StdioRunner, project: Path, tmp_
         keep("planctl")
         shown = await ok("corral_plan_show", {"plan_id": "mcp-plan-1"})
         assert shown["runner"]["status"] == "expired", shown  # issue 24: the runner's lease ended with the plan
+        order = ["acquire", "start", "relay", "collect", "close", "release-controller"]
+        assert [step["id"] for step in shown["steps"]] == order, "the steps in run order"
         await ok("corral_plan_list", {"all": True})
         await refused("corral_plan_retry", {"plan_id": "mcp-plan-1"}, "plan_not_failed")
         await refused(

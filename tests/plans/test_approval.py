@@ -32,7 +32,7 @@ from runner.service.inputs.plans import PlanDecideInput, PlanResumeInput, PlanRu
 from runner.service.plans import Plans
 from runner.sql.store_sqlite import SQLiteStore
 from tests.conftest import FakeClock
-from tests.support.plans import step_records
+from tests.support.plans import step_records, steps_by_id
 
 RECIPES = {
     "gate": """
@@ -332,7 +332,16 @@ def test_corral_runs_shows_and_decides_an_approval(tmp_path: Path, cli_env: dict
     assert "waits on: a person's approval since" in shown.stdout and "Ship release 1.2?" in shown.stdout
     assert "corral plans decide cli-1 --step approve" in shown.stdout
     as_json = json.loads(run_corral(env, tmp_path, "plans", "show", "cli-1", "--json").stdout)
-    assert as_json["waiting_on"]["kind"] == "approval" and as_json["steps"]["approve"]["state"] == "waiting"
+    assert as_json["waiting_on"]["kind"] == "approval" and steps_by_id(as_json)["approve"]["state"] == "waiting"
+    # Steps in run order, the one not run yet included with its state.
+    assert [(s["id"], s["state"]) for s in as_json["steps"]] == [
+        ("before", "succeeded"),
+        ("approve", "waiting"),
+        ("after", "pending"),
+    ]
+    first_words = [line.split()[0] for line in shown.stdout.splitlines() if line.split()]
+    rows = [word for word in first_words if word in ("before", "approve", "after")]
+    assert rows == ["before", "approve", "after"], "the text table in run order too"
     status = json.loads(run_corral(env, tmp_path, "status", "--json").stdout)
     assert any(i.get("plan") == "cli-1" and "plans decide" in i["next"] for i in status["needs_attention"])
     decided = run_corral(
@@ -341,8 +350,8 @@ def test_corral_runs_shows_and_decides_an_approval(tmp_path: Path, cli_env: dict
     assert decided.returncode == 0, decided.stdout + decided.stderr
     final = [json.loads(line) for line in decided.stdout.splitlines() if line.strip()][-1]
     assert final["state"] == "succeeded"
-    assert final["steps"]["approve"]["outputs"]["approved"] is True
-    assert final["steps"]["approve"]["outputs"]["decided_by"].startswith("cli:")
+    assert steps_by_id(final)["approve"]["outputs"]["approved"] is True
+    assert steps_by_id(final)["approve"]["outputs"]["decided_by"].startswith("cli:")
 
 
 def test_racing_deciders_record_one_decision(rig: ApprovalRig, tmp_path: Path) -> None:

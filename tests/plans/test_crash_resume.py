@@ -43,7 +43,7 @@ from runner.definitions.library import Library
 from runner.plans.ops import OpContext
 from runner.service import AcquireInput, DeliveryError, RelayInput, Service
 from runner.sql.store_sqlite import SQLiteStore
-from tests.support.plans import records_of
+from tests.support.plans import records_of, steps_by_id
 
 pytestmark = pytest.mark.slow
 
@@ -501,7 +501,7 @@ def test_a_relay_left_reserved_pauses_the_plan_until_abandoned(tmp_path: Path, c
     resumed = world.corral("plans", "resume", world.plan_id, "--json")
     summary = json.loads(resumed.stdout.splitlines()[-1])
     assert summary["state"] == "failed" and resumed.returncode == 1, resumed.stdout
-    steps = summary["steps"]
+    steps = steps_by_id(summary)
     assert (steps["relay"]["state"], steps["relay"]["error"]["code"]) == ("failed", "abandoned")
     assert steps["collect"]["state"] == "skipped"
     assert steps["close"]["state"] == "succeeded", "the finally step ran once the plan continued"
@@ -526,6 +526,6 @@ def test_an_acquire_found_in_flight_with_the_lease_held_by_a_lost_credential_pau
     assert again.returncode == 5, again.stdout + again.stderr
     summary = json.loads(again.stdout.splitlines()[-1])
     assert summary["state"] == "paused" and "takeover" in summary["paused_reason"], summary
-    assert summary["steps"]["acquire"]["state"] == "running"
+    assert steps_by_id(summary)["acquire"]["state"] == "running"
     assert query(world.db, "SELECT count(*) FROM instances WHERE machine = 'reviewer'") == [(0,)]
     assert Counter((r.machine, r.trigger) for r in read_rows(world.db))[("controller", "acquire")] == 1

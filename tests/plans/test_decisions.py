@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.plans.test_run import corral, json_lines
+from tests.support.plans import steps_by_id
 
 SHA = "0" * 64
 
@@ -56,7 +57,7 @@ def test_a_blocked_agent_pauses_the_plan_until_a_person_decides(
     waiting = shown["waiting_on"]
     assert (waiting["kind"], waiting["step"], waiting["target"]) == ("agent_blocked", "collect", plan_id)
     assert waiting["since"]
-    assert shown["steps"]["collect"]["state"] == "waiting"
+    assert steps_by_id(shown)["collect"]["state"] == "waiting"
     assert "I need a person" in json.dumps(shown["collected"]), "plans show hands out the collected text"
     status = json.loads(corral(cli_env, tmp_path, "status", "--json").stdout)
     (paused,) = [item for item in status["needs_attention"] if item["kind"] == "plan_paused"]
@@ -68,7 +69,7 @@ def test_a_blocked_agent_pauses_the_plan_until_a_person_decides(
         cli_env, tmp_path, "plans", "decide", plan_id, "--step", "collect", verdict, "--reason", "seen by ops", "--json"
     )
     final = json_lines(decided.stdout)[-1]
-    steps = final["steps"]
+    steps = steps_by_id(final)
     if verdict == "--approve":
         assert final["state"] == "succeeded", decided.stdout + decided.stderr
         assert steps["collect"]["state"] == "succeeded" and steps["collect"]["decision"]["approve"] is True

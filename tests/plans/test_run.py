@@ -41,7 +41,7 @@ from runner.service.inputs.plans import PlanCancelInput, PlanRunInput, PlanSubmi
 from runner.service.plans import PlanConflictError, Plans
 from runner.sql.store_sqlite import SQLiteStore
 from tests.support.gitrepo import git, status_digest
-from tests.support.plans import step_records
+from tests.support.plans import step_records, steps_by_id
 
 AUTHORITY = hashlib.sha256(b"the plan's authority").hexdigest()
 VALIDATE = """\
@@ -313,7 +313,7 @@ def test_review_through_corral_run_is_idempotent_by_plan_id(tmp_path: Path, cli:
     listed = json.loads(corral(env, tmp_path, "plans", "list", "--all", "--json").stdout)["plans"]
     assert [(p["plan"], p["state"], p["steps"]) for p in listed] == [("cli-1", "succeeded", 6)]
     shown = json.loads(corral(env, tmp_path, "plans", "show", "cli-1", "--json").stdout)
-    assert shown["state"] == "succeeded" and set(shown["steps"]) == {
+    assert shown["state"] == "succeeded" and set(steps_by_id(shown)) == {
         "acquire",
         "start",
         "relay",
@@ -497,7 +497,7 @@ def test_writer_lane_in_a_linked_worktree(
     else:
         assert re.search(r"\bverify\s+failed\s+[\d.]+\s+validation_failed: ", shown), shown
     assert re.search(r"\brelease\s+succeeded\s+[\d.]+\s+released\s", shown), shown
-    _print_summary(plan, list(records))
+    _print_summary(rig.plans.summary(plan))
     summary = capsys.readouterr().out
     if passed:
         assert re.search(r"\bverify\s+succeeded\s+1\s+[\d.]+\s+.*passed=True", summary), summary

@@ -20,7 +20,7 @@ from runner.service import AcquireInput, ReviewerStartInput, WriterStartInput
 from runner.service.inputs.plans import PlanRetryInput, PlanRunInput, PlanSubmitInput
 from tests.plans.test_run import AUTHORITY, GOOD_CHANGE, Rig, corral, json_lines, make_lane, recipe_dir, writer_plan
 from tests.support.gitrepo import git, status_digest
-from tests.support.plans import step_records
+from tests.support.plans import step_records, steps_by_id
 
 pytestmark = pytest.mark.usefixtures("hermetic_git")
 
@@ -270,9 +270,9 @@ def test_rerunning_a_failed_plan_points_at_plans_retry(tmp_path: Path, cli_env: 
     assert retried.returncode == 0, retried.stdout + retried.stderr
     summary = json_lines(retried.stdout)[-1]
     # The failed run's finally gave the controller back, so the redrive starts at acquire.
-    assert summary["state"] == "succeeded" and summary["steps"]["acquire"]["attempt"] == 2
-    assert summary["steps"]["start"]["attempt"] == 2
-    assert summary["steps"]["release-controller"]["state"] == "succeeded"
+    assert summary["state"] == "succeeded" and steps_by_id(summary)["acquire"]["attempt"] == 2
+    assert steps_by_id(summary)["start"]["attempt"] == 2
+    assert steps_by_id(summary)["release-controller"]["state"] == "succeeded"
 
 
 # --- the shipped examples ------------------------------------------------------------------------------
@@ -310,7 +310,7 @@ def test_a_recipe_keeps_its_controller_when_told(tmp_path: Path, cli_env: dict[s
     )
     result = corral(cli_env, tmp_path, "run", str(plan), "--json")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert json_lines(result.stdout)[-1]["steps"]["release-controller"]["state"] == "skipped"
+    assert steps_by_id(json_lines(result.stdout)[-1])["release-controller"]["state"] == "skipped"
     assert controller_state(cli_env, tmp_path, "example") == "active"
 
 
@@ -324,7 +324,7 @@ def test_the_writer_lane_and_validate_examples_run_as_shipped_in_a_corral_init_d
     result = corral(cli_env, root, "run", str(example(tmp_path, "writer-lane")), "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json_lines(result.stdout)[-1]
-    assert summary["state"] == "succeeded" and summary["steps"]["verify"]["outputs"]["passed"] is True
+    assert summary["state"] == "succeeded" and steps_by_id(summary)["verify"]["outputs"]["passed"] is True
     assert controller_state(cli_env, root, "example") == "released"
     # validate needs a live lane named writer: without one it fails, naming the lane, and stops there.
     validate = corral(cli_env, root, "run", str(example(tmp_path, "validate")), "--json")
@@ -341,6 +341,6 @@ def test_the_writer_lane_example_without_its_worktree_ends_failed_not_running(
     assert result.returncode == 1, result.stdout + result.stderr
     summary = json_lines(result.stdout)[-1]
     assert summary["state"] == "failed" and summary["failure"]["step"] == "preflight"
-    assert summary["steps"]["release"]["skipped"] == "not created by this plan"
+    assert steps_by_id(summary)["release"]["skipped"] == "not created by this plan"
     again = corral(cli_env, tmp_path, "run", str(example(tmp_path, "writer-lane")), "--json")
     assert again.returncode == 1 and json_lines(again.stdout)[-1]["state"] == "failed"

@@ -24,3 +24,8 @@ def records_of(payload: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 def step_records(payloads: Iterable[Mapping[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """Every record the events committed, in the order they were committed."""
     return [found for payload in payloads for found in records_of(payload)]
+
+
+def steps_by_id(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A plan summary's ``steps`` (a list in run order, as every surface shows it) keyed by step id."""
+    return {str(step["id"]): dict(step) for step in summary["steps"]}
