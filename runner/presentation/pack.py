@@ -319,9 +319,7 @@ def _invalid(page: _Page, kind: str, name: str, origin: str, exc: SpecError) -> 
     anchor = page.anchor(f"{kind}-{name}")
     page.invalid.append(f"{kind} {name}")
     page.contents.append((f"{kind.capitalize()}s", anchor, f"{name} (INVALID)"))
-    items = "".join(
-        f"<li><code>{_e(replace(d, path=_shown(d.path)).render())}</code></li>" for d in exc.diagnostics
-    )
+    items = "".join(f"<li><code>{_e(replace(d, path=_shown(d.path)).render())}</code></li>" for d in exc.diagnostics)
     page.body.append(
         f'<article class="{kind} invalid" id="{anchor}" data-name="{_e(name)}"><h3>{_e(name)} (invalid)</h3>'
         f"<p>This {origin} {kind} does not validate, so it is not drawn (run <code>corral validate</code>):</p>"
