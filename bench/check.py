@@ -14,14 +14,12 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import corral_executable  # noqa: E402  (bench scripts import their neighbour)
+from common import corral_executable
 
 TARGET_S = 60.0
 
