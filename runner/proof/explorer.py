@@ -293,18 +293,21 @@ class Explorer:
         self, parent: dict[World, tuple[World, Step] | None], world: World, step: Step, nxt: World
     ) -> list[tuple[Step, World]]:
         """The steps from the initial world to ``nxt``, replayed so that actors keep their names."""
-        canonical: list[tuple[Step, World]] = [(step, _canon(nxt))]
+        canonical: list[tuple[Step, World, World]] = [(step, world, _canon(nxt))]
         at: World = world
         while (link := parent[at]) is not None:
             before, how = link
-            canonical.append((how, at))
+            canonical.append((how, before, at))
             at = before
         canonical.reverse()
         real = self.initial()
         out: list[tuple[Step, World]] = []
-        for how, target in canonical:
+        for how, before, target in canonical:
+            # The same move by an actor in the same situation: its name may differ, its belief may not.
+            mover = None if how.actor is None else before[3][how.actor]
             for candidate, after in self.successors(real):
-                if _canon(after) == target and _same_move(candidate, how):
+                same_actor = (None if candidate.actor is None else real[3][candidate.actor]) == mover
+                if same_actor and _canon(after) == target and _same_move(candidate, how):
                     out.append((candidate, after))
                     real = after
                     break
@@ -314,8 +317,8 @@ class Explorer:
 
 
 def _same_move(a: Step, b: Step) -> bool:
-    return (a.action, a.trigger, a.transition, a.instance, a.outcome, a.dest) == (
-        b.action, b.trigger, b.transition, b.instance, b.outcome, b.dest
+    return (a.action, a.trigger, a.transition, a.instance, a.outcome, a.dest, a.guards) == (
+        b.action, b.trigger, b.transition, b.instance, b.outcome, b.dest, b.guards
     )  # fmt: skip
 
 

@@ -258,7 +258,8 @@ def draw(
 def check(library: Library, names: tuple[str, ...], options: Any) -> dict[str, Any]:
     """Model-check machines and recipes by name (or machine files by path); none: every one known.
 
-    A recipe is checked as the plan machine that runs it and every machine its steps' operations
+    A recipe is checked as its plan (the plan machine with the recipe's steps as triggers of their
+    own, :func:`runner.proof.recipe.plan_of`), the plan machine and every machine its steps' operations
     drive; a step whose operation drives no machine (a read, a plugin's) is listed as ``unmodelled``. Each
     machine is explored once however many recipes use it. Raises NotFoundError (``check_unknown``)
     for a name that is neither a machine nor a recipe.
@@ -307,6 +308,14 @@ def check(library: Library, names: tuple[str, ...], options: Any) -> dict[str, A
         key = str(wanted)
         if key not in docs:
             docs[key] = result_document(check_machine(spec, options), spec)
+    if recipe_docs:
+        from runner.proof.recipe import plan_of
+
+        plan = library.get("plan")
+        for doc in recipe_docs:
+            unrolled = plan_of(plan, doc["recipe"], [s.id for s in recipes.get(doc["recipe"]).steps])
+            docs[unrolled.name] = result_document(check_machine(unrolled, options), unrolled)
+            doc["machines"].insert(0, unrolled.name)
     by_name = {d["machine"]: d for d in docs.values()}
     for doc in recipe_docs:
         doc["ok"] = all(by_name[m]["ok"] for m in doc["machines"] if m in by_name)

@@ -41,8 +41,12 @@ def test_every_shipped_machine_and_recipe_passes(corral: Any) -> None:
     doc = json.loads(done.stdout)
     assert doc["ok"] is True
     names = {m["machine"] for m in doc["machines"]}
-    assert names == {p.stem for p in data_dir("machines").glob("*.yaml")}
-    assert {r["recipe"] for r in doc["recipes"]} >= {"review", "writer-lane"}
+    shipped = {p.stem for p in data_dir("machines").glob("*.yaml")}
+    recipes = {p.stem for p in data_dir("recipes").glob("*.yaml")}
+    assert names == shipped | {f"plan@{r}" for r in recipes}
+    assert {r["recipe"] for r in doc["recipes"]} == recipes
+    review = next(r for r in doc["recipes"] if r["recipe"] == "review")
+    assert review["machines"][:2] == ["plan@review", "plan"] and "receipt" in review["machines"]
     assert all(m["faults"] == ["crash", "expiry", "pause"] and m["actors"] == 3 for m in doc["machines"])
     assert doc["states"] > 1000
 

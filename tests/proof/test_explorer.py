@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from runner.errors import InputError
 from runner.guards import GUARDS
 from runner.proof import FAULTS, CheckOptions, check_machine, result_document
 from runner.proof.models import GUARD_MODELS, UPDATE_MODELS
+from runner.proof.recipe import plan_of
 from runner.registry import Registry
 from runner.updates import UPDATES
 
@@ -159,3 +161,23 @@ def test_every_built_in_guard_and_update_has_a_model() -> None:
     assert len(_builtin(GUARDS)) > 30
     assert sorted(_builtin(GUARDS) - set(GUARD_MODELS)) == []
     assert sorted(_builtin(UPDATES) - set(UPDATE_MODELS)) == []
+
+
+def test_a_recipes_plan_records_each_step_in_order_by_its_runner() -> None:
+    plan = plan_of(Library().builtin("plan"), "two", ["first", "second"])
+    assert plan.name == "plan@two"
+    steps = {t.trigger: (t.sources, t.dest) for t in plan.transitions if t.trigger.startswith("step:")}
+    assert steps == {"step:first": (("running_0",), "running_1"), "step:second": (("running_1",), "running_2")}
+    assert [t.sources for t in plan.transitions if t.trigger == "finish"] == [("running_2",)]
+    result = check_machine(plan, CheckOptions())
+    assert (result.violations, result.stopped) == ([], None)
+
+
+def test_a_plan_whose_steps_need_no_runner_is_caught() -> None:
+    plan = Library().builtin("plan")
+    loose = replace(
+        plan, transitions=tuple(replace(t, guards=()) if t.trigger == "step" else t for t in plan.transitions)
+    )
+    trace = steps(plan_of(loose, "two", ["first", "second"]), "steps_by_the_runner")
+    # A1 runs the plan; A2, which never took it, records its first step.
+    assert trace == [("A1", "fire", "submit"), ("A1", "fire", "start"), ("A2", "fire", "step:first")]
