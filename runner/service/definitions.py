@@ -320,10 +320,13 @@ def check(library: Library, names: tuple[str, ...], options: Any) -> dict[str, A
     for doc in recipe_docs:
         doc["ok"] = all(by_name[m]["ok"] for m in doc["machines"] if m in by_name)
     machines = list(docs.values())
+    violated = any(m["violations"] for m in machines)
+    stopped = any(m["stopped"] for m in machines)
     return {
         "ok": all(m["ok"] for m in machines),
-        "violated": any(m["violations"] for m in machines),
-        "stopped": any(m["stopped"] for m in machines),
+        "code": "invariant_violated" if violated else "check_incomplete" if stopped else None,
+        "violated": violated,
+        "stopped": stopped,
         "machines": machines,
         "recipes": recipe_docs,
         "states": sum(m["states"] for m in machines),

@@ -39,7 +39,7 @@ def test_every_shipped_machine_and_recipe_passes(corral: Any) -> None:
     done = corral("check", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(done.stdout)
-    assert doc["ok"] is True
+    assert (doc["ok"], doc["code"]) == (True, None)
     names = {m["machine"] for m in doc["machines"]}
     shipped = {p.stem for p in data_dir("machines").glob("*.yaml")}
     recipes = {p.stem for p in data_dir("recipes").glob("*.yaml")}
@@ -77,7 +77,7 @@ def test_the_json_report_of_a_violation(corral: Any, tmp_path: Path) -> None:
     assert done.returncode == 8
     doc = json.loads(done.stdout)
     machine = doc["machines"][0]
-    assert (doc["ok"], doc["violated"], machine["actors"]) == (False, True, 2)
+    assert (doc["ok"], doc["code"], doc["violated"], machine["actors"]) == (False, "invariant_violated", True, 2)
     assert {v["invariant"] for v in machine["violations"]} == {"one_live_holder", "holder_only"}
 
 
