@@ -34,6 +34,7 @@ CLI_EXTRA = {
     ("events", "from_floor"),
     ("draw", "out"),  # writes a local file
     ("draw", "trace"),  # reads a local file (a counterexample corral check wrote)
+    ("check", "trace_out"),  # writes a local file
 }
 
 KNOWN_DIFFERENCES = {
