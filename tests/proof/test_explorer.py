@@ -181,3 +181,18 @@ def test_a_plan_whose_steps_need_no_runner_is_caught() -> None:
     trace = steps(plan_of(loose, "two", ["first", "second"]), "steps_by_the_runner")
     # A1 runs the plan; A2, which never took it, records its first step.
     assert trace == [("A1", "fire", "submit"), ("A1", "fire", "start"), ("A2", "fire", "step:first")]
+
+
+def test_a_plugin_guard_is_a_free_choice(tmp_path: Path) -> None:
+    """A guard corral has no model of (a plugin's) may pass or fail: it cannot stand in for the fence."""
+    from runner.guards import GUARDS
+
+    plugin = next((n for n in GUARDS.names() if n not in GUARD_MODELS), None)
+    if plugin is None:
+        pytest.skip("no plugin guard is installed")
+    spec = spec_of(tmp_path, "controller", "    guards:\n      - fence\n    updates:\n      - extend_lease",
+                   f"    guards:\n      - {plugin}\n    updates:\n      - extend_lease")  # fmt: skip
+    result = check_machine(spec, CheckOptions())
+    doc = result_document(result, spec)
+    broken = {v["invariant"]: v for v in doc["violations"]}
+    assert broken["holder_only"]["steps"][1]["guards"] == [{"name": plugin, "outcome": "free"}]
