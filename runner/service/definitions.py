@@ -215,7 +215,7 @@ def draw(
 
     doc: dict[str, Any]
     if machine is not None:
-        spec = library.get(machine)
+        spec = _machine_or_plan(library, machine)
         path = None
         if instance_id is not None:
             instance, history = service.events.history(instance_id)
@@ -253,6 +253,17 @@ def draw(
             what = f"plan {status.plan_id} ({status.state}), " + what
     doc["format"] = fmt
     return doc, picture, what
+
+
+def _machine_or_plan(library: Library, name: str) -> Any:
+    """Machine ``name``, or for ``plan@RECIPE`` the recipe's own plan that ``corral check`` explores."""
+    plan, at, recipe = name.partition("@")
+    if not at or plan != "plan":
+        return library.get(name)
+    from runner.definitions.recipes import RecipeLibrary
+    from runner.proof.recipe import plan_of
+
+    return plan_of(library.get("plan"), recipe, [s.id for s in RecipeLibrary().get(recipe).steps])
 
 
 def check(library: Library, names: tuple[str, ...], options: Any) -> dict[str, Any]:

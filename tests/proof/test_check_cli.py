@@ -156,3 +156,30 @@ def test_two_invariants_of_one_name_are_refused(tmp_path: Path) -> None:
     path.write_text(text.replace("  - name: holder_only", "  - name: one_live_holder"))
     report, _ = validate_file(path)
     assert [d.code for d in report.diagnostics] == ["spec_invariant_duplicate"]
+
+
+def test_draw_shows_a_recipes_plan_and_a_trace_on_it(corral: Any, tmp_path: Path) -> None:
+    """``plan@RECIPE``, the plan ``check`` explores for a recipe, is drawn by that name too."""
+    trace = tmp_path / "plan.json"
+    steps = [
+        ("A1", "fire", "submit", "absent", "submitted"),
+        ("A1", "fire", "start", "submitted", "running_0"),
+        ("A2", "fire", "step:acquire", "running_0", "running_1"),
+    ]
+    trace.write_text(
+        json.dumps(
+            {
+                "format": "corral-trace-v1",
+                "machine": "plan@review",
+                "invariant": "steps_by_the_runner",
+                "steps": [
+                    {"n": n, "actor": a, "action": act, "trigger": t, "source": s, "dest": d, "guards": []}
+                    for n, (a, act, t, s, d) in enumerate(steps, 1)
+                ],
+            }
+        )
+    )
+    drawn = corral("draw", "plan@review", "--trace", str(trace))
+    assert drawn.returncode == 0, drawn.stderr
+    assert "running_0 --> running_1 : step:acquire" in drawn.stdout
+    assert "class running_1 current" in drawn.stdout
