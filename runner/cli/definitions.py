@@ -262,6 +262,8 @@ def check(
         )
         if trace_out is not None and violations:
             click.echo(f"wrote {trace_out}: corral draw {violations[0]['machine']} --trace {trace_out}", err=True)
+        elif trace_out is not None:
+            click.echo(f"no counterexample: {trace_out} not written", err=True)
     if violations:
         broken = ", ".join(f"{v['machine']}.{v['invariant']}" for v in violations)
         error: InvariantViolatedError | CheckIncompleteError = InvariantViolatedError(

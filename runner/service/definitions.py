@@ -294,6 +294,8 @@ def check(library: Library, names: tuple[str, ...], options: Any) -> dict[str, A
             wanted_machines.append(name)
         elif name in recipes.names():
             wanted_recipes.append(name)
+        elif name.startswith("plan@") and name[len("plan@") :] in recipes.names():
+            wanted_recipes.append(name[len("plan@") :])
         else:
             known = ", ".join([*machine_names, *recipes.names()])
             raise NotFoundError(
