@@ -29,7 +29,9 @@ from runner.log import get_logger
 
 logger = get_logger(__name__)  # imports logging only to log (cold start)
 
-FORMAT = 2  # 2: header line with the body's digest; format-1 entries are filed under other keys
+FORMAT = (
+    3  # 2: header line with the body's digest; 3: machines carry invariants; older entries are filed under other keys
+)
 LEDGER = "rebuilds.log"
 
 

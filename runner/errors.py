@@ -26,8 +26,10 @@ on), a human ``message`` and structured ``details``. The category decides the ex
     ├── AgentRunFailedError           agent_failed  exit 6   the agent's run failed (it exited non-zero,
     │   │                                                    or its CLI reported an error: is_error, turn.failed)
     │   └── AgentSessionLostError                            the lease's conversation cannot be resumed
-    └── (AgentOperationError)         agent_operation exit 7 starting or closing an agent failed on its host
-                                                             (runner.service.core; the lease's state is in details)
+    ├── (AgentOperationError)         agent_operation exit 7 starting or closing an agent failed on its host
+    │                                                        (runner.service.core; the lease's state is in details)
+    ├── InvariantViolatedError        violated      exit 8   ``corral check`` found an invariant broken
+    └── CheckIncompleteError          incomplete    exit 9   ``corral check`` stopped short (budget or depth)
 
 Exit 1 is for bugs only: an agent host that failed to start or close a pane is ``agent_operation``
 (exit 7, HTTP 502), not ``internal``: the host failed, not corral.
@@ -56,6 +58,8 @@ STATUS: Final[dict[str, Status]] = {
     "conflict": Status(exit=5, http=409),
     "agent_failed": Status(exit=6, http=502),
     "agent_operation": Status(exit=7, http=502),
+    "violated": Status(exit=8, http=422),
+    "incomplete": Status(exit=9, http=422),
 }
 
 
@@ -332,3 +336,19 @@ class AgentSessionLostError(AgentRunFailedError):
     """
 
     default_code = "agent_session_lost"
+
+
+class InvariantViolatedError(CorralError):
+    """``corral check`` found a machine's invariant broken on some interleaving; ``details`` holds each
+    violation with its shortest counterexample. Fix the machine (a guard, a recheck) and check again."""
+
+    category = "violated"
+    default_code = "invariant_violated"
+
+
+class CheckIncompleteError(CorralError):
+    """``corral check`` stopped short of every reachable world (``details.stopped``: ``budget`` or
+    ``depth``) and found nothing broken so far. Raise ``--budget`` or ``--depth``, or check fewer actors."""
+
+    category = "incomplete"
+    default_code = "check_incomplete"

@@ -33,6 +33,8 @@ CLI_EXTRA = {
     ("events", "follow"),  # a terminal's tail; MCP and HTTP clients read pages (or the SSE stream)
     ("events", "from_floor"),
     ("draw", "out"),  # writes a local file
+    ("draw", "trace"),  # reads a local file (a counterexample corral check wrote)
+    ("check", "trace_out"),  # writes a local file
 }
 
 KNOWN_DIFFERENCES = {

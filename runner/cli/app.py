@@ -242,7 +242,7 @@ def page_options(fn: F) -> F:
 
 
 COMMAND_MODULES: dict[str, str] = {
-    **dict.fromkeys(("draw", "machines", "review-pack", "validate"), "runner.cli.definitions"),
+    **dict.fromkeys(("check", "draw", "machines", "review-pack", "validate"), "runner.cli.definitions"),
     "controller": "runner.cli.controller",
     "events": "runner.cli.events",
     **dict.fromkeys(("agent", "agents", "reviewer", "status"), "runner.cli.agents"),

@@ -17,6 +17,10 @@ spec_bad_arguments             error     ``with`` arguments the guard/update/eff
 spec_ambiguous_transition      error     two transitions for one trigger and source that cannot be
                                          told apart (the later one could never fire)
 spec_effect_dest               error     a transition with effects does not enter an intermediate state
+spec_invariant_state           error     an invariant names no state of the machine
+spec_invariant_field           error     an invariant names no data field, or one of the wrong type
+spec_invariant_trigger         error     an invariant names no trigger (``at_most_once``: none with effects)
+spec_invariant_duplicate       error     two invariants share a name
 spec_intermediate_entry        warning   an intermediate state entered by a transition without effects
 spec_dead_end                  warning   a state that is not terminal but has no way out
 spec_schema_comment            warning   the file does not start with the yaml-language-server line
@@ -156,6 +160,7 @@ def lint(source: Source) -> list[Diagnostic]:
                 )
         seen.append((index, t["trigger"], set(sources), guards))
 
+    out.extend(_lint_invariants(source, doc))
     if doc["initial"] in states:
         reachable = _reachable(doc["initial"], edges)
         for name in states:
@@ -177,6 +182,70 @@ def lint(source: Source) -> list[Diagnostic]:
                     "warning",
                 )
             )
+    return out
+
+
+def _lint_invariants(source: Source, doc: dict[str, Any]) -> list[Diagnostic]:
+    """Every invariant names states, fields and triggers the machine has (the explorer trusts them)."""
+    out: list[Diagnostic] = []
+    states = doc["states"]
+    fields: dict[str, Any] = doc.get("data") or {}
+    triggers = {t["trigger"] for t in doc["transitions"]}
+    effectful = {t["trigger"] for t in doc["transitions"] if t.get("effects")}
+    names: set[str] = set()
+    for index, raw in enumerate(doc.get("invariants") or ()):
+        at = f"/invariants/{index}"
+        if raw["name"] in names:
+            out.append(
+                source.diagnostic("spec_invariant_duplicate", f"a second invariant named {raw['name']!r}", f"{at}/name")
+            )
+        names.add(raw["name"])
+        label = f"invariant {raw['name']!r}"
+
+        def state(name: str, pointer: str, label: str = label) -> None:
+            if name not in states:
+                known = ", ".join(states)
+                out.append(
+                    source.diagnostic(
+                        "spec_invariant_state", f"{label} names no state {name!r} (known: {known})", pointer
+                    )
+                )
+
+        def field(name: str, pointer: str, want: str | None, label: str = label) -> None:
+            if name not in fields:
+                out.append(source.diagnostic("spec_invariant_field", f"{label} names no data field {name!r}", pointer))
+            elif want is not None and fields[name]["type"] != want:
+                out.append(
+                    source.diagnostic(
+                        "spec_invariant_field",
+                        f"{label} needs {name!r} to be of type {want}, not {fields[name]['type']}",
+                        pointer,
+                    )
+                )
+
+        def trigger(name: str, pointer: str, pool: set[str], what: str, label: str = label) -> None:
+            if name not in pool:
+                known = ", ".join(sorted(pool)) or "none"
+                out.append(
+                    source.diagnostic(
+                        "spec_invariant_trigger", f"{label} names no {what} {name!r} (known: {known})", pointer
+                    )
+                )
+
+        if "fenced" in raw:
+            for i, name in enumerate(raw["fenced"]):
+                trigger(name, f"{at}/fenced/{i}", triggers, "trigger")
+        elif "at_most_once" in raw:
+            trigger(raw["at_most_once"], f"{at}/at_most_once", effectful, "trigger with effects")
+        elif "at_most_one" in raw:
+            for i, name in enumerate(raw["at_most_one"]):
+                state(name, f"{at}/at_most_one/{i}")
+        elif "holds" in raw:
+            for i, name in enumerate(raw["holds"]["states"]):
+                state(name, f"{at}/holds/states/{i}")
+            field(raw["holds"]["field"], f"{at}/holds/field", "boolean" if raw["holds"].get("is") == "true" else None)
+        elif "never_decreases" in raw:
+            field(raw["never_decreases"], f"{at}/never_decreases", "integer")
     return out
 
 

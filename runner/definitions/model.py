@@ -115,6 +115,69 @@ class FieldSpec:
         return isinstance(value, FIELD_TYPES[self.type])
 
 
+INVARIANT_KINDS: tuple[str, ...] = (
+    "one_live_holder",
+    "fenced",
+    "holds",
+    "never_decreases",
+    "at_most_once",
+    "at_most_one",
+)
+"""The predicate vocabulary of ``invariants:``: each invariant names exactly one (docs/proof.md)."""
+
+
+@dataclass(frozen=True)
+class InvariantSpec:
+    """One declared (or built-in) predicate ``corral check`` proves: plain data, never code.
+
+    ``kind`` is one of :data:`INVARIANT_KINDS`; ``triggers`` serve ``fenced`` and ``at_most_once``,
+    ``states`` serve ``holds`` and ``at_most_one``, ``field`` serves ``holds`` and ``never_decreases``.
+    """
+
+    name: str
+    description: str
+    kind: str
+    triggers: tuple[str, ...] = ()
+    states: tuple[str, ...] = ()
+    field: str | None = None
+    is_true: bool = False
+    builtin: bool = False
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> InvariantSpec:
+        kind = next(k for k in INVARIANT_KINDS if k in raw)
+        value = raw[kind]
+        name, description = raw["name"], raw["description"]
+        if kind == "fenced":
+            return cls(name, description, kind, triggers=tuple(value))
+        if kind == "at_most_once":
+            return cls(name, description, kind, triggers=(value,))
+        if kind == "at_most_one":
+            return cls(name, description, kind, states=tuple(value))
+        if kind == "holds":
+            return cls(
+                name, description, kind, states=tuple(value["states"]), field=value["field"],
+                is_true=value.get("is") == "true",
+            )  # fmt: skip
+        if kind == "never_decreases":
+            return cls(name, description, kind, field=value)
+        return cls(name, description, kind)
+
+    def to_json(self) -> dict[str, Any]:
+        value: Any = True
+        if self.kind == "fenced":
+            value = list(self.triggers)
+        elif self.kind == "at_most_once":
+            value = self.triggers[0]
+        elif self.kind == "at_most_one":
+            value = list(self.states)
+        elif self.kind == "holds":
+            value = {"states": list(self.states), "field": self.field, "is": "true" if self.is_true else "set"}
+        elif self.kind == "never_decreases":
+            value = self.field
+        return {"name": self.name, "description": self.description, self.kind: value}
+
+
 @dataclass(frozen=True)
 class MachineSpec:
     """A machine definition that passed schema validation and lint."""
@@ -128,6 +191,7 @@ class MachineSpec:
     fields: dict[str, FieldSpec]
     path: str
     sha256: str
+    invariants: tuple[InvariantSpec, ...] = ()
 
     def transitions_for(self, trigger: str, state: str) -> list[TransitionSpec]:
         """The candidate transitions for ``trigger`` from ``state``, in definition order."""
@@ -168,6 +232,7 @@ class MachineSpec:
                 n: {"type": f.type, "description": f.description, "nullable": f.nullable, "secret": f.secret}
                 for n, f in self.fields.items()
             },
+            **({"invariants": [i.to_json() for i in self.invariants]} if self.invariants else {}),
         }
 
     @classmethod
@@ -217,6 +282,7 @@ class MachineSpec:
             fields=fields,
             path=path,
             sha256=sha256,
+            invariants=tuple(InvariantSpec.parse(raw) for raw in doc.get("invariants") or ()),
         )
 
 

@@ -595,6 +595,43 @@ def _draw(call: Call, a: dict[str, Any]) -> dict[str, Any]:
 
 
 @_t(
+    "corral_check",
+    "Model-check machines and recipes by name (none: every one the server knows) for their invariants:"
+    " every interleaving of actors contending under crash, expiry and pause faults, breadth first."
+    " Answers per machine the states explored, the time and each violated invariant with a shortest"
+    " numbered counterexample; code is invariant_violated, check_incomplete (the budget or depth stopped it"
+    " short) or null. Names only: the server reads no file of the caller's.",
+    extras={
+        "names": Arg("Machine or recipe names.", schema=array(STR), required=False, default=[]),
+        "actors": Arg("Concurrent actors (1-6).", schema=INT, required=False, default=3),
+        "depth": Arg("Steps explored at most (1-64).", schema=INT, required=False, default=40),
+        "faults": Arg(
+            "Faults, comma-separated: crash, expiry, pause; or none.",
+            schema=STR,
+            required=False,
+            default="crash,expiry,pause",
+        ),
+        "budget": Arg("Worlds explored at most per machine.", schema=INT, required=False, default=200_000),
+    },
+    output=obj({"ok": BOOL, "machines": array(ANY_OBJ), "recipes": array(ANY_OBJ)}),
+)
+def _check(call: Call, a: dict[str, Any]) -> dict[str, Any]:
+    from runner.proof import CheckOptions
+    from runner.service.definitions import check
+
+    names = tuple(str(n) for n in a.get("names") or ())
+    for name in names:
+        if "/" in name or name.endswith((".yaml", ".yml")):
+            raise InputError("names", f"{name!r}: give machine or recipe names; the server reads no file of yours")
+    try:
+        options = CheckOptions(a["actors"], a["depth"], CheckOptions.parse_faults(a["faults"]), a["budget"])
+    except InputError as exc:  # named for the CLI's flags (--actors): here the argument is actors
+        field = str(exc.details["field"]).lstrip("-")
+        raise InputError(field, exc.message.partition(": ")[2], code=exc.code) from None
+    return check(call.runtime.library, names, options)
+
+
+@_t(
     "corral_recipes",
     "The recipes on the search path (built-in, ./recipes, $CORRAL_RECIPES): version, steps, what each extends.",
     output=obj({"recipes": array(ANY_OBJ)}),

@@ -144,6 +144,38 @@ def trail(spec: MachineSpec, instance_id: str, instance: Instance | None, events
     return Trail(instance_id, instance.state, visits)
 
 
+def trace_trail(spec: MachineSpec, doc: Any) -> Trail:
+    """The trail of a ``corral check --trace-out`` counterexample through ``spec``: each step that
+    moved an instance, numbered as the trace numbers it (the clock's and crashes' steps move none).
+
+    Raises:
+        InputError: ``trace_invalid`` when ``doc`` is not a trace, or is a trace of another machine.
+    """
+    if not isinstance(doc, dict) or doc.get("format") != "corral-trace-v1" or not isinstance(doc.get("steps"), list):
+        raise InputError("trace", "not a counterexample written by corral check --trace-out", code="trace_invalid")
+    if doc.get("machine") != spec.name:
+        raise InputError(
+            "trace",
+            f"the trace is of machine {doc.get('machine')!r}, not {spec.name!r}: draw it with corral draw "
+            f"{doc.get('machine')} --trace FILE",
+            code="trace_invalid",
+        )
+    visits: list[Visit] = []
+    current = spec.initial
+    for step in doc["steps"]:
+        if not isinstance(step, dict) or "trigger" not in step or step.get("outcome") == "instance_moved":
+            continue
+        trigger = str(step["trigger"])
+        if step.get("action") == "effect":
+            trigger += f":{step.get('outcome')}"
+        elif step.get("action") == "refused":
+            trigger += ":failure"
+        number = int(step.get("n", len(visits) + 1))
+        visits.append(Visit(number, number, trigger, str(step.get("source")), str(step.get("dest"))))
+        current = str(step.get("dest"))
+    return Trail(f"counterexample of {doc.get('invariant')}", current, tuple(visits))
+
+
 # --- machines ------------------------------------------------------------------------------------------
 
 

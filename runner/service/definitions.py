@@ -202,22 +202,26 @@ def draw(
     recipe_name: str | None = None,
     plan_id: str | None = None,
     fmt: str = "mermaid",
+    trace: Any = None,
 ) -> tuple[dict[str, Any], str | bytes, str]:
     """A drawing of one machine (with ``instance_id``: the path it took), recipe or plan.
 
     Returns the JSON document ``corral draw --json`` prints without the picture, the picture, and a
     phrase naming what was drawn. Exactly one of ``machine``, ``recipe_name`` and ``plan_id`` is given
-    (the caller checks it, with its own words for the options).
+    (the caller checks it, with its own words for the options). ``trace``: a counterexample document
+    of ``corral check`` to highlight on the machine.
     """
     from runner.presentation import draw as drawing
 
     doc: dict[str, Any]
     if machine is not None:
-        spec = library.get(machine)
+        spec = _machine_or_plan(library, machine)
         path = None
         if instance_id is not None:
             instance, history = service.events.history(instance_id)
             path = drawing.trail(spec, instance_id, instance, history)
+        elif trace is not None:
+            path = drawing.trace_trail(spec, trace)
         picture = drawing.render(spec, fmt, path)
         doc = {"machine": spec.name}
         what = f"machine {spec.name} v{spec.version}"
@@ -249,3 +253,96 @@ def draw(
             what = f"plan {status.plan_id} ({status.state}), " + what
     doc["format"] = fmt
     return doc, picture, what
+
+
+def _machine_or_plan(library: Library, name: str) -> Any:
+    """Machine ``name``, or for ``plan@RECIPE`` the recipe's own plan that ``corral check`` explores."""
+    plan, at, recipe = name.partition("@")
+    if not at or plan != "plan":
+        return library.get(name)
+    from runner.definitions.recipes import RecipeLibrary
+    from runner.proof.recipe import plan_of
+
+    return plan_of(library.get("plan"), recipe, [s.id for s in RecipeLibrary().get(recipe).steps])
+
+
+def check(library: Library, names: tuple[str, ...], options: Any) -> dict[str, Any]:
+    """Model-check machines and recipes by name (or machine files by path); none: every one known.
+
+    A recipe is checked as its plan (the plan machine with the recipe's steps as triggers of their
+    own, :func:`runner.proof.recipe.plan_of`), the plan machine and every machine its steps' operations
+    drive; a step whose operation drives no machine (a read, a plugin's) is listed as ``unmodelled``. Each
+    machine is explored once however many recipes use it. Raises NotFoundError (``check_unknown``)
+    for a name that is neither a machine nor a recipe.
+    """
+    from runner.definitions.operations import find
+    from runner.definitions.recipes import RecipeLibrary
+    from runner.errors import NotFoundError
+    from runner.proof import check_machine, result_document
+
+    recipes = RecipeLibrary()
+    machine_names = sorted({p.stem for p in library.builtin_paths() + library.local_paths()})
+    wanted_machines: list[Any] = []  # names or paths, in order
+    wanted_recipes: list[str] = []
+    for name in names or (*machine_names, *recipes.names()):
+        path = Path(name)
+        if path.suffix in (".yaml", ".yml") or "/" in name:
+            if not path.is_file():
+                raise NotFoundError(f"no machine file {name}", code="check_unknown", name=name)
+            wanted_machines.append(path)
+        elif name in machine_names:
+            wanted_machines.append(name)
+        elif name in recipes.names():
+            wanted_recipes.append(name)
+        elif name.startswith("plan@") and name[len("plan@") :] in recipes.names():
+            wanted_recipes.append(name[len("plan@") :])
+        else:
+            known = ", ".join([*machine_names, *recipes.names()])
+            raise NotFoundError(
+                f"no machine or recipe named {name!r} (known: {known})", code="check_unknown", name=name
+            )
+    recipe_docs: list[dict[str, Any]] = []
+    for name in wanted_recipes:
+        recipe = recipes.get(name)
+        driven = ["plan"]
+        unmodelled = []  # steps whose operation drives no machine: to the plan, free choices
+        for step in recipe.steps:
+            op = find(step.do)
+            if op is not None and op.machine:
+                driven.append(op.machine)
+            else:
+                unmodelled.append(step.id)
+        driven = list(dict.fromkeys(driven))
+        wanted_machines += [m for m in driven if m not in wanted_machines]
+        recipe_docs.append({"recipe": name, "path": recipe.path, "machines": driven, "unmodelled": unmodelled})
+    docs: dict[str, dict[str, Any]] = {}
+    for wanted in wanted_machines:
+        spec = library.load(wanted) if isinstance(wanted, Path) else library.get(wanted)
+        key = str(wanted)
+        if key not in docs:
+            docs[key] = result_document(check_machine(spec, options), spec)
+    if recipe_docs:
+        from runner.proof.recipe import plan_of
+
+        plan = library.get("plan")
+        for doc in recipe_docs:
+            unrolled = plan_of(plan, doc["recipe"], [s.id for s in recipes.get(doc["recipe"]).steps])
+            docs[unrolled.name] = result_document(check_machine(unrolled, options), unrolled)
+            doc["machines"].insert(0, unrolled.name)
+    by_name = {d["machine"]: d for d in docs.values()}
+    for doc in recipe_docs:
+        doc["ok"] = all(by_name[m]["ok"] for m in doc["machines"] if m in by_name)
+    machines = list(docs.values())
+    violated = any(m["violations"] for m in machines)
+    stopped = any(m["stopped"] for m in machines)
+    return {
+        "ok": all(m["ok"] for m in machines),
+        "code": "invariant_violated" if violated else "check_incomplete" if stopped else None,
+        "violated": violated,
+        "stopped": stopped,
+        "machines": machines,
+        "recipes": recipe_docs,
+        "states": sum(m["states"] for m in machines),
+        "transitions": sum(m["transitions"] for m in machines),
+        "seconds": round(sum(m["seconds"] for m in machines), 3),
+    }

@@ -209,6 +209,8 @@ OPERATIONS: tuple[Operation, ...] = (
     _O("recipe.show", "corral_recipe_show", "recipe show", "Show a recipe", READ),
     _O("validate", None, "validate", "Validate definition files", READ,
        not_on={"mcp": "it reads files on the caller's machine", "http": "it reads files on the caller's machine"}),
+    _O("check", "corral_check", "check", "Model-check machines and recipes for their invariants", READ,
+       not_on={"http": "a review aid for an author (CLI) or an agent (MCP); it can run for a minute"}),
     _O("paths", None, "paths", "A machine's paths through its states", READ,
        not_on={"mcp": "a review aid for a person at a terminal", "http": "a review aid for a person at a terminal"}),
     _O("init", None, "init", "Make a demo project", acts(),

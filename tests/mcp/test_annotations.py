@@ -107,6 +107,7 @@ def read_only_calls(w: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "corral_machines": {},
         "corral_draw": {"machine": "reviewer", "instance": receipt["target"]},
         "corral_recipes": {},
+        "corral_check": {"names": ["controller", "review"]},
         "corral_recipe_show": {"name": "review", "resolved": False},
         "corral_plan_show": {"plan_id": "p-1"},
         "corral_plan_list": {"all": True},

@@ -259,6 +259,7 @@ def test_conformance_run_leaks_no_secret(stdio: StdioRunner, project: Path, tmp_
         await ok("corral_machines", {})
         await ok("corral_draw", {"machine": "controller"})
         await ok("corral_draw", {"plan": "mcp-plan-1", "format": "dot"})
+        await ok("corral_check", {"names": ["controller"], "actors": 2})
         events = await ok("corral_events", {"since": 0, "limit": 10000})
         assert len(events["events"]) > 20
         await ok("corral_status", {})
