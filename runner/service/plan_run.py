@@ -21,6 +21,7 @@ from runner.errors import (
     CorralError,
     NotFoundError,
     RefusedError,
+    StoreUnavailableError,
     TransitionNotAllowedError,
 )
 from runner.service.plan_state import plan_instance_id
@@ -285,6 +286,8 @@ class PlanRun:
                     plan = self._write("step")
                 try:
                     resolution = implementation.resume(ctx, args)
+                except StoreUnavailableError:
+                    raise  # the store is gone, not the step: see below
                 except Exception as exc:  # noqa: BLE001 - any error in a step fails the step, never strands the plan
                     resolution = Resume("fail", error=_as_corral_error(exc, step))
                 self._emit(plan_id, "step_resumed", step=step.id, attempt=attempt, resolution=resolution.kind)
@@ -313,6 +316,14 @@ class PlanRun:
                     return self._skipped(plan, step, attempt, exc.message)
                 except WaitsOnPerson as exc:
                     return self._waiting(plan, step, attempt, exc)
+                except StoreUnavailableError:
+                    # Invariant: a step's outcome is recorded only if its operation said what it was. The
+                    # store's server went away under the operation: it may have acted (a commit whose
+                    # answer was lost), so this is no failure of the step. Recording one would end the
+                    # plan ``failed`` whenever the server is back by the time that record is written
+                    # (an immediate restart races the next connection); the step stays ``running``,
+                    # this run stops with ``store_unavailable`` and the next asks the operation (resume).
+                    raise
                 except CorralError as exc:
                     error = exc
                 except Exception as exc:  # noqa: BLE001 - any error in a step fails the step, never strands the plan

@@ -26,6 +26,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from contextlib import closing
@@ -43,6 +44,7 @@ from runner.definitions.library import Library
 from runner.plans.ops import OpContext
 from runner.service import AcquireInput, DeliveryError, RelayInput, Service
 from runner.sql.store_sqlite import SQLiteStore
+from runner.sql.store_sqlite_writelock import Place, QueueTimeout, WriteQueue, lock_path
 from tests.support.plans import records_of, steps_by_id
 
 pytestmark = pytest.mark.slow
@@ -59,10 +61,6 @@ OPERATION_DONE = {
     "release-controller": ("controller", "release"),
 }
 PROMPT = "Review this project.\necho reviewed once"
-# The watcher holds the store's write lock for HOLD seconds, then opens it for at most WINDOW seconds.
-HOLD = 0.002
-WINDOW = 0.001
-NICE = (19, 0, 10)  # the runner's niceness on successive tries
 BUDGET = 90.0  # seconds to land one kill point
 
 
@@ -113,6 +111,12 @@ def query(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         return list(conn.execute(sql, args).fetchall())
 
 
+def tickets_taken(db: Path) -> int:
+    """The write queue's ticket counter (it moves when a writer queues behind another)."""
+    raw = lock_path(db).read_bytes()[:8]
+    return int.from_bytes(raw, "little") if len(raw) == 8 else 0
+
+
 class World:
     """A state home, a store file elsewhere, a project directory and a review plan file."""
 
@@ -154,12 +158,10 @@ class World:
             check=False,
         )
 
-    def start(self, nice: int = 0, faults: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        """``corral run`` in the background; ``nice`` lowers its priority (and its agents'), so that on a
-        busy machine the watcher is on a CPU when the runner gives the store's lock back. ``faults``
-        arms a fault point (:mod:`runner.faults`) for this run only."""
+    def start(self, faults: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """``corral run`` in the background; ``faults`` arms a fault point (:mod:`runner.faults`) for this run only."""
         return subprocess.Popen(
-            ["nice", "-n", str(nice), str(Path(sys.executable).parent / "corral"), "run", str(self.plan), "--json"],
+            [str(Path(sys.executable).parent / "corral"), "run", str(self.plan), "--json"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env={**self.env, **(faults or {})},
@@ -171,18 +173,24 @@ class World:
     ) -> Row:
         """SIGKILL ``proc`` right after the commit of an event for which ``hit(row)`` holds, before its next commit.
 
-        The watcher holds the store's write lock (``BEGIN IMMEDIATE``) nearly all the time, reading the
-        new events while it does, and opens it only for short windows: the runner (whose writes wait
-        for the lock and retry) commits at most one transaction per window, and the watcher, spinning
-        on ``PRAGMA data_version`` (it changes when another connection commits) during the window, takes
-        the lock back the moment that transaction is committed. On a hit the runner is killed while it
-        waits for the lock (after ``delay`` seconds, and once ``then()`` holds, if given). The runner is
-        slowed, never stopped between two commits. On a loaded machine the watcher is sometimes not on a
-        CPU when it should be; ``crash`` then tries again in a fresh directory.
+        The watcher holds a place in the store's FIFO write queue (``<db>.lock``, which every corral
+        writer enters before it asks SQLite for the write lock) and SQLite's write lock with it, reading
+        the new events meanwhile, and hands the queue on one writer at a time: once a writer has queued
+        behind it (the queue's ticket counter moves), it queues again behind that writer, and only then
+        leaves. The kernel grants the queue in ticket order, so that writer commits one transaction and
+        the watcher has the queue back before the writer's next one can start; nothing depends on which
+        process is on a CPU when (the old watcher raced the runner for SQLite's lock in 1 ms windows
+        and, on a loaded machine, lost: the runner committed twice, or starved). On a hit the runner is
+        killed while its next write waits in the queue (after ``delay`` seconds, and once ``then()``
+        holds, if given).
         """
         deadline = time.monotonic() + timeout
         last = 0
         conn = None
+        queue = None
+        place: Place | None = None
+        queued: list[Place | Starved] = []  # the next place (or why none), once the helper thread below is done
+        helper: threading.Thread | None = None
         try:
             while conn is None:
                 conn = self._reader()
@@ -192,8 +200,11 @@ class World:
                     if time.monotonic() > deadline:
                         raise Starved("the runner never created the store")
                     time.sleep(0.001)
+            queue = WriteQueue.open(self.db)
+            assert queue is not None, "the store's FIFO write queue works here (Linux OFD locks)"
+            place = self._enter(queue, deadline)
             self._lock(conn, deadline)
-            while time.monotonic() < deadline:
+            while True:
                 rows = conn.execute(
                     "SELECT seq, instance_id, machine, trigger, from_state, to_state, payload FROM events "
                     "WHERE seq > ? ORDER BY seq",
@@ -209,16 +220,25 @@ class World:
                         os.kill(proc.pid, signal.SIGKILL)
                         proc.wait(timeout=30)
                         return row
-                if proc.poll() is not None:
-                    raise AssertionError(f"the runner ended (exit {proc.returncode}) before the kill point")
-                time.sleep(HOLD)  # the runner's writes wait (and back off) meanwhile
-                version = conn.execute("PRAGMA data_version").fetchone()[0]
+                # Let the next writer through, and only it: queue behind it first, then leave. (A third
+                # writer queuing in the same instant may pass too: ``crash`` then tries again.)
+                assert place is not None
+                self._wait_queued(proc, place.ticket, deadline, "a writer queued behind the watcher")
+                writer = tickets_taken(self.db)  # at least that writer's ticket
+                helper = threading.Thread(target=self._enter_into, args=(queue, deadline, queued), daemon=True)
+                helper.start()
+                self._wait_queued(proc, writer, deadline, "the watcher queued behind that writer")
                 conn.execute("ROLLBACK")
-                window = time.monotonic() + WINDOW
-                while time.monotonic() < window and conn.execute("PRAGMA data_version").fetchone()[0] == version:
-                    pass
-                self._lock(conn, deadline)
-            raise Starved("the kill point never came")
+                queue.release(place)
+                place = None
+                helper.join(max(deadline - time.monotonic(), 0) + 1)  # its acquire gives up at the deadline
+                if not queued:
+                    raise Starved("the kill point never came")  # the writer held the queue past the deadline
+                entered, helper = queued.pop(), None
+                if isinstance(entered, Starved):
+                    raise entered
+                place = entered
+                self._lock(conn, deadline)  # free: the writer left the queue after its commit
         finally:
             if conn is not None:
                 if conn.in_transaction:
@@ -227,6 +247,40 @@ class World:
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=30)
+            if queue is not None:
+                if place is not None:
+                    queue.release(place)  # first: a helper still queued waits for this place
+                if helper is not None:
+                    helper.join(max(deadline - time.monotonic(), 0) + 1)
+                for entered in queued:
+                    if isinstance(entered, Place):
+                        queue.release(entered)
+                queue.close()
+
+    @staticmethod
+    def _enter(queue: WriteQueue, deadline: float) -> Place:
+        """A place in the store's write queue (a writer holding it past ``deadline``: the runner starved)."""
+        try:
+            return queue.acquire(deadline)
+        except QueueTimeout:
+            raise Starved("the store's write queue stayed taken") from None
+
+    @classmethod
+    def _enter_into(cls, queue: WriteQueue, deadline: float, into: list[Place | Starved]) -> None:
+        """:meth:`_enter` for a helper thread: the place, or the ``Starved`` that says why none, into ``into``."""
+        try:
+            into.append(cls._enter(queue, deadline))
+        except Starved as exc:
+            into.append(exc)
+
+    def _wait_queued(self, proc: subprocess.Popen[bytes], above: int, deadline: float, what: str) -> None:
+        """Until the queue's ticket counter passes ``above``: a writer took a ticket behind that one."""
+        while tickets_taken(self.db) <= above:
+            if proc.poll() is not None:
+                raise AssertionError(f"the runner ended (exit {proc.returncode}) before the kill point")
+            if time.monotonic() > deadline:
+                raise Starved(f"the kill point never came (waiting for {what})")
+            time.sleep(0.0005)
 
     @staticmethod
     def _lock(conn: sqlite3.Connection, deadline: float) -> None:
@@ -276,30 +330,29 @@ class World:
 def crash(tmp_path: Path, env: dict[str, str], name: str, hit: Any, after_ok: Any) -> tuple[World, Row]:
     """Run the plan, kill the runner at ``hit``; retry in a fresh world until ``after_ok(target, later)``.
 
-    The runner's priority changes from try to try (``NICE``): a low one makes the watcher win the race for
-    the store's lock on a busy machine, but could starve the runner on a saturated one.
+    A retry is for a commit the watcher could not hold back: the runner's first ones, before the watcher
+    holds the queue, or another writer's queued in the same instant as the runner's (``World.kill_when``).
     """
     landed: list[str] = []
     budget = time.monotonic() + BUDGET
     attempt = 0
     while time.monotonic() < budget:
         world = World(tmp_path / f"{name}-{attempt}", env)
-        nice = NICE[attempt % len(NICE)]
         attempt += 1
         try:
             target = world.kill_when(
-                world.start(nice),
+                world.start(),
                 hit,
                 timeout=min(30.0, max(budget - time.monotonic(), 1.0)),
             )
         except Starved as exc:
-            landed.append(f"nice {nice}: {exc}")
+            landed.append(str(exc))
             continue
         later = read_rows(world.db, target.seq)
         if after_ok(target, later):
-            print(f"crash point {name}: landed on try {attempt} (nice {nice})")
+            print(f"crash point {name}: landed on try {attempt}")
             return world, target
-        landed.append(f"nice {nice}: " + ", ".join(f"{r.machine} {r.trigger} {r.plan_step or ''}" for r in later[:3]))
+        landed.append(", ".join(f"{r.machine} {r.trigger} {r.plan_step or ''}" for r in later[:3]))
     raise AssertionError(f"the kill never landed on its boundary in {attempt} tries; got past it to: {landed}")
 
 

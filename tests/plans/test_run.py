@@ -31,14 +31,16 @@ from runner.agents.process import ProcessHost
 from runner.cli.plans import _print_summary
 from runner.context import Instance
 from runner.definitions.library import Library
+from runner.definitions.operations import OPERATIONS as CATALOGUE
 from runner.definitions.recipes import RecipeLibrary
-from runner.errors import CorralError, RefusedError
+from runner.errors import CorralError, RefusedError, StoreUnavailableError
 from runner.plans.keeper import MemoryKeeper
-from runner.plans.ops import OPERATIONS, OpContext
+from runner.plans.ops import OPERATIONS, OpContext, Operation, Outputs
 from runner.service import AcquireInput, Service, WriterStartInput
 from runner.service.inputs.memory import CheckpointInput, ShowInput
 from runner.service.inputs.plans import PlanCancelInput, PlanRunInput, PlanSubmitInput
 from runner.service.plans import PlanConflictError, Plans
+from runner.service.steps import RUN, Resume
 from runner.sql.store_sqlite import SQLiteStore
 from tests.support.gitrepo import git, status_digest
 from tests.support.plans import step_records, steps_by_id
@@ -754,6 +756,53 @@ def test_retry_runs_a_failing_safe_step_up_to_max_attempts(flows: Rig) -> None:
     retries = flows.kinds_of("step_retrying")
     assert [(r["step"], r["attempt"]) for r in retries] == [("flaky", 1), ("flaky", 2)]
     assert all(0 <= r["delay"] <= 0.01 for r in retries)
+
+
+class Outage:
+    """The built-in operations, but ``flow.fail`` loses the store's server while ``down``, as an operation
+    whose write met an immediate restart of PostgreSQL does; once the server is back it succeeds."""
+
+    def __init__(self) -> None:
+        self.down = True
+
+    def get(self, name: str) -> Any:
+        if name != "flow.fail":
+            return OPERATIONS.get(name)
+
+        async def run(ctx: OpContext, args: dict[str, Any]) -> Outputs:
+            self.check()
+            return Outputs({"back": True})
+
+        def resume(ctx: OpContext, args: dict[str, Any]) -> Resume:
+            self.check()  # asking what the operation did needs the store too
+            return RUN
+
+        return Operation(CATALOGUE["flow.fail"], run, resume)
+
+    def check(self) -> None:
+        if self.down:
+            raise StoreUnavailableError("cannot reach the store: the database system is starting up")
+
+
+def test_a_step_whose_store_went_away_is_not_failed_and_the_next_run_finishes_it(flows: Rig) -> None:
+    """``store_unavailable`` inside a step: its operation may have acted (a commit whose answer was lost),
+    so it is no outcome of the step. The run stops with it (not retried, not recorded, even though the
+    store answers again by the time a record would be written) and the next run resumes the step."""
+    outage = Outage()
+    flows.plans.operations = outage
+    with pytest.raises(StoreUnavailableError):
+        flows.run(flows.plan("outage-1", "flaky"))
+    assert flows.step_log("outage-1") == [("before", "running", 1), ("before", "succeeded", 1), ("flaky", "running", 1)]
+    assert flows.kinds_of("step_retrying") == [], "the store's outage is no failure of the step to retry"
+    with pytest.raises(StoreUnavailableError):  # still down when the next run asks the operation (resume)
+        flows.run(flows.plan("outage-1", "flaky"))
+    assert flows.step_log("outage-1")[-1] == ("flaky", "running", 1)
+    outage.down = False
+    plan = flows.run(flows.plan("outage-1", "flaky"))
+    assert plan.state == "succeeded", plan.data.get("failure")
+    assert plan.data["steps"]["flaky"]["state"] == "succeeded"
+    assert plan.data["steps"]["flaky"]["attempt"] == 1
+    assert ran(flows.step_log("outage-1"), "running") == ["before", "flaky", "after", "cleanup"]
 
 
 def test_retry_of_a_collect_that_times_out_waits_again_for_the_same_receipt(flows: Rig, tmp_path: Path) -> None:
