@@ -1,0 +1,220 @@
+"""``make chaos`` / ``python -m chaos``: set up the stores, run clients and nemesis, check, report.
+
+Per store (a SQLite file; a PostgreSQL cluster of its own, started for the run and stopped after it,
+so the nemesis can restart it): two state homes, two clients each, over two controller ids, and one
+nemesis. ``--seed`` fixes every client's and nemesis's random stream: the same seed draws the same
+operations and faults in the same order (what each operation then meets depends on timing; the
+``schedule`` digest in the report covers the draws). Everything started is stopped on the way out,
+Ctrl-C included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from chaos import history, lease
+from chaos.clients import Client, Recorder
+from chaos.nemesis import Nemesis
+
+HOMES = ("A", "B")
+CLIENTS_PER_HOME = 2
+CONTROLLERS = ["c0", "c1"]
+TTL = 5  # the smallest TTL corral accepts: expiries come soon
+
+
+class Cluster:
+    """A PostgreSQL cluster of the run's own (``tests.support.pgserver``), durable commits."""
+
+    def __init__(self, directory: Path) -> None:
+        from tests.support import pgserver
+
+        reason = pgserver.unavailable()
+        if reason is not None:
+            raise SystemExit(f"chaos: no PostgreSQL server here ({reason}); use --store sqlite")
+        self.directory = directory
+        self.pgserver = pgserver
+        base = pgserver.start(directory, durable=True)
+        import psycopg
+
+        from tests.support.stores import with_database
+
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute('CREATE DATABASE "chaos"')
+        self.url = with_database(base, "chaos")
+
+    def restart(self) -> None:
+        self.pgserver.restart(self.directory, "immediate")
+
+    def stop(self) -> None:
+        self.pgserver.stop(self.directory)
+
+
+def _schedule_digest(seed: int, stores: list[str], count: int = 64) -> str:
+    """A digest of the first ``count`` draws of every client and round of every nemesis for ``seed``."""
+    scratch = hashlib.sha256()
+    for store in stores:
+        for name in _client_names(store):
+            client = Client(name, store, "", Path(), Path(), CONTROLLERS, Recorder(), seed, TTL)
+            for _ in range(count):
+                scratch.update(repr(client.draw()).encode())
+        nemesis = Nemesis(store, [None] * (CLIENTS_PER_HOME * len(HOMES)), Recorder(), seed, TTL)  # type: ignore[list-item]
+        if store == "postgresql":
+            nemesis.restart = lambda: None
+        for _ in range(count // 4):
+            scratch.update(repr(nemesis.plan_round()).encode())
+    return scratch.hexdigest()[:16]
+
+
+def _client_names(store: str) -> list[str]:
+    return [f"{store}/{home}/{n}" for home in HOMES for n in range(1, CLIENTS_PER_HOME + 1)]
+
+
+def run(minutes: float, seed: int, stores: list[str], workdir: Path) -> dict[str, Any]:
+    """One chaos run over ``stores``; the report (also the history, in ``workdir``)."""
+    recorder = Recorder()
+    clients: list[Client] = []
+    nemeses: list[Nemesis] = []
+    clusters: list[Cluster] = []
+    try:
+        for store in stores:
+            base = workdir / store
+            base.mkdir(parents=True)
+            restart = None
+            if store == "sqlite":
+                url = f"sqlite://{base / 'corral.db'}"
+            else:
+                cluster = Cluster(base / "pg")
+                clusters.append(cluster)
+                url, restart = cluster.url, cluster.restart
+            mine = []
+            for name in _client_names(store):
+                home = base / f"home-{name.split('/')[1]}"
+                client = Client(name, store, url, home, base, CONTROLLERS, recorder, seed, TTL)
+                client.start_worker()  # one after the other: the first creates the schema
+                mine.append(client)
+            clients += mine
+            nemeses.append(Nemesis(store, mine, recorder, seed, TTL, restart=restart))
+        started = time.monotonic()
+        for client in clients:
+            client.thread.start()
+        for nemesis in nemeses:
+            nemesis.thread.start()
+        deadline = started + minutes * 60
+        while time.monotonic() < deadline:
+            time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+            dead = [c.name for c in clients if not c.thread.is_alive()]
+            if dead:
+                raise RuntimeError(f"chaos clients stopped: {', '.join(dead)} (see their logs in {workdir})")
+        for nemesis in nemeses:
+            nemesis.stop.set()
+        for nemesis in nemeses:
+            nemesis.thread.join(timeout=30)
+        for client in clients:
+            client.resume()
+            client.stop.set()
+        for client in clients:
+            client.thread.join(timeout=60)
+        elapsed = time.monotonic() - started
+    finally:
+        for nemesis in nemeses:
+            nemesis.stop.set()
+        for client in clients:
+            client.close()
+        for cluster in clusters:
+            cluster.stop()
+    ops = list(recorder.ops)
+    history.write(workdir / "history.jsonl", ops)
+    report = lease.check(ops)
+    faults = Counter(f.kind for n in nemeses for f in n.faults)
+    return {
+        "seed": seed,
+        "minutes": minutes,
+        "elapsed_s": round(elapsed, 1),
+        "stores": stores,
+        "schedule": _schedule_digest(seed, stores),
+        "operations": {
+            "total": len(ops),
+            "by_status": dict(Counter(o.status for o in ops)),
+            "by_op": dict(Counter(o.op for o in ops)),
+            "by_store": dict(Counter(o.key.split(":")[0] for o in ops)),
+            "ok_by_op": dict(Counter(o.op for o in ops if o.status == "ok")),
+            "codes": dict(Counter(o.code for o in ops if o.code)),
+        },
+        "faults": {kind: faults.get(kind, 0) for kind in sorted({k for n in nemeses for k in n.kinds})},
+        "faults_by_store": {n.store: dict(n.counts()) for n in nemeses},
+        "worker_starts": sum(c.starts for c in clients),
+        "nemesis_errors": [e for n in nemeses for e in n.errors],
+        "check": report.to_dict(),
+        "anomalies": len(report.anomalies),
+        "history": str(workdir / "history.jsonl"),
+        "_report": report,
+    }
+
+
+def render(doc: dict[str, Any]) -> str:
+    """The text report."""
+    ops, check = doc["operations"], doc["check"]
+    per_10k = check["seconds"] / max(1, ops["total"]) * 10_000
+    lines = [
+        f"chaos: seed {doc['seed']}, {doc['elapsed_s']} s on {' + '.join(doc['stores'])} (schedule {doc['schedule']})",
+        f"  operations: {ops['total']}  " + "  ".join(f"{k} {v}" for k, v in sorted(ops["by_status"].items())),
+        "    by op: " + "  ".join(f"{k} {v} ({ops['ok_by_op'].get(k, 0)} ok)" for k, v in sorted(ops["by_op"].items())),
+        "    codes: " + "  ".join(f"{k} {v}" for k, v in sorted(ops["codes"].items())),
+        "  faults: "
+        + "  ".join(f"{k} {v}" for k, v in doc["faults"].items())
+        + f"  (worker starts {doc['worker_starts']})",
+        f"  checker: {check['seconds']:.3f} s for {ops['total']} operations in {check['partitions']} partitions "
+        f"({per_10k:.3f} s per 10,000)",
+        f"  anomalies: {doc['anomalies']}",
+    ]
+    if check["unexpected_codes"]:
+        lines.append("  refusals the model does not judge: " + json.dumps(check["unexpected_codes"]))
+    for error in doc["nemesis_errors"]:
+        lines.append(f"  nemesis error: {error}")
+    lines += ["", *(a.describe() for a in doc["_report"].anomalies)] if doc["anomalies"] else []
+    lines.append(f"  history: {doc['history']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m chaos", description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=1.0, help="how long the clients run (fractions allowed)")
+    parser.add_argument("--seed", type=int, default=None, help="reproduce a run's schedule (default: a new one)")
+    parser.add_argument("--store", choices=("sqlite", "postgresql", "both"), default="both")
+    parser.add_argument("--json", action="store_true", help="the report as one JSON document")
+    parser.add_argument("--keep", type=Path, help="keep the run's directory (history, logs) here")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else int.from_bytes(__import__("os").urandom(4), "big")
+    stores = ["sqlite", "postgresql"] if args.store == "both" else [args.store]
+    workdir = Path(tempfile.mkdtemp(prefix="corral-chaos-")) if args.keep is None else args.keep
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    def interrupted(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt(signum)
+
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        doc = run(args.minutes, seed, stores, workdir)
+    except KeyboardInterrupt:
+        print("chaos: interrupted; every process and server it started is stopped", file=sys.stderr)
+        return 130
+    finally:
+        if args.keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if args.keep is None:
+        doc["history"] = None
+    if args.json:
+        print(json.dumps({k: v for k, v in doc.items() if not k.startswith("_")}, indent=2, sort_keys=True))
+    else:
+        print(render(doc))
+    return 1 if doc["anomalies"] or doc["nemesis_errors"] else 0
