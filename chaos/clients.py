@@ -165,12 +165,22 @@ class Client:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
         argv = [sys.executable, "-m", "chaos.worker", "--store", self.url, "--home", str(self.home)]
         argv += ["--clock", str(self.clock), "--name", self.name]
-        with self.log_path.open("a", encoding="utf-8") as log:
-            worker = Worker(argv, env, log)
-        if not worker.ready():
+        deadline = time.monotonic() + READY_DEADLINE
+        while True:  # a worker started while the PostgreSQL server restarts cannot open its store: again
+            with self.log_path.open("a", encoding="utf-8") as log:
+                worker = Worker(argv, env, log)
+            if worker.ready():
+                break
             worker.kill()
-            raise RuntimeError(f"chaos client {self.name} did not start: see {self.log_path}")
+            if self.stop.is_set():
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"chaos client {self.name} did not start: see {self.log_path}")
+            self.stop.wait(0.5)
         with self.lock:
+            if self.stop.is_set():  # closed while it started: it must not outlive the run
+                worker.kill()
+                return
             self.worker = worker
             self.paused = False
             self.starts += 1
@@ -275,7 +285,8 @@ class Client:
         request = {"op": op, "cid": cid, "args": args, "ttl": self.ttl, "holder": self.name}
         with self.lock:
             worker = self.worker
-        assert worker is not None
+        if worker is None:  # closed: the run is over
+            return
         record = self.recorder.invoke(self.name, worker.proc.pid, f"{self.store}:controller/{cid}", op, shown)
         killing = self.kill_armed.is_set()
         sent = worker.send(request)

@@ -35,13 +35,15 @@ TTL = 5  # the smallest TTL corral accepts: expiries come soon
 class Cluster:
     """A PostgreSQL cluster of the run's own (``tests.support.pgserver``), durable commits."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self) -> None:
         from tests.support import pgserver
 
         reason = pgserver.unavailable()
         if reason is not None:
             raise SystemExit(f"chaos: no PostgreSQL server here ({reason}); use --store sqlite")
-        self.directory = directory
+        # A short directory of its own: a socket's path is at most 107 bytes, and the server's user must
+        # reach it (a test's tmp_path is private to root).
+        self.directory = directory = Path(tempfile.mkdtemp(prefix="corral-chaos-pg-")) / "c"
         self.pgserver = pgserver
         base = pgserver.start(directory, durable=True)
         import psycopg
@@ -57,9 +59,10 @@ class Cluster:
 
     def stop(self) -> None:
         self.pgserver.stop(self.directory)
+        shutil.rmtree(self.directory.parent, ignore_errors=True)
 
 
-def _schedule_digest(seed: int, stores: list[str], count: int = 64) -> str:
+def schedule_digest(seed: int, stores: list[str], count: int = 64) -> str:
     """A digest of the first ``count`` draws of every client and round of every nemesis for ``seed``."""
     scratch = hashlib.sha256()
     for store in stores:
@@ -93,7 +96,7 @@ def run(minutes: float, seed: int, stores: list[str], workdir: Path) -> dict[str
             if store == "sqlite":
                 url = f"sqlite://{base / 'corral.db'}"
             else:
-                cluster = Cluster(base / "pg")
+                cluster = Cluster()
                 clusters.append(cluster)
                 url, restart = cluster.url, cluster.restart
             mine = []
@@ -141,7 +144,7 @@ def run(minutes: float, seed: int, stores: list[str], workdir: Path) -> dict[str
         "minutes": minutes,
         "elapsed_s": round(elapsed, 1),
         "stores": stores,
-        "schedule": _schedule_digest(seed, stores),
+        "schedule": schedule_digest(seed, stores),
         "operations": {
             "total": len(ops),
             "by_status": dict(Counter(o.status for o in ops)),
@@ -157,6 +160,7 @@ def run(minutes: float, seed: int, stores: list[str], workdir: Path) -> dict[str
         "check": report.to_dict(),
         "anomalies": len(report.anomalies),
         "history": str(workdir / "history.jsonl"),
+        "servers": [str(c.directory) for c in clusters],
         "_report": report,
     }
 

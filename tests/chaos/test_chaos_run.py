@@ -1,0 +1,107 @@
+"""``make chaos``'s entry point, run for real: a short seeded run on SQLite and PostgreSQL finds no anomaly.
+
+The verdict is what is asserted (no anomaly, every fault kind injected, a floor of operations), never a
+timing: under load a run does fewer operations, and each one's outcome may be unknown, which the checker
+allows for. The schedule a seed draws is the same from run to run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chaos import run as chaos_run
+from tests.support import pgserver
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = 27
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CORRAL_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return env
+
+
+def _needs_postgres() -> None:
+    reason = pgserver.unavailable()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"make chaos needs PostgreSQL under CI: {reason}")
+        pytest.skip(f"PostgreSQL: {reason}")
+
+
+def _ours(directory: Path) -> list[str]:
+    """Processes whose command line names ``directory`` (workers, the PostgreSQL server)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(directory) in cmdline:
+            found.append(f"{proc.name}: {cmdline}")
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_short_seeded_run_on_both_stores_finds_no_anomaly(tmp_path: Path) -> None:
+    _needs_postgres()
+    keep = tmp_path / "run"
+    argv = [sys.executable, "-m", "chaos", "--minutes", "0.4", "--seed", str(SEED), "--store", "both"]
+    done = subprocess.run(
+        [*argv, "--json", "--keep", str(keep)], env=_env(), capture_output=True, text=True, timeout=220, check=False
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    doc = json.loads(done.stdout)
+    assert doc["anomalies"] == 0, json.dumps(doc["check"]["anomalies"], indent=1)[:4000]
+    assert doc["nemesis_errors"] == []
+    assert doc["check"]["unexpected_codes"] == {}
+    by_store = doc["operations"]["by_store"]
+    assert by_store.get("sqlite", 0) >= 50 and by_store.get("postgresql", 0) >= 50, by_store
+    assert doc["faults_by_store"]["sqlite"].keys() >= {"kill", "pause", "clock_jump"}, doc["faults_by_store"]
+    assert doc["faults_by_store"]["postgresql"].keys() >= {"kill", "pause", "clock_jump", "pg_restart"}
+    assert doc["worker_starts"] > 8  # the kills replaced workers
+    assert doc["operations"]["ok_by_op"].get("acquire", 0) >= 1
+    assert (keep / "history.jsonl").stat().st_size > 0
+    assert _ours(keep) == []  # every worker stopped
+    assert [_ours(Path(server)) for server in doc["servers"]] == [[]]  # and the server
+    assert not Path(doc["servers"][0]).exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_an_interrupted_run_stops_everything_it_started(tmp_path: Path) -> None:
+    keep = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chaos", "--minutes", "5", "--seed", "1", "--store", "sqlite", "--keep", str(keep)],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(keep.glob("sqlite/*.log"))) < 4:
+        time.sleep(0.2)  # the four clients started
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-3000:]
+    time.sleep(0.5)
+    assert _ours(keep) == []
+
+
+def test_a_seed_draws_the_same_schedule_every_time() -> None:
+    stores = ["sqlite", "postgresql"]
+    assert chaos_run.schedule_digest(7, stores) == chaos_run.schedule_digest(7, stores)
+    assert chaos_run.schedule_digest(7, stores) != chaos_run.schedule_digest(8, stores)
