@@ -133,6 +133,26 @@ def step(state: Hashable, op: Op) -> tuple[Hashable | None, str | None]:
     raise ValueError(f"the lease model knows no operation {name!r}")
 
 
+def applies(op: Op) -> Hashable | None:
+    """The key of the states an unknown ``op`` may take effect in (None: it changes nothing the model holds)."""
+    a = op.args
+    if op.op == "acquire":
+        return ("free",)
+    if op.op in ("resume", "release"):
+        return ("holds", a.get("lease"), a.get("gen"), a.get("token"))
+    if op.op == "takeover":
+        return ("lease", a.get("expect"))
+    return None  # a renew or a read
+
+
+def keys(state: Hashable) -> tuple[Hashable, ...]:
+    """The keys of ``state``: which unknown operations could take effect in it."""
+    st, lease, generation, token = state  # type: ignore[misc]
+    if st != "active":
+        return (("free",),)
+    return (("holds", lease, generation, token), ("lease", lease))
+
+
 @dataclass
 class Anomaly:
     """A history (one store's controller id) that no order of its operations explains."""
@@ -211,7 +231,7 @@ def check(ops: Iterable[Op]) -> Report:
     anomalies: list[Anomaly] = []
     steps = 0
     for key in sorted(parts):
-        verdict = linearizable.check(parts[key], INITIAL, step)
+        verdict = linearizable.check(parts[key], INITIAL, step, applies, keys)
         steps += verdict.steps
         if not verdict.ok:
             assert verdict.blocked is not None and verdict.reason is not None

@@ -7,28 +7,34 @@ whose call was not taken means that order fails, so undo the last choice and try
 (set of operations taken, model state) pair seen before is not explored again, which is what keeps
 the search polynomial on real histories.
 
-An operation whose outcome is unknown (its client was killed or it timed out) returns at infinity:
-it may take effect at any moment after its invocation, or never. The model is asked only to apply
-its effect; "never" is leaving it out, and reaching the first return at infinity means every
-operation with a known outcome has been placed: the history is linearizable.
+An operation whose outcome is unknown (its client was killed, it timed out) may take effect at any
+moment after its invocation, or never. Such operations are kept out of the list (in Porcupine they
+return at infinity, and every later step scans past them): where the search would undo a choice, it
+first tries the unknown operations invoked by then that the model says could apply in the current
+state (the ``applies`` key of the operation among the ``keys`` of the state), so each step looks
+only at the few that can matter. "Never" is leaving one out: once every operation with a known
+outcome is placed, the history is linearizable.
 
 The model is a function ``step(state, op) -> (new_state | None, reason)``: the state after ``op``
 with its recorded outcome, or None with why that outcome is impossible from ``state``. States must
-be hashable. Operations are numbered 0..n-1 in the list given.
+be hashable.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Hashable, Sequence
+import bisect
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from chaos.history import Op
 
 Step = Callable[[Hashable, Op], tuple[Hashable | None, str | None]]
+Applies = Callable[[Op], Hashable | None]  # the key of states an unknown op may apply in; None: it never changes one
+Keys = Callable[[Hashable], Iterable[Hashable]]
 
 _END = -1
 _CONTEXT = 6  # operations placed just before a failure, kept for its report
+_ANY = "any"
 
 
 @dataclass
@@ -43,21 +49,46 @@ class Verdict:
     before: list[Op] = field(default_factory=list)  # the last operations placed before it
 
 
-def check(ops: Sequence[Op], init: Hashable, step: Step) -> Verdict:
+def check(
+    ops: Sequence[Op],
+    init: Hashable,
+    step: Step,
+    applies: Applies | None = None,
+    keys: Keys | None = None,
+) -> Verdict:
     """Whether ``ops`` (one object's history) is linearizable against ``step`` from ``init``."""
+    known = [i for i, op in enumerate(ops) if op.status != "unknown"]
     entries: list[tuple[float, int, int]] = []  # (time, 0 call | 1 return, op index)
-    for index, op in enumerate(ops):
-        entries.append((op.invoke, 0, index))
-        entries.append((math.inf if op.status == "unknown" else float(op.complete or 0.0), 1, index))
+    for index in known:
+        entries.append((ops[index].invoke, 0, index))
+        entries.append((float(ops[index].complete or 0.0), 1, index))
     entries.sort()  # at one instant, calls before returns: such operations count as concurrent
+    # The unknown operations by the key of the states they may apply in, each list by invocation time.
+    unknown: dict[Hashable, tuple[list[float], list[int]]] = {}
+    for index, op in sorted(((i, o) for i, o in enumerate(ops) if o.status == "unknown"), key=lambda p: p[1].invoke):
+        key = applies(op) if applies is not None else _ANY
+        if key is not None:
+            times, indexes = unknown.setdefault(key, ([], []))
+            times.append(op.invoke)
+            indexes.append(index)
+
+    def candidates(state: Hashable, before: float, taken: int) -> list[int]:
+        found: list[int] = []
+        for key in keys(state) if keys is not None else (_ANY,):
+            if key in unknown:
+                times, indexes = unknown[key]
+                found += [i for i in indexes[: bisect.bisect_right(times, before)] if not taken >> i & 1]
+        return sorted(found)
+
     count = len(entries)
     head = count  # the sentinel
     nxt = [*range(1, count), _END, 0 if count else _END]
     prv = [head, *range(count - 1), _END]
     is_call = [kind == 0 for _, kind, _ in entries]
     op_of = [index for _, _, index in entries]
-    call_at = [0] * len(ops)
-    return_at = [0] * len(ops)
+    time_of = [at for at, _, _ in entries]
+    call_at: dict[int, int] = {}
+    return_at: dict[int, int] = {}
     for position, (_, kind, index) in enumerate(entries):
         (call_at if kind == 0 else return_at)[index] = position
 
@@ -75,12 +106,15 @@ def check(ops: Sequence[Op], init: Hashable, step: Step) -> Verdict:
 
     state: Hashable = init
     taken = 0  # a bitset of the operations placed
-    stack: list[tuple[int, Hashable]] = []
+    # Each choice: (op index, the state before it, the return entry it was tried at and its rank among the
+    # unknown candidates there, or -1 for a call of the list).
+    stack: list[tuple[int, Hashable, int, int]] = []
     seen: set[tuple[int, Hashable]] = set()
     steps = 0
     deepest = -1
     failure: tuple[int, Hashable, list[int]] | None = None
     entry = nxt[head]
+    skip = 0  # unknown candidates already tried at this return entry
     while entry != _END:
         index = op_of[entry]
         if is_call[entry]:
@@ -90,24 +124,44 @@ def check(ops: Sequence[Op], init: Hashable, step: Step) -> Verdict:
                 placed = taken | (1 << index)
                 if (placed, after) not in seen:
                     seen.add((placed, after))
-                    stack.append((index, state))
+                    stack.append((index, state, -1, -1))
                     state, taken = after, placed
                     lift(index)
-                    entry = nxt[head]
+                    entry, skip = nxt[head], 0
                     continue
             entry = nxt[entry]
             continue
-        if ops[index].status == "unknown":
-            return Verdict(True, steps)  # only operations that may never take effect are left
+        # A return: before undoing anything, an unknown operation invoked by now may explain the state.
+        chosen = False
+        pool = candidates(state, time_of[entry], taken)
+        for rank in range(skip, len(pool)):
+            candidate = pool[rank]
+            steps += 1
+            after, _ = step(state, ops[candidate])
+            if after is None:
+                continue
+            placed = taken | (1 << candidate)
+            if (placed, after) in seen:
+                continue
+            seen.add((placed, after))
+            stack.append((candidate, state, entry, rank))
+            state, taken = after, placed
+            entry, skip, chosen = nxt[head], 0, True
+            break
+        if chosen:
+            continue
         if len(stack) > deepest:
             deepest = len(stack)
-            failure = (index, state, [i for i, _ in stack[-_CONTEXT:]])
+            failure = (index, state, [i for i, *_ in stack[-_CONTEXT:]])
         if not stack:
             break
-        undone, state = stack.pop()
+        undone, state, at, rank = stack.pop()
         taken &= ~(1 << undone)
-        unlift(undone)
-        entry = nxt[call_at[undone]]
+        if rank < 0:
+            unlift(undone)
+            entry, skip = nxt[call_at[undone]], 0
+        else:
+            entry, skip = at, rank + 1
     else:
         return Verdict(True, steps)
     assert failure is not None
