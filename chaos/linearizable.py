@@ -5,7 +5,10 @@ and returns sorted by time in a doubly linked list; take the first call whose op
 accepts from the current state, remove it and its return from the list, go on; reaching a return
 whose call was not taken means that order fails, so undo the last choice and try the next one. A
 (set of operations taken, model state) pair seen before is not explored again, which is what keeps
-the search polynomial on real histories.
+the search polynomial on real histories. The set is remembered by a 128-bit Zobrist hash (a random
+number per operation, XORed in and out), not as a bitset of the whole history: a bitset per visited
+pair is a few kilobytes at 50,000 operations; a collision, at odds of about 2^-128 per pair, could
+only make the search report an anomaly that is not one, never pass one that is.
 
 An operation whose outcome is unknown (its client was killed, it timed out) may take effect at any
 moment after its invocation, or never. Such operations are kept out of the list (in Porcupine they
@@ -23,6 +26,7 @@ be hashable.
 from __future__ import annotations
 
 import bisect
+import random
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -77,7 +81,7 @@ def check(
         for key in keys(state) if keys is not None else (_ANY,):
             if key in unknown:
                 times, indexes = unknown[key]
-                found += [i for i in indexes[: bisect.bisect_right(times, before)] if not taken >> i & 1]
+                found += [i for i in indexes[: bisect.bisect_right(times, before)] if not taken[i]]
         return sorted(found)
 
     count = len(entries)
@@ -104,8 +108,11 @@ def check(
             if nxt[node] != _END:
                 prv[nxt[node]] = node
 
+    zobrist = random.Random(0)
+    marks = [zobrist.getrandbits(128) for _ in ops]
     state: Hashable = init
-    taken = 0  # a bitset of the operations placed
+    taken = bytearray(len(ops))  # the operations placed
+    placed_hash = 0  # their Zobrist hash
     # Each choice: (op index, the state before it, the return entry it was tried at and its rank among the
     # unknown candidates there, or -1 for a call of the list).
     stack: list[tuple[int, Hashable, int, int]] = []
@@ -121,11 +128,12 @@ def check(
             steps += 1
             after, _ = step(state, ops[index])
             if after is not None:
-                placed = taken | (1 << index)
+                placed = placed_hash ^ marks[index]
                 if (placed, after) not in seen:
                     seen.add((placed, after))
                     stack.append((index, state, -1, -1))
-                    state, taken = after, placed
+                    state, placed_hash = after, placed
+                    taken[index] = 1
                     lift(index)
                     entry, skip = nxt[head], 0
                     continue
@@ -140,12 +148,13 @@ def check(
             after, _ = step(state, ops[candidate])
             if after is None:
                 continue
-            placed = taken | (1 << candidate)
+            placed = placed_hash ^ marks[candidate]
             if (placed, after) in seen:
                 continue
             seen.add((placed, after))
             stack.append((candidate, state, entry, rank))
-            state, taken = after, placed
+            state, placed_hash = after, placed
+            taken[candidate] = 1
             entry, skip, chosen = nxt[head], 0, True
             break
         if chosen:
@@ -156,7 +165,8 @@ def check(
         if not stack:
             break
         undone, state, at, rank = stack.pop()
-        taken &= ~(1 << undone)
+        taken[undone] = 0
+        placed_hash ^= marks[undone]
         if rank < 0:
             unlift(undone)
             entry, skip = nxt[call_at[undone]], 0
