@@ -142,8 +142,10 @@ class Client:
         recorder: Recorder,
         seed: int,
         ttl: int,
+        broken: str | None = None,
     ) -> None:
         self.name, self.store, self.url, self.home = name, store, url, home
+        self.broken = broken
         self.controllers, self.recorder, self.ttl = controllers, recorder, ttl
         self.clock = directory / f"{name.replace('/', '-')}.clock"
         self.log_path = directory / f"{name.replace('/', '-')}.log"
@@ -165,6 +167,7 @@ class Client:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
         argv = [sys.executable, "-m", "chaos.worker", "--store", self.url, "--home", str(self.home)]
         argv += ["--clock", str(self.clock), "--name", self.name]
+        argv += ["--break", self.broken] if self.broken else []
         deadline = time.monotonic() + READY_DEADLINE
         while True:  # a worker started while the PostgreSQL server restarts cannot open its store: again
             with self.log_path.open("a", encoding="utf-8") as log:

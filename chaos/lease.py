@@ -104,7 +104,12 @@ def step(state: Hashable, op: Op) -> tuple[Hashable | None, str | None]:
     if name in ("resume", "renew", "release") and not _holds(current, op.args):
         if unknown:
             return None, "a stale credential has no effect"
-        why = f"the lease is {st}" if st != "active" else f"the current grant is {lease} generation {generation}"
+        if st != "active":
+            why = f"the lease is {st}"
+        elif (op.args.get("lease"), op.args.get("gen")) == (lease, generation):
+            why = "its token is not that grant's"
+        else:
+            why = f"the current grant is {lease} generation {generation}"
         return None, (
             f"stale_fence_accepted: {name} accepted with the credential of lease {op.args['lease']} "
             f"generation {op.args['gen']}, but {why}"

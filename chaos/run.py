@@ -82,7 +82,7 @@ def _client_names(store: str) -> list[str]:
     return [f"{store}/{home}/{n}" for home in HOMES for n in range(1, CLIENTS_PER_HOME + 1)]
 
 
-def run(minutes: float, seed: int, stores: list[str], workdir: Path) -> dict[str, Any]:
+def run(minutes: float, seed: int, stores: list[str], workdir: Path, broken: str | None = None) -> dict[str, Any]:
     """One chaos run over ``stores``; the report (also the history, in ``workdir``)."""
     recorder = Recorder()
     clients: list[Client] = []
@@ -102,7 +102,7 @@ def run(minutes: float, seed: int, stores: list[str], workdir: Path) -> dict[str
             mine = []
             for name in _client_names(store):
                 home = base / f"home-{name.split('/')[1]}"
-                client = Client(name, store, url, home, base, CONTROLLERS, recorder, seed, TTL)
+                client = Client(name, store, url, home, base, CONTROLLERS, recorder, seed, TTL, broken)
                 client.start_worker()  # one after the other: the first creates the schema
                 mine.append(client)
             clients += mine
@@ -197,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", choices=("sqlite", "postgresql", "both"), default="both")
     parser.add_argument("--json", action="store_true", help="the report as one JSON document")
     parser.add_argument("--keep", type=Path, help="keep the run's directory (history, logs) here")
+    parser.add_argument("--break", dest="broken", choices=("fence",), help=argparse.SUPPRESS)  # the checker's test
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else int.from_bytes(__import__("os").urandom(4), "big")
     stores = ["sqlite", "postgresql"] if args.store == "both" else [args.store]
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, interrupted)
     try:
-        doc = run(args.minutes, seed, stores, workdir)
+        doc = run(args.minutes, seed, stores, workdir, args.broken)
     except KeyboardInterrupt:
         print("chaos: interrupted; every process and server it started is stopped", file=sys.stderr)
         return 130

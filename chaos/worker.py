@@ -12,6 +12,8 @@ The clock: corral's time is its store's ``now``, which both store adapters take 
 process's wall clock. The worker's store is opened with that wall clock plus the offset written in
 ``--clock`` (seconds, read at every call), so the nemesis can jump this coordinator's
 clock without touching the machine's.
+
+``--break fence`` (for the checker's own test) runs a corral whose fence guard accepts any credential.
 """
 
 from __future__ import annotations
@@ -123,7 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", required=True)
     parser.add_argument("--clock", required=True)
     parser.add_argument("--name", required=True)
+    parser.add_argument("--break", dest="broken", choices=("fence",), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.broken == "fence":  # a corral whose fence guard accepts any credential: what the checker must catch
+        from runner import fence
+
+        fence.check = lambda *_args, **_kwargs: None
     config = Config.load(store=args.store, home=args.home, actor=f"chaos:{args.name}:{os.getpid()}", environ={})
     runtime = ChaosRuntime(config, JumpingClock(Path(args.clock)))
     runtime.service  # noqa: B018 - reason: open the store and the library before saying ready

@@ -105,3 +105,24 @@ def test_a_seed_draws_the_same_schedule_every_time() -> None:
     stores = ["sqlite", "postgresql"]
     assert chaos_run.schedule_digest(7, stores) == chaos_run.schedule_digest(7, stores)
     assert chaos_run.schedule_digest(7, stores) != chaos_run.schedule_digest(8, stores)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_corral_whose_fence_accepts_any_credential_is_caught(tmp_path: Path) -> None:
+    """The checker on a real history of a broken corral (its fence guard patched to accept anything in the
+    workers): stale and forged credentials are accepted, and the run says so and exits 1."""
+    argv = [sys.executable, "-m", "chaos", "--minutes", "0.25", "--seed", "5", "--store", "sqlite", "--json"]
+    done = subprocess.run(
+        [*argv, "--break", "fence", "--keep", str(tmp_path / "run")],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=160,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    kinds = {a["kind"] for a in doc["check"]["anomalies"]}
+    assert doc["anomalies"] >= 1 and kinds <= {"stale_fence_accepted", "two_holders", "wrong_refusal", "stale_read"}
+    assert all(a["op"]["status"] == "ok" or a["kind"] == "wrong_refusal" for a in doc["check"]["anomalies"])
