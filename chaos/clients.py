@@ -218,7 +218,7 @@ class Client:
 
     # --- the operations ----------------------------------------------------------------------------------
 
-    def draw(self) -> Draws:
+    def draw(self) -> Any:
         """The next draws, always the same number of them, whatever the client knows or the nemesis does."""
         ops = list(WEIGHTS)
         return Draws(
@@ -233,7 +233,7 @@ class Client:
             think=self.rng.uniform(0.0, 0.15),
         )
 
-    def _request(self, draws: Draws) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    def request(self, draws: Any) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
         """The request for the drawn operation, from what the client knows (the history's args beside it).
 
         Without a credential a fenced operation becomes an acquire or a read, and a takeover without a
@@ -258,9 +258,13 @@ class Client:
             new_lease, new_token = draws.new_lease, draws.new_token
             args.update(new_lease=new_lease, new_token=new_token)
             shown.update(new_lease=new_lease, new_token=digest(new_token))
-        return op, args, shown
+        return op, cid, args, shown
 
-    def _learn(self, record: Op, cid: str, args: dict[str, Any], walk_away: bool) -> None:
+    def key(self, op: str, cid: str) -> str:
+        """The object an operation acts on: the checker's partition."""
+        return f"{self.store}:controller/{cid}"
+
+    def learn(self, record: Op, cid: str, args: dict[str, Any], draws: Any) -> None:
         """What the answer teaches the client: a new credential, a lease id seen, a release."""
         held = self.held[cid]
         if record.op in ("acquire", "resume", "takeover"):
@@ -279,18 +283,17 @@ class Client:
             held.clear()
         if len(held) > 6:
             del held[:-6]
-        if walk_away:  # a coordinator that walks away: its lease is left to expire
+        if draws.walk_away:  # a coordinator that walks away: its lease is left to expire
             held.clear()
 
-    def _one(self, draws: Draws) -> None:
-        op, args, shown = self._request(draws)
-        cid = draws.cid
+    def _one(self, draws: Any) -> None:
+        op, cid, args, shown = self.request(draws)
         request = {"op": op, "cid": cid, "args": args, "ttl": self.ttl, "holder": self.name}
         with self.lock:
             worker = self.worker
         if worker is None:  # closed: the run is over
             return
-        record = self.recorder.invoke(self.name, worker.proc.pid, f"{self.store}:controller/{cid}", op, shown)
+        record = self.recorder.invoke(self.name, worker.proc.pid, self.key(op, cid), op, shown)
         killing = self.kill_armed.is_set()
         sent = worker.send(request)
         line: str | None = None
@@ -319,7 +322,7 @@ class Client:
             status = "unknown"
         record.status, record.code, record.result = status, code, answer.get("result", {})
         record.complete = None if status == "unknown" else outcome_end
-        self._learn(record, cid, args, draws.walk_away)
+        self.learn(record, cid, args, draws)
         if killing or line is None:  # killed, or hung or gone: a fresh worker
             with self.lock:
                 if self.worker is worker:

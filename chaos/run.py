@@ -22,9 +22,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from chaos import history, lease
+from chaos import history, lease, receipts
 from chaos.clients import Client, Recorder
 from chaos.nemesis import Nemesis
+from chaos.relays import ReceiptClient
 
 HOMES = ("A", "B")
 CLIENTS_PER_HOME = 2
@@ -70,7 +71,12 @@ def schedule_digest(seed: int, stores: list[str], count: int = 64) -> str:
             client = Client(name, store, "", Path(), Path(), CONTROLLERS, Recorder(), seed, TTL)
             for _ in range(count):
                 scratch.update(repr(client.draw()).encode())
-        nemesis = Nemesis(store, [None] * (CLIENTS_PER_HOME * len(HOMES)), Recorder(), seed, TTL)  # type: ignore[list-item]
+        for home in HOMES:
+            relay = ReceiptClient(f"{store}/{home}/r", store, "", Path(), Path(), Recorder(), seed)
+            for _ in range(count):
+                scratch.update(repr(relay.draw()).encode())
+        targets = (CLIENTS_PER_HOME + 1) * len(HOMES)
+        nemesis = Nemesis(store, [None] * targets, Recorder(), seed, TTL)  # type: ignore[list-item]
         if store == "postgresql":
             nemesis.restart = lambda: None
         for _ in range(count // 4):
@@ -82,9 +88,12 @@ def _client_names(store: str) -> list[str]:
     return [f"{store}/{home}/{n}" for home in HOMES for n in range(1, CLIENTS_PER_HOME + 1)]
 
 
-def run(minutes: float, seed: int, stores: list[str], workdir: Path, broken: str | None = None) -> dict[str, Any]:
+def run(
+    minutes: float, seed: int, stores: list[str], workdir: Path, broken: str | None = None, relays: bool = True
+) -> dict[str, Any]:
     """One chaos run over ``stores``; the report (also the history, in ``workdir``)."""
     recorder = Recorder()
+    homes: list[Path] = []
     clients: list[Client] = []
     nemeses: list[Nemesis] = []
     clusters: list[Cluster] = []
@@ -99,12 +108,20 @@ def run(minutes: float, seed: int, stores: list[str], workdir: Path, broken: str
                 cluster = Cluster()
                 clusters.append(cluster)
                 url, restart = cluster.url, cluster.restart
-            mine = []
+            mine: list[Client] = []
             for name in _client_names(store):
                 home = base / f"home-{name.split('/')[1]}"
                 client = Client(name, store, url, home, base, CONTROLLERS, recorder, seed, TTL, broken)
                 client.start_worker()  # one after the other: the first creates the schema
                 mine.append(client)
+            for home_name in HOMES if relays else ():
+                relay = ReceiptClient(
+                    f"{store}/{home_name}/r", store, url, base / f"home-{home_name}", base, recorder, seed
+                )
+                relay.start_worker()
+                relay.setup()
+                mine.append(relay)
+                homes.append(relay.home)
             clients += mine
             nemeses.append(Nemesis(store, mine, recorder, seed, TTL, restart=restart))
         started = time.monotonic()
@@ -128,6 +145,7 @@ def run(minutes: float, seed: int, stores: list[str], workdir: Path, broken: str
         for client in clients:
             client.thread.join(timeout=60)
         elapsed = time.monotonic() - started
+        time.sleep(1.0 if homes else 0.0)  # the agents' last turns print
     finally:
         for nemesis in nemeses:
             nemesis.stop.set()
@@ -137,7 +155,12 @@ def run(minutes: float, seed: int, stores: list[str], workdir: Path, broken: str
             cluster.stop()
     ops = list(recorder.ops)
     history.write(workdir / "history.jsonl", ops)
-    report = lease.check(ops)
+    lease_ops = [o for o in ops if ":controller/" in o.key]
+    report = lease.check(lease_ops)
+    checked = time.perf_counter()
+    receipt_anomalies = receipts.check(ops, receipts.deliveries(homes))
+    report.anomalies += receipt_anomalies
+    receipt_ops = [o for o in ops if ":receipts/" in o.key]
     faults = Counter(f.kind for n in nemeses for f in n.faults)
     return {
         "seed": seed,
@@ -155,9 +178,17 @@ def run(minutes: float, seed: int, stores: list[str], workdir: Path, broken: str
         },
         "faults": {kind: faults.get(kind, 0) for kind in sorted({k for n in nemeses for k in n.kinds})},
         "faults_by_store": {n.store: dict(n.counts()) for n in nemeses},
+        "clients": len(clients),
         "worker_starts": sum(c.starts for c in clients),
         "nemesis_errors": [e for n in nemeses for e in n.errors],
         "check": report.to_dict(),
+        "receipts": {
+            "operations": len(receipt_ops),
+            "by_op": dict(Counter(f"{o.op} {o.status}" for o in receipt_ops)),
+            "codes": dict(Counter(o.code for o in receipt_ops if o.code)),
+            "anomalies": len(receipt_anomalies),
+            "seconds": round(time.perf_counter() - checked, 4),
+        },
         "anomalies": len(report.anomalies),
         "history": str(workdir / "history.jsonl"),
         "servers": [str(c.directory) for c in clusters],
@@ -168,7 +199,8 @@ def run(minutes: float, seed: int, stores: list[str], workdir: Path, broken: str
 def render(doc: dict[str, Any]) -> str:
     """The text report."""
     ops, check = doc["operations"], doc["check"]
-    per_10k = check["seconds"] / max(1, ops["total"]) * 10_000
+    per_10k = check["seconds"] / max(1, check["operations"]) * 10_000
+    rec = doc["receipts"]
     lines = [
         f"chaos: seed {doc['seed']}, {doc['elapsed_s']} s on {' + '.join(doc['stores'])} (schedule {doc['schedule']})",
         f"  operations: {ops['total']}  " + "  ".join(f"{k} {v}" for k, v in sorted(ops["by_status"].items())),
@@ -177,7 +209,11 @@ def render(doc: dict[str, Any]) -> str:
         "  faults: "
         + "  ".join(f"{k} {v}" for k, v in doc["faults"].items())
         + f"  (worker starts {doc['worker_starts']})",
-        f"  checker: {check['seconds']:.3f} s for {ops['total']} operations in {check['partitions']} partitions "
+        "  receipts: "
+        + (f"{rec['operations']} operations  " + "  ".join(f"{k} {v}" for k, v in sorted(rec["by_op"].items())))
+        + f"  (checked in {rec['seconds']:.3f} s)",
+        f"  checker: {check['seconds']:.3f} s for {check['operations']} lease operations in {check['partitions']} "
+        "partitions "
         f"({per_10k:.3f} s per 10,000)",
         f"  anomalies: {doc['anomalies']}",
     ]

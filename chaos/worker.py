@@ -102,6 +102,33 @@ def perform(runtime: Runtime, request: dict[str, Any]) -> dict[str, Any]:
     if op == "read":
         (view,) = controller.leases(ListLeasesInput(controller_id=cid))
         return {"state": view.state, "lease": view.data.get("lease_id"), "gen": view.data.get("generation")}
+    return perform_receipts(runtime, op, cid, a, credential)
+
+
+def perform_receipts(runtime: Runtime, op: str, cid: str, a: dict[str, Any], credential: Any) -> dict[str, Any]:
+    """The receipt operations of one reviewer: start it, relay, collect, abandon, list the open receipts."""
+    import anyio
+
+    from runner.service import CollectInput, RelayInput, ReviewerStartInput
+    from runner.service.inputs.receipts import AbandonInput, ReceiptsInput
+
+    service = runtime.service
+    if op == "start_reviewer":
+        service.reviewers.start(ReviewerStartInput(cid, credential(), a["name"], "script", a["cwd"]))
+        return {}
+    if op == "relay":
+        view = service.receipts.relay(RelayInput(cid, credential(), a["target"], a["text"], receipt_id=a["rid"]))
+        return {"state": view.state}
+    if op == "collect":
+        token = f"corral-receipt-v1.{a['rid']}"
+        (got,) = anyio.run(service.receipts.collect, CollectInput(cid, credential(), (token,), a.get("timeout", 10)))
+        return {"state": got.receipt.state, "output": got.output.strip()[:200], "replayed": got.replayed}
+    if op == "abandon":
+        view = service.receipts.abandon(AbandonInput(cid, credential(), f"corral-receipt-v1.{a['rid']}", "chaos"))
+        return {"state": view.state}
+    if op == "receipts":
+        views = service.receipts(ReceiptsInput(controller_id=cid))
+        return {"open": [[v.data["token"].rsplit(".", 1)[-1], v.state] for v in views]}
     raise ValueError(f"unknown operation {op!r}")
 
 

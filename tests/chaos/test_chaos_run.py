@@ -71,7 +71,9 @@ def test_a_short_seeded_run_on_both_stores_finds_no_anomaly(tmp_path: Path) -> N
     assert by_store.get("sqlite", 0) >= 50 and by_store.get("postgresql", 0) >= 50, by_store
     assert doc["faults_by_store"]["sqlite"].keys() >= {"kill", "pause", "clock_jump"}, doc["faults_by_store"]
     assert doc["faults_by_store"]["postgresql"].keys() >= {"kill", "pause", "clock_jump", "pg_restart"}
-    assert doc["worker_starts"] > 8  # the kills replaced workers
+    assert doc["clients"] == 12 and doc["worker_starts"] > 12  # the kills replaced workers
+    relayed = doc["receipts"]["by_op"]
+    assert relayed.get("relay ok", 0) >= 2 and relayed.get("collect ok", 0) >= 1, relayed
     assert doc["operations"]["ok_by_op"].get("acquire", 0) >= 1
     assert (keep / "history.jsonl").stat().st_size > 0
     assert _ours(keep) == []  # every worker stopped
@@ -91,8 +93,8 @@ def test_an_interrupted_run_stops_everything_it_started(tmp_path: Path) -> None:
         text=True,
     )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(keep.glob("sqlite/*.log"))) < 4:
-        time.sleep(0.2)  # the four clients started
+    while time.monotonic() < deadline and len(list(keep.glob("sqlite/*.log"))) < 6:
+        time.sleep(0.2)  # the six clients started
     time.sleep(2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
