@@ -28,9 +28,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
-from chaos.history import INDETERMINATE_CODES, Op
+from chaos.history import INDETERMINATE_CODES, Op, Status
 
 REPO = Path(__file__).resolve().parent.parent
 ANSWER_DEADLINE = 30.0  # longer than any pause the nemesis makes: silence past it is a hung client
@@ -314,13 +314,15 @@ class Client:
             outcome_end = self.recorder.now()
         else:
             outcome_end = self.recorder.now()
-        answer = json.loads(line) if line else {"status": "unknown", "code": "killed" if killing else "lost"}
+        answer: dict[str, Any] = (
+            json.loads(line) if line else {"status": "unknown", "code": "killed" if killing else "lost"}
+        )
         if line is None and not killing and sent:
             answer["code"] = "timeout"
         status, code = answer["status"], answer.get("code")
         if status == "refused" and code in INDETERMINATE_CODES:
             status = "unknown"
-        record.status, record.code, record.result = status, code, answer.get("result", {})
+        record.status, record.code, record.result = cast("Status", status), code, dict(answer.get("result", {}))
         record.complete = None if status == "unknown" else outcome_end
         self.learn(record, cid, args, draws)
         if killing or line is None:  # killed, or hung or gone: a fresh worker

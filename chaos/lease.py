@@ -28,7 +28,7 @@ import time
 from collections import defaultdict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from chaos import linearizable
 from chaos.history import Op
@@ -90,8 +90,7 @@ def _refusal(state: State, op: Op) -> tuple[State | None, str | None]:
 
 def step(state: Hashable, op: Op) -> tuple[Hashable | None, str | None]:
     """The model: the state after ``op`` with its recorded outcome, or None and why it is impossible."""
-    assert isinstance(state, tuple)
-    current: State = state  # type: ignore[assignment]
+    current = cast("State", state)
     st, lease, generation, _ = current
     if op.status == "refused":
         return _refusal(current, op)
@@ -152,7 +151,7 @@ def applies(op: Op) -> Hashable | None:
 
 def keys(state: Hashable) -> tuple[Hashable, ...]:
     """The keys of ``state``: which unknown operations could take effect in it."""
-    st, lease, generation, token = state  # type: ignore[misc]
+    st, lease, generation, token = cast("State", state)
     if st != "active":
         return (("free",),)
     return (("holds", lease, generation, token), ("lease", lease))

@@ -76,7 +76,7 @@ def check(
             times.append(op.invoke)
             indexes.append(index)
 
-    def candidates(state: Hashable, before: float, taken: int) -> list[int]:
+    def candidates(state: Hashable, before: float, taken: bytearray) -> list[int]:
         found: list[int] = []
         for key in keys(state) if keys is not None else (_ANY,):
             if key in unknown:

@@ -61,9 +61,9 @@ def check(ops: Iterable[Op], delivered: Counter[str]) -> list[Anomaly]:
                     )
                 )
         for op in mine:
-            rid = op.args.get("rid")
-            if op.status != "ok" or rid is None:
+            if op.status != "ok" or op.args.get("rid") is None:
                 continue
+            rid = str(op.args["rid"])
             acknowledged = (op.op == "relay" and op.result.get("state") == "pending") or (
                 op.op == "collect" and op.result.get("state") == "completed"
             )

@@ -105,7 +105,7 @@ class ReceiptClient(Client):
         return op, self.cid, args, shown
 
     def learn(self, record: Op, cid: str, args: dict[str, Any], draws: Any) -> None:
-        rid = args.get("rid")
+        rid = str(args.get("rid"))
         if record.op == "relay" and record.status in ("ok", "unknown") and rid not in self.open:
             self.open.append(rid)
         elif record.op in ("collect", "abandon") and record.status in ("ok", "refused") and rid in self.open:

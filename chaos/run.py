@@ -244,16 +244,18 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt(signum)
 
     signal.signal(signal.SIGTERM, interrupted)
+    doc: dict[str, Any] | None = None
     try:
         doc = run(args.minutes, seed, stores, workdir, args.broken)
     except KeyboardInterrupt:
         print("chaos: interrupted; every process and server it started is stopped", file=sys.stderr)
         return 130
     finally:
-        if args.keep is None:
+        # A run with an anomaly keeps its history and logs, to be read; any other is removed unless kept.
+        if args.keep is None and (doc is None or not doc["anomalies"]):
             shutil.rmtree(workdir, ignore_errors=True)
-    if args.keep is None:
-        doc["history"] = None
+            if doc is not None:
+                doc["history"] = None
     if args.json:
         print(json.dumps({k: v for k, v in doc.items() if not k.startswith("_")}, indent=2, sort_keys=True))
     else:

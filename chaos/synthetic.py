@@ -11,9 +11,9 @@ from __future__ import annotations
 import hashlib
 import heapq
 import random
-from typing import Any
+from typing import Any, cast
 
-from chaos.history import Op
+from chaos.history import Op, Status
 
 OPS = ("acquire", "renew", "resume", "takeover", "release", "read")
 
@@ -118,10 +118,10 @@ def history(count: int, seed: int = 0, partitions: int = 4, clients: int = 4, lo
                 args,
                 start,
                 complete,
-                status,
+                cast("Status", status),
                 code,
                 result,
             )
-        )  # type: ignore[arg-type]
+        )
         schedule(end + rng.uniform(0, 0.05), part, client)
     return ops
