@@ -11,8 +11,10 @@ Ctrl-C included.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import os
 import shutil
 import signal
 import sys
@@ -61,6 +63,35 @@ class Cluster:
     def stop(self) -> None:
         self.pgserver.stop(self.directory)
         shutil.rmtree(self.directory.parent, ignore_errors=True)
+
+
+def leftovers(directory: Path) -> list[int]:
+    """Processes of the run in ``directory`` still alive: their command line names one of its stores'
+    directories (which the run made, fresh) or they run in one of its agents' worktrees (an agent's
+    detached supervisor does)."""
+    found = []
+    stores = [str((directory / store).resolve()) for store in ("sqlite", "postgresql")]
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if any(s in cmdline or cwd.startswith(f"{s}/wt-") for s in stores):
+            found.append(int(proc.name))
+    return found
+
+
+def reap(directory: Path, grace: float = 10.0) -> None:
+    """Wait for the run's last agent turns to end; kill (by pid) whatever is left after ``grace`` s."""
+    deadline = time.monotonic() + grace
+    while (left := leftovers(directory)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def schedule_digest(seed: int, stores: list[str], count: int = 64) -> str:
@@ -153,6 +184,7 @@ def run(
             client.close()
         for cluster in clusters:
             cluster.stop()
+        reap(workdir)
     ops = list(recorder.ops)
     history.write(workdir / "history.jsonl", ops)
     lease_ops = [o for o in ops if ":controller/" in o.key]
@@ -235,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="keep the run's directory (history, logs) here")
     parser.add_argument("--break", dest="broken", choices=("fence",), help=argparse.SUPPRESS)  # the checker's test
     args = parser.parse_args(argv)
-    seed = args.seed if args.seed is not None else int.from_bytes(__import__("os").urandom(4), "big")
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
     stores = ["sqlite", "postgresql"] if args.store == "both" else [args.store]
     workdir = Path(tempfile.mkdtemp(prefix="corral-chaos-")) if args.keep is None else args.keep
     workdir.mkdir(parents=True, exist_ok=True)
