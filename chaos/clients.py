@@ -98,8 +98,9 @@ class Worker:
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.answers.put(line)
+        with contextlib.suppress(OSError, ValueError):  # the pipe closed under the read: the worker was killed
+            for line in self.proc.stdout:
+                self.answers.put(line)
         self.answers.put(None)  # end of file: the process is gone
 
     def ready(self) -> bool:
