@@ -258,6 +258,23 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def recheck(directory: Path, as_json: bool) -> int:
+    """Check a kept run's history again (``--check DIR``): the lease model and the receipt rules."""
+    ops = list(history.read(directory / "history.jsonl"))
+    started = time.perf_counter()
+    report = lease.check([o for o in ops if ":controller/" in o.key])
+    report.anomalies += receipts.check(ops, receipts.deliveries(sorted(directory.glob("*/home-*"))))
+    report.seconds = time.perf_counter() - started
+    if as_json:
+        print(json.dumps({**report.to_dict(), "history_operations": len(ops)}, indent=2, sort_keys=True))
+    else:
+        print(f"chaos: {len(ops)} operations of {directory / 'history.jsonl'} checked in {report.seconds:.3f} s")
+        print(f"  anomalies: {len(report.anomalies)}")
+        for anomaly in report.anomalies:
+            print(anomaly.describe())
+    return 1 if report.anomalies else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m chaos", description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=1.0, help="how long the clients run (fractions allowed)")
@@ -265,8 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", choices=("sqlite", "postgresql", "both"), default="both")
     parser.add_argument("--json", action="store_true", help="the report as one JSON document")
     parser.add_argument("--keep", type=Path, help="keep the run's directory (history, logs) here")
+    parser.add_argument("--check", type=Path, metavar="DIR", help="check the history a run kept in DIR again, and stop")
     parser.add_argument("--break", dest="broken", choices=("fence",), help=argparse.SUPPRESS)  # the checker's test
     args = parser.parse_args(argv)
+    if args.check is not None:
+        return recheck(args.check, args.json)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
     stores = ["sqlite", "postgresql"] if args.store == "both" else [args.store]
     workdir = Path(tempfile.mkdtemp(prefix="corral-chaos-")) if args.keep is None else args.keep

@@ -83,7 +83,17 @@ def test_a_short_seeded_run_on_both_stores_finds_no_anomaly(tmp_path: Path) -> N
     relayed = doc["receipts"]["by_op"]
     assert relayed.get("relay ok", 0) >= 2 and relayed.get("collect ok", 0) >= 1, relayed
     assert doc["operations"]["ok_by_op"].get("acquire", 0) >= 1
-    assert (keep / "history.jsonl").stat().st_size > 0
+    # The kept history checks again the same; with one stale credential's refusal turned into a success, it does
+    # not (a run refuses dozens: clients use older credentials and forged tokens on purpose).
+    again = [sys.executable, "-m", "chaos", "--check", str(keep), "--json"]
+    done = subprocess.run(again, env=_env(), capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and json.loads(done.stdout)["anomalies"] == [], done.stdout[-2000:] + done.stderr
+    lines = (keep / "history.jsonl").read_text().splitlines()
+    stale = next(i for i, line in enumerate(lines) if '"code": "fence_stale"' in line)  # a renew, resume or release
+    tampered = json.loads(lines[stale]) | {"status": "ok", "code": None, "result": {}}
+    (keep / "history.jsonl").write_text("\n".join([*lines[:stale], json.dumps(tampered), *lines[stale + 1 :]]) + "\n")
+    done = subprocess.run(again, env=_env(), capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1 and json.loads(done.stdout)["anomalies"], done.stdout[-2000:] + done.stderr
     assert _ours(keep) == []  # every worker stopped
     assert [_named(server) for server in doc["servers"]] == [[]]  # and the server
     assert not Path(doc["servers"][0]).exists()
