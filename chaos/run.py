@@ -276,12 +276,15 @@ def recheck(directory: Path, as_json: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m chaos", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m chaos",
+        description="Randomized clients and a nemesis on corral's stores; every history checked (docs/proof.md).",
+    )
     parser.add_argument("--minutes", type=float, default=1.0, help="how long the clients run (fractions allowed)")
     parser.add_argument("--seed", type=int, default=None, help="reproduce a run's schedule (default: a new one)")
-    parser.add_argument("--store", choices=("sqlite", "postgresql", "both"), default="both")
+    parser.add_argument("--store", choices=("sqlite", "postgresql", "both"), default="both", help="(default: both)")
     parser.add_argument("--json", action="store_true", help="the report as one JSON document")
-    parser.add_argument("--keep", type=Path, help="keep the run's directory (history, logs) here")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the run's directory (history, logs) here")
     parser.add_argument("--check", type=Path, metavar="DIR", help="check the history a run kept in DIR again, and stop")
     parser.add_argument("--break", dest="broken", choices=("fence",), help=argparse.SUPPRESS)  # the checker's test
     args = parser.parse_args(argv)
