@@ -222,6 +222,7 @@ def run(
             "seconds": round(time.perf_counter() - checked, 4),
         },
         "anomalies": len(report.anomalies),
+        "checker_seconds_per_10k": round(report.seconds / max(1, report.operations) * 10_000, 4),
         "history": str(workdir / "history.jsonl"),
         "servers": [str(c.directory) for c in clusters],
         "_report": report,
