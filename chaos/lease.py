@@ -208,6 +208,48 @@ class Report:
         }
 
 
+def early_takeovers(
+    ops: Iterable[Op], skewed: dict[str, list[tuple[float, float]]], ttl: float, margin: float = 0.25
+) -> list[Anomaly]:
+    """Takeovers granted while the lease was certainly live by every clock involved (``early_takeover``).
+
+    The model leaves expiry out, because the nemesis jumps clocks. Where it did not, expiry must hold:
+    a renew or grant of lease L that succeeded set L's expiry to at least its invocation + ``ttl`` (by
+    its client's clock), so a takeover of L that succeeded and ended before that, by a client whose
+    clock was right too, took over a live lease. ``skewed``: by client, the windows its clock was
+    jumped (the nemesis's record); an operation within ``margin`` s of one is not judged.
+    """
+
+    def sane(op: Op) -> bool:
+        end = op.complete if op.complete is not None else float("inf")
+        windows = skewed.get(op.process, [])
+        return not any(start - margin < end and op.invoke < stop + margin for start, stop in windows)
+
+    ops = list(ops)
+    setters: dict[tuple[str, str], list[Op]] = defaultdict(list)  # (partition, lease id): who set its expiry
+    for op in ops:
+        if op.status != "ok":
+            continue
+        if op.op in GRANTS:
+            setters[(op.key, op.args["new_lease"])].append(op)
+        elif op.op == "renew":
+            setters[(op.key, op.args["lease"])].append(op)
+    found: list[Anomaly] = []
+    for taken in ops:
+        if taken.op != "takeover" or taken.status != "ok" or taken.complete is None or not sane(taken):
+            continue
+        live = [s for s in setters[(taken.key, taken.args["expect"])] if s is not taken and sane(s)]
+        live = [s for s in live if taken.complete < s.invoke + ttl - margin]
+        if live:
+            setter = max(live, key=lambda s: s.invoke)  # the latest: the strongest evidence
+            message = (
+                f"takeover of lease {taken.args['expect']} granted at most {taken.complete - setter.invoke:.2f} s "
+                f"after #{setter.id} ({setter.op}) set it to expire {ttl:g} s later, no clock jumped"
+            )
+            found.append(Anomaly("early_takeover", taken.key, message, taken, [setter]))
+    return found
+
+
 KNOWN_CODES = frozenset(
     {
         "controller_unknown",

@@ -44,6 +44,7 @@ class Fault:
     target: str
     at: float
     detail: str = ""
+    until: float | None = None  # when a clock jump was set right (None: not yet)
 
 
 @dataclass
@@ -95,24 +96,30 @@ class Nemesis:
             self.stop.wait(min(0.05, end - now))
         return False
 
-    def _inject(self, kind: str, target: Client, size: float) -> str:
+    def _inject(self, fault: Fault, target: Client, size: float) -> None:
+        """Inject one fault (and schedule setting it right); its detail goes in ``fault``."""
         now = self.recorder.now()
-        if kind == "kill":
+        if fault.kind == "kill":
             target.arm_kill()
-            return "armed for the next operation"
-        if kind == "pause":
+            fault.detail = "armed for the next operation"
+        elif fault.kind == "pause":
             seconds = self.ttl + 1 + size * 2
             if target.pause():
                 self._undo.append((now + seconds, target.resume))
-            return f"{seconds:.1f} s"
-        if kind == "clock_jump":
+            fault.detail = f"{seconds:.1f} s"
+        elif fault.kind == "clock_jump":
             offset = (1 if size < 0.5 else -1) * (self.ttl * 2 + size * 20)
             set_clock(target.clock, offset)
-            self._undo.append((now + 2 + size * 3, lambda: set_clock(target.clock, 0.0)))
-            return f"{offset:+.1f} s"
-        assert kind == "pg_restart" and self.restart is not None
-        self.restart()
-        return ""
+
+            def right() -> None:
+                set_clock(target.clock, 0.0)
+                fault.until = self.recorder.now()  # when it really was set right: the checker's window
+
+            self._undo.append((now + 2 + size * 3, right))
+            fault.detail = f"{offset:+.1f} s"
+        else:
+            assert fault.kind == "pg_restart" and self.restart is not None
+            self.restart()
 
     def _loop(self) -> None:
         try:
@@ -121,11 +128,11 @@ class Nemesis:
                     if not self._wait(wait):
                         return
                     target = self.clients[index]
-                    at = self.recorder.now()
-                    detail = self._inject(kind, target, size)
-                    self.faults.append(
-                        Fault(kind, self.store, "server" if kind == "pg_restart" else target.name, at, detail)
+                    fault = Fault(
+                        kind, self.store, "server" if kind == "pg_restart" else target.name, self.recorder.now()
                     )
+                    self.faults.append(fault)
+                    self._inject(fault, target, size)
         except Exception as exc:  # noqa: BLE001 - reason: a nemesis that broke is reported, not raised in a thread
             self.errors.append(f"{type(exc).__name__}: {exc}")
         finally:

@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,16 @@ def reap(directory: Path, grace: float = 10.0) -> None:
     for pid in left:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+def _skewed(faults: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """By client, the windows its clock was jumped (open-ended if never set right)."""
+    windows: dict[str, list[tuple[float, float]]] = {}
+    for fault in faults:
+        if fault["kind"] == "clock_jump":
+            until = fault["until"] if fault["until"] is not None else math.inf
+            windows.setdefault(fault["target"], []).append((fault["at"], until))
+    return windows
 
 
 def schedule_digest(seed: int, stores: list[str], count: int = 64) -> str:
@@ -188,7 +200,10 @@ def run(
     ops = list(recorder.ops)
     history.write(workdir / "history.jsonl", ops)
     lease_ops = [o for o in ops if ":controller/" in o.key]
+    faults_done = [asdict(f) for n in nemeses for f in n.faults]
+    (workdir / "faults.json").write_text(json.dumps(faults_done, indent=1), encoding="utf-8")
     report = lease.check(lease_ops)
+    report.anomalies += lease.early_takeovers(lease_ops, _skewed(faults_done), TTL)
     checked = time.perf_counter()
     receipt_anomalies = receipts.check(ops, receipts.deliveries(homes))
     report.anomalies += receipt_anomalies
@@ -263,7 +278,11 @@ def recheck(directory: Path, as_json: bool) -> int:
     """Check a kept run's history again (``--check DIR``): the lease model and the receipt rules."""
     ops = list(history.read(directory / "history.jsonl"))
     started = time.perf_counter()
-    report = lease.check([o for o in ops if ":controller/" in o.key])
+    lease_ops = [o for o in ops if ":controller/" in o.key]
+    report = lease.check(lease_ops)
+    if (directory / "faults.json").exists():
+        faults = json.loads((directory / "faults.json").read_text(encoding="utf-8"))
+        report.anomalies += lease.early_takeovers(lease_ops, _skewed(faults), TTL)
     report.anomalies += receipts.check(ops, receipts.deliveries(sorted(directory.glob("*/home-*"))))
     report.seconds = time.perf_counter() - started
     if as_json:

@@ -251,3 +251,18 @@ def test_the_keyed_search_for_unknown_outcomes_agrees_with_the_plain_one(ops: li
     keyed = linearizable.check(ops, lease.INITIAL, lease.step, lease.applies, lease.keys)
     plain = linearizable.check(ops, lease.INITIAL, lease.step)
     assert keyed.ok == plain.ok
+
+
+def test_a_takeover_of_a_lease_live_by_every_clock_is_caught_unless_a_clock_was_jumped() -> None:
+    h = Writer()
+    h.add("acquire", 0, 0.1, new_lease="L1", new_token="t1", r_lease="L1", r_gen=1)
+    h.add("renew", 1, 1.1, lease="L1", gen=1, token="t1", r_gen=1)
+    h.add("takeover", 3, 3.2, process="p2", expect="L1", new_lease="L2", new_token="t2", r_lease="L2", r_gen=2)
+    assert lease.check(h.ops).anomalies == []  # the model leaves expiry out
+    (early,) = lease.early_takeovers(h.ops, {}, ttl=5)
+    assert early.kind == "early_takeover" and early.op.id == 2 and early.before[0].id == 1
+    assert lease.early_takeovers(h.ops, {"p2": [(2.5, 4.0)]}, ttl=5) == []  # the taker's clock ran ahead
+    assert lease.early_takeovers(h.ops, {"p1": [(0.5, 1.05)]}, ttl=5) != []  # the acquire still counts
+    assert lease.early_takeovers(h.ops, {"p1": [(-1, 2)]}, ttl=5) == []  # both setters' clocks jumped
+    h.ops[2].invoke, h.ops[2].complete = 6.5, 6.6  # after the expiry: a takeover is what should happen
+    assert lease.early_takeovers(h.ops, {}, ttl=5) == []
