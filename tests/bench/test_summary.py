@@ -49,7 +49,7 @@ def test_every_row_is_shown_measured_or_with_the_reason_it_is_not(tmp_path: Path
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     rows = {entry["row"]: entry for entry in doc["rows"]}
-    assert sorted(rows) == list(range(1, 29))
+    assert sorted(rows) == list(range(1, 30))
     assert rows[5]["status"] == "met" and rows[5]["value"] == 2.1 and rows[5]["script"] == "transition.py"
     assert rows[3]["status"] == "met" and rows[3]["figure"] == "commits per step of a plan"
     assert rows[2]["status"] == "not measured" and "no figure" in rows[2]["reason"]
@@ -67,6 +67,7 @@ def test_every_row_is_shown_measured_or_with_the_reason_it_is_not(tmp_path: Path
     assert all(rows[n]["status"] == "not measured" for n in range(25, 27))  # issue 18's: no bench/memory.py here
     assert rows[27]["status"] == "not measured" and "has no --quick/--json figures" in rows[27]["reason"]  # issue 23
     assert rows[28]["status"] == "not measured" and "does not exist" in rows[28]["reason"]  # bench/check.py
+    assert rows[29]["status"] == "not measured" and "does not exist" in rows[29]["reason"]  # bench/chaos_check.py
     scripts = doc["scripts"]
     assert scripts["coldstart.py"]["status"] == "timeout" and scripts["agents.py"]["status"] == "unsupported"
     assert _summary(tmp_path, "--only", "transition", "--strict").returncode == 1  # other rows not measured
@@ -80,4 +81,4 @@ def test_the_text_table_says_met_and_not_met(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     (row,) = [line for line in lines if line.startswith(" 5 ")]
     assert "3.9x" in row and row.rstrip().endswith("NOT MET")
-    assert lines[-1] == "0 met, 1 not met, 27 not measured"
+    assert lines[-1] == "0 met, 1 not met, 28 not measured"

@@ -1,0 +1,173 @@
+"""A chaos client: one process doing corral's operations through the runtime and the service, as the CLI does.
+
+``python -m chaos.worker --store URL --home DIR --clock FILE --name NAME`` reads one JSON request a line
+on stdin, performs it through :class:`runner.runtime.Runtime` (its service's controller component, the
+same calls ``corral controller …`` makes, guards and compare-and-set included) and writes one JSON
+answer a line: ``{"status": "ok", "result": {...}}``, ``{"status": "refused", "code": …}`` (a guard's
+answer: nothing happened) or ``{"status": "unknown", "code": …}`` (the store went away or stayed busy,
+or something unexpected: it may have happened). The harness holds every credential; the worker holds
+nothing between requests, so a killed worker is replaced by a fresh one that carries on.
+
+The clock: corral's time is its store's ``now``, which both store adapters take from the calling
+process's wall clock. The worker's store is opened with that wall clock plus the offset written in
+``--clock`` (seconds, read at every call), so the nemesis can jump this coordinator's
+clock without touching the machine's.
+
+``--break fence`` (for the checker's own test) runs a corral whose fence guard accepts any credential.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from runner.runtime import Config, Runtime
+
+AUTHORITY = hashlib.sha256(b"chaos").hexdigest()
+
+
+class JumpingClock:
+    """The wall clock plus an offset read from a file at every call (missing or empty: no offset)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __call__(self) -> datetime:
+        try:
+            text = self.path.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            text = ""
+        try:
+            offset = float(text or 0)
+        except ValueError:  # caught mid-write: no jump this once
+            offset = 0.0
+        return datetime.now(UTC) + timedelta(seconds=offset)
+
+
+class ChaosRuntime(Runtime):
+    """The runtime, its store opened with the jumping clock (the one thing the worker changes)."""
+
+    def __init__(self, config: Config, clock: JumpingClock) -> None:
+        super().__init__(config)
+        self._clock = clock
+
+    @property
+    def store(self) -> Any:
+        if self._store is None:
+            from runner.store import open_store
+
+            self.home.ensure()
+            self._store = open_store(self.store_url, clock=self._clock)
+        return self._store
+
+
+def perform(runtime: Runtime, request: dict[str, Any]) -> dict[str, Any]:
+    """One request: the controller operation it names, through the service."""
+    from runner.fence import Credential, Proposal
+    from runner.service import AcquireInput, RenewInput, ResumeInput, TakeoverInput
+    from runner.service.inputs.controller import ListLeasesInput, ReleaseInput
+
+    controller = runtime.service.controller
+    op, cid, a = request["op"], request["cid"], request.get("args", {})
+    ttl = request.get("ttl", 5)
+    holder = request.get("holder")
+
+    def credential() -> Credential:
+        return Credential(cid, a["lease"], a["gen"], a["token"])
+
+    def proposal() -> Proposal:
+        return Proposal(a["new_lease"], a["new_token"])
+
+    def granted(grant: Any) -> dict[str, Any]:
+        return {"lease": grant.credential.lease_id, "gen": grant.credential.generation}
+
+    if op == "acquire":
+        return granted(controller.acquire(AcquireInput(cid, "chaos", AUTHORITY, ttl, holder, proposal=proposal())))
+    if op == "renew":
+        view = controller.renew(RenewInput(cid, credential(), ttl))
+        return {"gen": view.data.get("generation")}
+    if op == "resume":
+        return granted(controller.resume(ResumeInput(cid, credential(), ttl, holder, proposal=proposal())))
+    if op == "takeover":
+        return granted(controller.takeover(TakeoverInput(cid, a["expect"], ttl, holder, proposal=proposal())))
+    if op == "release":
+        controller.release(ReleaseInput(cid, credential(), "chaos", AUTHORITY))
+        return {}
+    if op == "read":
+        (view,) = controller.leases(ListLeasesInput(controller_id=cid))
+        return {"state": view.state, "lease": view.data.get("lease_id"), "gen": view.data.get("generation")}
+    return perform_receipts(runtime, op, cid, a, credential)
+
+
+def perform_receipts(runtime: Runtime, op: str, cid: str, a: dict[str, Any], credential: Any) -> dict[str, Any]:
+    """The receipt operations of one reviewer: start it, relay, collect, abandon, list the open receipts."""
+    import anyio
+
+    from runner.service import CollectInput, RelayInput, ReviewerStartInput
+    from runner.service.inputs.receipts import AbandonInput, ReceiptsInput
+
+    service = runtime.service
+    if op == "start_reviewer":
+        service.reviewers.start(ReviewerStartInput(cid, credential(), a["name"], "script", a["cwd"]))
+        return {}
+    if op == "relay":
+        view = service.receipts.relay(RelayInput(cid, credential(), a["target"], a["text"], receipt_id=a["rid"]))
+        return {"state": view.state}
+    if op == "collect":
+        token = f"corral-receipt-v1.{a['rid']}"
+        (got,) = anyio.run(service.receipts.collect, CollectInput(cid, credential(), (token,), a.get("timeout", 10)))
+        return {"state": got.receipt.state, "output": got.output.strip()[:200], "replayed": got.replayed}
+    if op == "abandon":
+        view = service.receipts.abandon(AbandonInput(cid, credential(), f"corral-receipt-v1.{a['rid']}", "chaos"))
+        return {"state": view.state}
+    if op == "receipts":
+        views = service.receipts(ReceiptsInput(controller_id=cid))
+        return {"open": [[v.data["token"].rsplit(".", 1)[-1], v.state] for v in views]}
+    raise ValueError(f"unknown operation {op!r}")
+
+
+def answer(runtime: Runtime, request: dict[str, Any]) -> dict[str, Any]:
+    """The answer to one request, its error (if any) sorted into refused (no effect) or unknown."""
+    from runner.errors import CorralError
+
+    try:
+        return {"status": "ok", "result": perform(runtime, request)}
+    except CorralError as exc:
+        if exc.category in ("refused", "invalid"):
+            return {"status": "refused", "code": exc.code}
+        return {"status": "unknown", "code": exc.code, "message": str(exc)[:300]}
+    except Exception as exc:  # noqa: BLE001 - reason: a bug must reach the history, not end the client
+        return {"status": "unknown", "code": "internal", "message": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m chaos.worker")
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--home", required=True)
+    parser.add_argument("--clock", required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--break", dest="broken", choices=("fence",), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.broken == "fence":  # a corral whose fence guard accepts any credential: what the checker must catch
+        from runner import fence
+
+        fence.check = lambda *_args, **_kwargs: None
+    config = Config.load(store=args.store, home=args.home, actor=f"chaos:{args.name}:{os.getpid()}", environ={})
+    runtime = ChaosRuntime(config, JumpingClock(Path(args.clock)))
+    runtime.service  # noqa: B018 - reason: open the store and the library before saying ready
+    print(json.dumps({"ready": os.getpid()}), flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        print(json.dumps(answer(runtime, json.loads(line))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
