@@ -44,8 +44,6 @@ KNOWN_DIFFERENCES = {
     ("scopes check", "locked"): "the CLI's positional OWNED... and --locked",
     ("run", "plan"): "the CLI runs plan files; the tool takes the document itself",
     ("run", "run"): "the CLI always runs what it submits",
-    ("mesh send", "agent_id"): "the CLI's sender is --from",
-    ("mesh send", "from"): "the CLI's sender is --from",
     ("memory pin", "checkpoint"): "the CLI's positional is CHECKPOINT_ID",
     ("memory show", "id"): "the CLI's positional is ITEM_ID",
 }

@@ -161,7 +161,11 @@ def bootstrap(app: App, project: str, repository: str | None, subdir: str | None
         render.emit_result("memory bootstrap", result)
         return
     if result["project_created"]:
-        click.echo(f"created project {project}")
+        similar = result.get("similar_projects") or []
+        click.echo(
+            f"created project {project} (new: no checkpoint, no session yet)"
+            + (f"; did you mean {' or '.join(similar)}? (known projects)" if similar else "")
+        )
     _print_readiness(result)
 
 

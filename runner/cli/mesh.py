@@ -198,7 +198,13 @@ def agents(app: App, include_expired: bool, role: str | None, repo: str | None, 
 
 
 @mesh.command()
-@click.option("--from", "agent_id", required=True, help=AGENT_ID_HELP)
+@click.option(
+    "--agent-id",
+    "--from",
+    "agent_id",
+    required=True,
+    help=AGENT_ID_HELP + " (the sender; --from is its old name, deprecated)",
+)
 @click.option("--to", "to", help="One agent id (it must have checked in once).")
 @click.option("--role", "to_role", help="Every live agent of this role.")
 @click.option("--repo", "to_repo", help="Every live agent of this repo.")

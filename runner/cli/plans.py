@@ -319,7 +319,7 @@ def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
 
 @cli.group()
 def plans() -> None:
-    """Plans: list, show, cancel, resume."""
+    """Plans: list, show, resume, retry, decide, cancel."""
 
 
 @plans.command(name="list")
@@ -358,6 +358,8 @@ def plans_list(app: App, include_ended: bool, limit: int | None, after: str | No
         ),
     )
     render.page_hint(found.next_after)
+    if not include_ended and component.any_ended():
+        click.echo("plans that ended (succeeded, cancelled) are not shown: corral plans list --all", err=True)
 
 
 @plans.command(name="show")
@@ -501,11 +503,21 @@ def recipe() -> None:
 @click.pass_obj
 def recipe_list(app: App, as_json: bool) -> None:
     """The recipes on the search path."""
-    from runner.service.definitions import recipe_rows
+    from runner.service.definitions import recipe_listing
 
-    rows = recipe_rows()
+    listing = recipe_listing()
+    rows = listing["recipes"]
+    for bad in listing["invalid"]:  # listed apart: one broken file never hides the good ones
+        found = bad["diagnostics"]
+        first = found[0]["message"] if found else "?"
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        click.echo(
+            f"warning: recipe {bad['recipe']} ({bad['path']}) does not validate: {first}{more}; "
+            f"see corral validate {bad['path']}",
+            err=True,
+        )
     if as_json:
-        render.emit_json({"recipes": rows})
+        render.emit_json(listing)
         return
     render.table(
         None,

@@ -53,15 +53,24 @@ def emit_error(error: CorralError, as_json: bool) -> None:
     if as_json:
         emit_json({"error": error.to_dict()})
         return
-    sys.stderr.write(f"error [{error.code}]: {error.message}\n")
-    for diagnostic in error.details.get("diagnostics", [])[1:]:
-        sys.stderr.write(f"  {_diagnostic_line(diagnostic)}\n")
+    message = error.message
+    diagnostics = list(error.details.get("diagnostics") or [])
+    first = next((d for d in diagnostics if d.get("severity") == "error"), diagnostics[0] if diagnostics else None)
+    if first is not None and message.startswith(_diagnostic_line(first)):
+        # The code is said once, in brackets: not again inside the first diagnostic's line.
+        message = _diagnostic_line(first, bare=True) + message[len(_diagnostic_line(first)) :]
+    sys.stderr.write(f"error [{error.code}]: {message}\n")
+    for diagnostic in diagnostics:
+        if diagnostic is not first:
+            sys.stderr.write(f"  {_diagnostic_line(diagnostic)}\n")
 
 
-def _diagnostic_line(d: dict[str, Any]) -> str:
+def _diagnostic_line(d: dict[str, Any], bare: bool = False) -> str:
+    """``file:line:col: severity code pointer: message`` (``bare``: without severity and code)."""
     where = d["path"] + (f":{d['line']}" if d.get("line") else "") + (f":{d['column']}" if d.get("column") else "")
+    said = "" if bare else f" {d['severity']} {d['code']}"
     pointer = f" {d['pointer']}" if d.get("pointer") else ""
-    return f"{where}: {d['severity']} {d['code']}{pointer}: {d['message']}"
+    return f"{where}:{said}{pointer}: {d['message']}" if said or pointer else f"{where}: {d['message']}"
 
 
 def relative_time(moment: str | None, now: datetime) -> str:

@@ -227,10 +227,10 @@ class Call:
     def summary(self, plan: Any) -> dict[str, Any]:
         return cast("dict[str, Any]", self.plans(runs=False).summary(plan))
 
-    def recipes(self) -> list[dict[str, Any]]:
-        from runner.service.definitions import recipe_rows
+    def recipes(self) -> dict[str, Any]:
+        from runner.service.definitions import recipe_listing
 
-        return recipe_rows()
+        return recipe_listing()
 
     def recipe(self, name: str, resolved: bool) -> dict[str, Any]:
         from runner.service.definitions import recipe_document

@@ -633,11 +633,12 @@ def _check(call: Call, a: dict[str, Any]) -> dict[str, Any]:
 
 @_t(
     "corral_recipes",
-    "The recipes on the search path (built-in, ./recipes, $CORRAL_RECIPES): version, steps, what each extends.",
-    output=obj({"recipes": array(ANY_OBJ)}),
+    "The recipes on the search path (built-in, ./recipes, $CORRAL_RECIPES): version, steps, what each extends;"
+    " invalid: each one that does not validate, with its diagnostics (it never hides the others).",
+    output=obj({"recipes": array(ANY_OBJ), "invalid": array(ANY_OBJ)}),
 )
 def _recipes(call: Call, a: dict[str, Any]) -> dict[str, Any]:
-    return {"recipes": call.recipes()}
+    return call.recipes()
 
 
 @_t(

@@ -94,7 +94,10 @@ tool(
     "Once at the start of non-trivial work: the latest handoff (the newest checkpoint of the open session, or"
     " of the last session), the open sessions and readiness. Creates the project (with repository and subdir)"
     " if it is new; memory_readiness answers the same without writing." + DATA,
-    output={**READINESS, "properties": {**READINESS["properties"], "project_created": BOOL}},
+    output={
+        **READINESS,
+        "properties": {**READINESS["properties"], "project_created": BOOL, "similar_projects": array(STR)},
+    },
 )
 
 tool(

@@ -161,13 +161,34 @@ class Definitions:
 
 
 def recipe_rows() -> list[dict[str, Any]]:
-    """Every recipe on the search path as ``corral recipe list --json`` lists it (resolved: its bases applied)."""
+    """Every valid recipe on the search path as ``corral recipe list --json`` lists it (resolved: its
+    bases applied); see :func:`recipe_listing` for the ones that do not validate."""
+    return list(recipe_listing()["recipes"])
+
+
+def recipe_listing() -> dict[str, Any]:
+    """``recipes``: every recipe on the search path that validates (:func:`recipe_rows`' rows);
+    ``invalid``: each one that does not, ``{recipe, path, diagnostics}``, so one broken local file
+    never hides the others."""
     from runner.definitions.recipes import RecipeLibrary
+    from runner.errors import SpecError
 
     library = RecipeLibrary()
     rows: list[dict[str, Any]] = []
+    invalid: list[dict[str, Any]] = []
+    paths = library.paths()
     for name in library.names():
-        resolved = library.get(name)
+        try:
+            resolved = library.get(name)
+        except SpecError as exc:
+            invalid.append(
+                {
+                    "recipe": name,
+                    "path": str(paths.get(name, "")),
+                    "diagnostics": [d.to_dict() for d in exc.diagnostics],
+                }
+            )
+            continue
         rows.append(
             {
                 "recipe": name,
@@ -178,7 +199,7 @@ def recipe_rows() -> list[dict[str, Any]]:
                 "description": resolved.description,
             }
         )
-    return rows
+    return {"recipes": rows, "invalid": invalid}
 
 
 def recipe_document(name: str, resolved: bool) -> dict[str, Any]:

@@ -283,13 +283,21 @@ class Memory:
         """Once at the start of non-trivial work: the latest handoff, the open sessions, readiness.
 
         Creates the project (with ``repository``/``subdir``) if it does not exist yet: the one write.
+        A project created so is answered with ``similar_projects``: the known projects whose names are
+        close to it (a typo creates a project of its own; this is how it is noticed), else empty.
         """
+        import difflib
+
         place = self._place(inp.project, None, inp.repository, inp.subdir)
         with self.core.store.write() as tx:
             m = self.port.write(tx)
+            known = [p.name for p in m.projects()]
             created = self._ensure_project(m, inp.project, place, format_time(tx.now))
             answer = self._readiness(m, inp.project)
-        return {**answer, "project_created": created}
+        similar = difflib.get_close_matches(inp.project, known, n=3, cutoff=0.6) if created else []
+        if created and not similar:  # a different case is the same typo (Alpha for alpha)
+            similar = [name for name in known if name.lower() == inp.project.lower()]
+        return {**answer, "project_created": created, "similar_projects": similar}
 
     def pin(self, inp: PinInput) -> dict[str, Any]:
         """Pin a checkpoint (idempotent): it never counts towards retention and never goes.

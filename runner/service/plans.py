@@ -556,6 +556,13 @@ class Plans:
             )
         return recipe
 
+    def any_ended(self) -> bool:
+        """Whether some plan has ended (succeeded or cancelled): what a listing without them hides."""
+        spec = self.service.library.builtin("plan")
+        ended = [n for n, st in spec.states.items() if st.terminal]
+        found, _ = self.service.core.page("plan", ended, limit=1)
+        return bool(found)
+
     def list(self, inp: PlanListInput) -> Page[Instance]:
         """Plans with their step records, a page of them if asked (defined last: in the class body the
         name hides the builtin). A plan's records are read after its header: a listing, not a snapshot."""

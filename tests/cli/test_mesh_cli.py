@@ -74,7 +74,7 @@ def test_checkin_send_inbox_ack(mesh_cli: Run, tmp_path: Path) -> None:
     listed = ok(mesh_cli("mesh", "agents", "--role", "builder", "--json"))
     assert [a["agent_id"] for a in listed["agents"]] == ["b1"] and listed["agents"][0]["status"] == "building the mesh"
     assert [a["agent_id"] for a in ok(mesh_cli("mesh", "agents", "--cap", "git", "--json"))["agents"]] == ["b1"]
-    sent = ok(mesh_cli("mesh", "send", "--from", "b1", "--repo", "corral", "--subject", "freeze",
+    sent = ok(mesh_cli("mesh", "send", "--agent-id", "b1", "--repo", "corral", "--subject", "freeze",
                        "--body", "merges are frozen", "--urgent", "--json", token=b1))  # fmt: skip
     assert sent["recipients"] == ["p1"] and sent["message_id"].startswith("msg-")
     for _ in range(2):  # reading changes nothing
@@ -112,8 +112,10 @@ def test_refused_input_exits_3_with_a_code(mesh_cli: Run) -> None:
     refused(mesh_cli("mesh", "inbox", "--agent-id", "a", "--wake-token", "0" * 16, "--json"), 3, "wake_token_unknown")
     refused(mesh_cli("mesh", "send", "--from", "a", "--to", "nobody", "--subject", "s", "--body", "b", "--json"),
             3, "mesh_unknown_agent")  # fmt: skip
-    refused(mesh_cli("mesh", "send", "--from", "a", "--to", "a", "--role", "r", "--subject", "s", "--body", "b",
-                     "--json"), 3, "input_invalid", "to")  # fmt: skip
+    both = mesh_cli("mesh", "send", "--from", "a", "--to", "a", "--role", "r", "--subject", "s", "--body", "b",
+                    "--json")  # fmt: skip
+    refused(both, 3, "input_invalid", "to")  # --from: the old name of --agent-id, still taken
+    assert "(got to, role)" in json.loads(both.stdout)["error"]["message"], "named as the options are"
     refused(mesh_cli("mesh", "send", "--from", "a", "--to", "a", "--subject", "s", "--body", "x" * 16385, "--json"),
             3, "mesh_body_too_large", "body")  # fmt: skip
     refused(mesh_cli("mesh", "ack", "--agent-id", "a", "msg-1", "--json"), 3, "input_invalid", "message_ids")

@@ -134,9 +134,14 @@ class SendInput:
     )
 
     def __post_init__(self) -> None:
-        check_agent_id(self.agent_id)  # the sender (the CLI's --from)
+        check_agent_id(self.agent_id)  # the sender
         check_agent_token(self.agent_token)
-        given = [name for name in ("to", "to_role", "to_repo") if getattr(self, name) is not None]
+        # Named as the surfaces name them (to, role, repo), never by these fields' own names.
+        given = [
+            said
+            for name, said in (("to", "to"), ("to_role", "role"), ("to_repo", "repo"))
+            if getattr(self, name) is not None
+        ]
         if len(given) != 1:
             raise InputError("to", f"give exactly one of to, role, repo (got {', '.join(given) or 'none'})")
         if self.to is not None:
