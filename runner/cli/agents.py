@@ -136,7 +136,12 @@ def reviewer_start(
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Start a reviewer agent and lease it to the controller (it may read, never write)."""
+    """Start a reviewer agent and lease it to the controller (it may read, never write).
+
+    \b
+    Example (after controller acquire; in a corral init directory):
+      corral reviewer start --controller me --name rev --kind script --cwd project
+    """
 
     lease = fenced(
         app,

@@ -75,7 +75,16 @@ def acquire(
     bind_process: bool,
     as_json: bool,
 ) -> None:
-    """Take the lease of a controller id nobody holds; writes the credential file."""
+    """Take the lease of a controller id nobody holds; writes the credential file.
+
+    --authority-sha256 is the SHA-256 of what --authority-ref names: `sha256sum FILE` of a document,
+    or of the reference's own text as below.
+
+    \b
+    Example:
+      corral controller acquire --controller me --authority-ref TICKET-1 \\
+        --authority-sha256 "$(printf %s TICKET-1 | sha256sum | cut -d' ' -f1)"
+    """
     from dataclasses import replace
 
     from runner.service import AcquireInput

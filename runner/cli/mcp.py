@@ -87,6 +87,10 @@ def config(ctx: click.Context, client: str, scope: str, write: bool, directory: 
     the command line or as $CORRAL_HOME and $CORRAL_STORE) so the client's server uses the same state;
     a store URL with a password is refused (store_url_password). An existing file that does not
     parse is refused (config_invalid) and left untouched; writing the same entry again changes nothing.
+
+    \b
+    Example (prints the entry; --write merges it into the project's .mcp.json):
+      corral mcp config --client claude-code
     """
     from runner.mcp import clients  # the standard library only: no SDK import for `corral mcp config`
 

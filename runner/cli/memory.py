@@ -54,7 +54,13 @@ def _print_checkpoint(view: dict[str, Any]) -> None:
 @click.option("--summary", required=True, help="What the checkpoint says, in one paragraph.")
 @click.option("--work-done", "work_done", multiple=True, metavar="TEXT", help="Work really done (repeat).")
 @click.option("--current-state", metavar="TEXT", help="What is true now.")
-@click.option("--next-step", "next_steps", multiple=True, metavar="TEXT", help="What comes next, in order (repeat).")
+@click.option(
+    "--next-step",
+    "next_steps",
+    multiple=True,
+    metavar="TEXT",
+    help="What comes next, in order (repeat): at least one is required unless --status completed.",
+)
 @click.option("--blocker", "blockers", multiple=True, metavar="TEXT", help="An external obstacle (repeat).")
 @click.option("--file", "files", multiple=True, metavar="F", help="A file the work touched (repeat).")
 @click.option("--command", "commands", multiple=True, metavar="C", help="A command worth re-running (repeat).")
@@ -92,7 +98,16 @@ def checkpoint(
     subdir: str | None,
     as_json: bool,
 ) -> None:
-    """Write a checkpoint; by --project it starts the project's session when none is open."""
+    """Write a checkpoint; by --project it starts the project's session when none is open.
+
+    --next-step is required (at least one) unless --status completed; --status blocked needs a
+    --blocker; --work-done lists done work only (never a plan); a new session needs --goal.
+
+    \b
+    Example:
+      corral memory checkpoint --project demo --agent me --goal "try corral" --summary "ran the review" \\
+        --work-done "ran plans/review.yaml" --next-step "try the writer lane"
+    """
     from runner.errors import UsageError
     from runner.service.inputs.memory import CheckpointInput
 

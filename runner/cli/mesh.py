@@ -228,7 +228,14 @@ def send(
     agent_token_file: Path | None,
     as_json: bool,
 ) -> None:
-    """Send a note to one agent (--to), a role (--role) or a repo (--repo): exactly one of them."""
+    """Send a note to one agent (--to), a role (--role) or a repo (--repo): exactly one of them.
+
+    \b
+    Example (check in once: its answer is the agent token every later call presents):
+      export CORRAL_AGENT_TOKEN=$(corral mesh checkin --agent-id me --role builder --repo demo \\
+        --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["agent_token"])')
+      corral mesh send --agent-id me --role reviewer --subject freeze --body "Stop at the next step."
+    """
     from runner.service.inputs.mesh import SendInput
 
     token = agent_token(agent_token_file)

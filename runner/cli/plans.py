@@ -248,6 +248,11 @@ def run(app: App, plan_files: tuple[Path, ...], as_json: bool) -> None:
 
     Idempotent by plan id: the same id with the same content continues the plan; with other content
     it is refused (plan_conflict). Exit 0 all succeeded, 1 one failed, 5 one paused (a person decides).
+    A relative path input (cwd: .) is taken from the directory corral run runs in.
+
+    \b
+    Example (in a directory corral init made):
+      corral run plans/review.yaml
     """
     import anyio
 

@@ -105,7 +105,12 @@ def ask(
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Relay a prompt to TARGET and collect its result."""
+    """Relay a prompt to TARGET and collect its result.
+
+    \b
+    Example (after reviewer start):
+      corral ask rev --controller me --text "Review app.py for bugs."
+    """
     from runner.service import RelayInput
 
     credential = load_credential(app, controller_id, credential_path)
@@ -202,7 +207,14 @@ def collect(
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Wait for receipts' agents to settle and collect exactly their results (or replay completed ones)."""
+    """Wait for receipts' agents to settle and collect exactly their results (or replay completed ones).
+
+    \b
+    Example (relay hands the prompt over and answers the receipt's token at once):
+      token=$(corral relay rev --controller me --text "Look again." \\
+        --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["receipt"]["token"])')
+      corral collect --controller me --receipt "$token"
+    """
     from runner.service import CollectInput
 
     inp = CollectInput(

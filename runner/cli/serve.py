@@ -41,7 +41,12 @@ def serve(
     subscriber_buffer: int,
     subscriber_grace: float,
 ) -> None:
-    """Serve the HTTP API (/api, resumable SSE under /api/events) and the live dashboard (/)."""
+    """Serve the HTTP API (/api, resumable SSE under /api/events) and the live dashboard (/).
+
+    \b
+    Example (then open http://127.0.0.1:8421/ for the dashboard; Ctrl-C stops it):
+      corral serve --listen 127.0.0.1:8421
+    """
     from dataclasses import replace
 
     from runner.http.serve import serve as run

@@ -103,7 +103,18 @@ def writer_start(
     credential_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Start a writer lane after Git preflight and scope checks (its agent may edit its owned scopes only)."""
+    """Start a writer lane after Git preflight and scope checks (its agent may edit its owned scopes only).
+
+    \b
+    Example (in a corral init directory, after controller acquire; preflight reads the facts to name):
+      facts=$(corral preflight lane --json)
+      head=$(echo "$facts" | python3 -c 'import json,sys; print(json.load(sys.stdin)["head"])')
+      status=$(echo "$facts" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status_sha256"])')
+      corral writer start --controller me --name wri --kind script --worktree lane --branch example-lane \\
+        --base-commit "$head" --expect-head "$head" --expect-status "$status" --own src \\
+        --purpose "add a feature" --ticket TICKET-1 --authority-ref TICKET-1 \\
+        --authority-sha256 "$(printf %s TICKET-1 | sha256sum | cut -d' ' -f1)"
+    """
     from runner.service import WriterStartInput
 
     if protected and protected_only:
