@@ -65,7 +65,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from runner.context import Claim, Event, Instance, format_time
 from runner.errors import (
@@ -341,7 +341,8 @@ class PostgresStore(Store):
 
     Args:
         url: ``postgresql://[user@]host[:port]/database[?schema=NAME&…libpq parameters]``.
-        clock: the store's clock (tests inject one); defaults to the system's UTC time.
+        clock: the store's clock (tests inject one); by default the server's: every coordinator,
+            on whatever machine and with whatever clock, judges expiry by the same time.
         busy_deadline: how long a writer waits for the write lock before ``store_busy``.
     """
 
@@ -352,6 +353,8 @@ class PostgresStore(Store):
         self.url = url
         self.channel = channel_of(self.target.schema)
         self._clock = clock or _wall_clock
+        self._server_time = clock is None
+        self._began_at: datetime | None = None  # the server's time at the last write's BEGIN
         self._deadline = busy_deadline
         self._key = lock_key(self.target.schema)
         self._lock = threading.RLock()  # one connection; transactions on it must not interleave
@@ -526,10 +529,19 @@ class PostgresStore(Store):
             try:
                 # One round trip: a simple query of four statements (no parameters: all literals);
                 # the lock's timeout is the budget's, every later statement waits as long as it must.
-                conn.execute(
+                # With the server's clock, a fifth statement reads its time once the lock is held (so
+                # times follow commit order), in the same round trip.
+                clock = "; SELECT clock_timestamp()" if self._server_time else ""
+                cur = conn.execute(
                     f"BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = {wait_ms};"
-                    f" SELECT pg_advisory_xact_lock({CLASS_WRITE}, {self._key}); SET LOCAL lock_timeout = 0".encode()
+                    f" SELECT pg_advisory_xact_lock({CLASS_WRITE}, {self._key}); SET LOCAL lock_timeout = 0"
+                    f"{clock}".encode()
                 )
+                if self._server_time:
+                    while cur.nextset():
+                        pass
+                    row = cur.fetchone()
+                    self._began_at = None if row is None else row[0].astimezone(UTC)
                 return
             except psycopg.errors.LockNotAvailable:
                 conn.execute("ROLLBACK")
@@ -556,7 +568,7 @@ class PostgresStore(Store):
                 conn = self._begun(self._begin_write)
             self._in_tx = True
             try:
-                tx = _Transaction(self, conn, self._clock())
+                tx = _Transaction(self, conn, self._began_at if self._server_time and self._began_at else self._clock())
                 try:
                     with self._errors():
                         yield tx
@@ -597,7 +609,13 @@ class PostgresStore(Store):
                     conn.execute("COMMIT")
 
     def now(self) -> datetime:
-        return self._clock()
+        """The server's time (one round trip), or the injected clock's."""
+        if not self._server_time:
+            return self._clock()
+        with self._lock, self._errors():
+            row = self._connection().execute(b"SELECT clock_timestamp()").fetchone()
+        assert row is not None
+        return cast("datetime", row[0]).astimezone(UTC)
 
     def _sql_of(self, view: Reader) -> _SQL:
         """The shared SQL on ``view``'s connection (a snapshot or transaction of this store)."""

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -287,3 +288,26 @@ def test_without_a_server_the_postgresql_tests_skip_in_one_line_but_fail_under_c
     message = str(caught.value)
     assert "\n" not in message and "CORRAL_TEST_POSTGRES" in message and "initdb" in message
     assert message.startswith("PostgreSQL tests cannot run under CI" if ci else "PostgreSQL: ")
+
+
+def test_expiry_is_judged_by_the_servers_clock_not_the_callers(
+    pg: PostgresKind, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Coordinators on other machines (or with a clock that jumped) judge expiry by one time: the
+    server's, for the store's now() and for every write's stamp."""
+    import psycopg
+
+    from runner.sql import store_postgres
+
+    monkeypatch.setattr(store_postgres, "_wall_clock", lambda: datetime.now(UTC) + timedelta(hours=1))
+    with open_store(pg.url(tmp_path)) as opened:
+        assert isinstance(opened, PostgresStore)
+        with psycopg.connect(opened.target.conninfo, autocommit=True) as conn:
+            row = conn.execute("SELECT clock_timestamp()").fetchone()
+        assert row is not None
+        server = row[0].astimezone(UTC)
+        assert abs((opened.now() - server).total_seconds()) < 60, "the server's time, not this process's"
+        with opened.write() as tx:
+            stamp = tx.now
+        assert abs((stamp - server).total_seconds()) < 60
+        assert opened.now() >= stamp, "the server's clock, read again, has not gone back"
