@@ -319,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt(signum)
 
     signal.signal(signal.SIGTERM, interrupted)
+    # Ctrl-C stops the run even when it was started with SIGINT ignored (a background job of a
+    # non-interactive shell inherits that): everything it started is stopped either way.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     doc: dict[str, Any] | None = None
     try:
         doc = run(args.minutes, seed, stores, workdir, args.broken)

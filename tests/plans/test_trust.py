@@ -344,3 +344,21 @@ def test_the_writer_lane_example_without_its_worktree_ends_failed_not_running(
     assert steps_by_id(summary)["release"]["skipped"] == "not created by this plan"
     again = corral(cli_env, tmp_path, "run", str(example(tmp_path, "writer-lane")), "--json")
     assert again.returncode == 1 and json_lines(again.stdout)[-1]["state"] == "failed"
+
+
+def test_plans_run_together_share_their_controller_and_none_fences_the_other_out(
+    tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    shipped = (EXAMPLES / "review.yaml").read_text()
+    paths = []
+    for n in (1, 2):
+        path = tmp_path / f"r{n}.yaml"
+        path.write_text(shipped.replace("plan: review-example", f"plan: shared-{n}").replace(
+            "reviewer: reviewer", f"reviewer: rev{n}"))  # fmt: skip
+        paths.append(str(path))
+    result = corral(cli_env, tmp_path, "run", *paths, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    summaries = [line for line in json_lines(result.stdout) if line.get("event") == "summary"]
+    assert [s["state"] for s in summaries] == ["succeeded", "succeeded"]
+    kept = [steps_by_id(s)["release-controller"].get("outputs", {}) for s in summaries]
+    assert any(k.get("kept_for") for k in kept), "the first to finish left the controller to the other"

@@ -99,6 +99,15 @@ def _resume_release(ctx: OpContext, args: dict[str, Any]) -> Resume:
 async def controller_release(ctx: OpContext, args: dict[str, Any]) -> Outputs:
     from runner.service import ReleaseInput
 
+    # Other plans of this controller still running (run together, or by another runner) share its
+    # credential: releasing it would fence them out, so it stays held for the last one to release.
+    others = [
+        str(p.data.get("plan_id"))
+        for p in ctx.service.store.find("plan", ("running", "paused"))
+        if p.data.get("controller_id") == ctx.controller_id and p.data.get("plan_id") != ctx.plan_id
+    ]
+    if others:
+        return Outputs({"state": "active", "kept_for": sorted(others)})
     held = ctx.credential()
     ref = str(args["checkpoint_ref"])
     digest = checkpoint_sha256(args)
