@@ -105,7 +105,7 @@ class Tool:
 TOOLS: dict[str, Tool] = {}
 
 DEPRECATED_TOOLS: dict[str, str] = {
-    # issue 30: every tool is corral_ + its CLI command's words (docs/mcp.md, "Names")
+    # every tool is corral_ + its CLI command's words now (docs/mcp.md, "Names")
     "corral_receipt_abandon": "corral_abandon",
     "corral_reconcile": "corral_agent_reconcile",
     "corral_recipes": "corral_recipe_list",
