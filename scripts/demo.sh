@@ -34,7 +34,7 @@ step "validate the built-in machines"
 corral validate
 
 step "acquire the controller lease for 'demo' (ttl 300 s)"
-corral controller acquire --controller demo --ttl 300 \
+corral controller acquire --controller demo --ttl-seconds 300 \
   --authority-ref "ISSUE-2: the spine" --authority-sha256 "$(sha 'ISSUE-2: the spine')"
 # Keep the generation-1 credential, as corral requires of any credential: a 0600 file in a 0700 directory.
 mkdir -m 700 .demo/kept

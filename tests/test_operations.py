@@ -44,8 +44,6 @@ KNOWN_DIFFERENCES = {
     ("scopes check", "locked"): "the CLI's positional OWNED... and --locked",
     ("run", "plan"): "the CLI runs plan files; the tool takes the document itself",
     ("run", "run"): "the CLI always runs what it submits",
-    ("memory pin", "checkpoint"): "the CLI's positional is CHECKPOINT_ID",
-    ("memory show", "id"): "the CLI's positional is ITEM_ID",
 }
 """Names that differ today between a tool and its command, each with what the CLI calls it. A new
 difference fails the test; one made to agree must leave this list (the test says so)."""

@@ -89,6 +89,38 @@ def http_server_options(default_port: int, *, when: str = "", token_for: str) ->
     return add
 
 
+class RenamedOption(click.Option):
+    """An option that still parses its old names (deprecated, for one release) but shows only its new
+    ones in ``--help``: ``--ttl-seconds`` takes ``--ttl`` as well (docs/cli.md, "Deprecated names")."""
+
+    def __init__(self, *args: Any, old: tuple[str, ...] = (), **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.old = old
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown = self.opts
+        self.opts = [opt for opt in shown if opt not in self.old]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = shown
+
+
+def ttl_option(default: int | None, help: str) -> Callable[[F], F]:
+    """``--ttl-seconds`` (its old name ``--ttl`` still taken, not shown): a lease's time to live."""
+    return click.option(
+        "--ttl-seconds",
+        "--ttl",
+        "ttl_seconds",
+        cls=RenamedOption,
+        old=("--ttl",),
+        type=int,
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
 def controller_option(fn: F) -> F:
     return click.option(
         "--controller",

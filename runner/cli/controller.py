@@ -24,6 +24,7 @@ from runner.cli.app import (
     json_option,
     load_credential,
     page_options,
+    ttl_option,
 )
 from runner.errors import CredentialError
 
@@ -58,7 +59,7 @@ def _show_lease(app: App, verb: str, lease: Any, credential_path: Path | None, a
 @controller_option
 @click.option("--authority-ref", required=True, help="What authorises this controller (ticket, plan, URL).")
 @click.option("--authority-sha256", required=True, help="SHA-256 of the authority document (64 hex digits).")
-@click.option("--ttl", "ttl_seconds", type=int, default=900, show_default=True, help="Lease time to live, 5-86400 s.")
+@ttl_option(900, "Lease time to live, 5-86400 s.")
 @click.option("--holder", help="Who holds it, for listings (default: user@host).")
 @credential_option
 @bind_option
@@ -100,7 +101,7 @@ def acquire(
 
 @controller.command()
 @controller_option
-@click.option("--ttl", "ttl_seconds", type=int, help="New time to live, 5-86400 s (default: the lease's own).")
+@ttl_option(None, "New time to live, 5-86400 s (default: the lease's own).")
 @credential_option
 @json_option
 @click.pass_obj
@@ -113,7 +114,7 @@ def renew(app: App, controller_id: str, ttl_seconds: int | None, credential_path
 
 @controller.command()
 @controller_option
-@click.option("--ttl", "ttl_seconds", type=int, help="New time to live, 5-86400 s (default: the lease's own).")
+@ttl_option(None, "New time to live, 5-86400 s (default: the lease's own).")
 @click.option("--holder", help="Who holds it, for listings.")
 @credential_option
 @bind_option
@@ -158,7 +159,7 @@ def resume(
     required=True,
     help="The lease id you saw expire (from `corral controller list`).",
 )
-@click.option("--ttl", "ttl_seconds", type=int, default=900, show_default=True, help="Time to live, 5-86400 s.")
+@ttl_option(900, "Time to live, 5-86400 s.")
 @click.option("--holder", help="Who holds it, for listings (default: user@host).")
 @click.option("--authority-ref", help="A new authority reference (default: keep the predecessor's).")
 @click.option("--authority-sha256", help="SHA-256 of the new authority document.")

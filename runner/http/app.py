@@ -194,18 +194,18 @@ async def _agent_wait(server: Server, request: Any, args: dict[str, Any], keeper
 async def _background(server: Server, route: Any, args: dict[str, Any], keeper: HeaderKeeper) -> Any:
     """A plan route: recorded (and, for retry, redriven) now; the run goes on in the server (202)."""
     plan_id = str(args.get("plan_id") or "")
-    if route.tool == "corral_plan_submit":
-        submitted = await server.call("corral_plan_submit", {**args, "run": False}, keeper)
+    if route.tool == "corral_run":
+        submitted = await server.call("corral_run", {**args, "run": False}, keeper)
         plan_id = str(submitted["plan"])
         if submitted["state"] not in ("succeeded", "cancelled", "failed"):
             server.run_plan_later(plan_id, "run" if submitted["created"] else "resume")
         return _json_response(submitted, 202, {"Location": f"/api/plans/{plan_id}"})
     plans = await anyio.to_thread.run_sync(server._plans)
-    if route.tool == "corral_plan_retry":
+    if route.tool == "corral_plans_retry":
         from runner.service.inputs.plans import PlanRetryInput
 
         await anyio.to_thread.run_sync(plans.retry, PlanRetryInput(plan_id))
-    shown = await server.call("corral_plan_show", {"plan_id": plan_id}, keeper)
+    shown = await server.call("corral_plans_show", {"plan_id": plan_id}, keeper)
     server.run_plan_later(plan_id, "resume")
     return _json_response(shown, 202, {"Location": f"/api/plans/{plan_id}"})
 

@@ -1,6 +1,7 @@
-"""The handoff memory's MCP tools: ``memory_checkpoint``, ``memory_bootstrap``, ``memory_readiness``,
-``memory_pin``, ``memory_session_close``, ``memory_show``, ``memory_list``, ``memory_search``, each
-the tool of its operation (:mod:`runner.service.operations`).
+"""The handoff memory's MCP tools: ``corral_memory_checkpoint``, ``corral_memory_bootstrap``,
+``corral_memory_readiness``, ``corral_memory_pin``, ``corral_memory_session_close``,
+``corral_memory_show``, ``corral_memory_list``, ``corral_memory_search``, each the tool of its
+operation (:mod:`runner.service.operations`).
 
 Each answers what ``corral memory ... --json`` prints. "Exactly one of session / project" is checked
 at run time by the Input, never as a ``oneOf`` in the schema (Claude-backed clients reject top-level
@@ -51,7 +52,7 @@ PRUNED = obj({"session": INT, "total": INT})
 
 
 @_t(
-    "memory_checkpoint",
+    "corral_memory_checkpoint",
     "Record where the work stands for the next agent: summary (required), work_done (done work only),"
     " current_state, next_steps (in order; empty only with status completed), blockers (external obstacles;"
     " at least one with status blocked), files, commands, verify. With project (and goal) it goes to the"
@@ -82,7 +83,7 @@ PRUNED = obj({"session": INT, "total": INT})
     },
 )
 def _checkpoint(call: Call, a: dict[str, Any]) -> dict[str, Any]:
-    inp = build(by_tool("memory_checkpoint").input_type, call, a)  # type: ignore[arg-type]  # reason: it has one
+    inp = build(by_tool("corral_memory_checkpoint").input_type, call, a)  # type: ignore[arg-type]  # reason: it has one
     if a.get("new_session") and inp.project is None:
         raise InputError("new_session", "new_session goes with project and goal")
     result: dict[str, Any] = call.service.memory.checkpoint(inp, new_session=bool(a.get("new_session")))
@@ -90,10 +91,10 @@ def _checkpoint(call: Call, a: dict[str, Any]) -> dict[str, Any]:
 
 
 tool(
-    "memory_bootstrap",
+    "corral_memory_bootstrap",
     "Once at the start of non-trivial work: the latest handoff (the newest checkpoint of the open session, or"
     " of the last session), the open sessions and readiness. Creates the project (with repository and subdir)"
-    " if it is new; memory_readiness answers the same without writing." + DATA,
+    " if it is new; corral_memory_readiness answers the same without writing." + DATA,
     output={
         **READINESS,
         "properties": {**READINESS["properties"], "project_created": BOOL, "similar_projects": array(STR)},
@@ -101,22 +102,22 @@ tool(
 )
 
 tool(
-    "memory_readiness",
-    "What memory_bootstrap answers (latest handoff, open sessions, readiness checks), writing nothing at all:"
+    "corral_memory_readiness",
+    "What corral_memory_bootstrap answers (latest handoff, open sessions, readiness checks), writing nothing at all:"
     " an unknown project is reported, not created." + DATA,
     output=READINESS,
     exclude=("repository", "subdir"),
 )
 
 tool(
-    "memory_pin",
+    "corral_memory_pin",
     "Pin a checkpoint so it survives pruning however old (pinned ones never count towards the limits);"
     " warns when the project has over 1,000 pinned. Pinning a pinned one changes nothing.",
     output=obj({"checkpoint": CHECKPOINT, "changed": BOOL, "warnings": array(STR), **NOTICE}),
 )
 
 tool(
-    "memory_session_close",
+    "corral_memory_session_close",
     "Close a session completed or blocked: by session, or by project when it has exactly one open session"
     " (exactly one of the two). Refused memory_session_none (no open session), memory_session_ambiguous"
     " (several: name one), memory_blocker_required (blocked, but its newest checkpoint names no blocker).",
@@ -124,20 +125,20 @@ tool(
 )
 
 tool(
-    "memory_show",
+    "corral_memory_show",
     "One checkpoint (cp_…), or one session (ses_…) with its newest checkpoints." + DATA,
     output=obj({**NOTICE}, required=["data_notice"]),
 )
 
 tool(
-    "memory_list",
+    "corral_memory_list",
     "Checkpoints newest first (of a project, of a session, pinned only), one page (next_after starts the"
     " next); or, with sessions, the sessions (of a project)." + DATA,
     output=obj({"next_after": NULLABLE_STR}, required=[]),
 )
 
 tool(
-    "memory_search",
+    "corral_memory_search",
     "Full-text search over checkpoints: every word of the query must occur (letters and digits; case does"
     " not matter); newest first." + DATA,
     output=obj({"query": STR, "checkpoints": array(CHECKPOINT), **NOTICE}),

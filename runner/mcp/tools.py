@@ -1,6 +1,7 @@
-"""Every MCP tool, in the order a client lists them: the coordinators' (``corral_*``), then the
-handoff memory's (``memory_*``) and the agent mesh's (``agent_*``), each registered by its module's
-import into :data:`runner.mcp.tool.TOOLS`.
+"""Every MCP tool, in the order a client lists them: the coordinators', then the handoff memory's
+(``corral_memory_*``) and the agent mesh's (``corral_mesh_*``), each registered by its module's
+import into :data:`runner.mcp.tool.TOOLS`. Every name is ``corral_`` and its CLI command's words
+(docs/mcp.md, "Names"); the names of the release before are :data:`runner.mcp.tool.DEPRECATED_TOOLS`.
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def next_for(machine: str, instance: Instance) -> str:
         )
     if machine == "wake":  # an unconfirmed mesh wake-up settles itself
         return (
-            f"nothing: the agent {instance.data.get('agent_id')!r} uses its token (agent_inbox), or the wake-up "
+            f"nothing: the agent {instance.data.get('agent_id')!r} uses its token (corral_mesh_inbox), or the wake-up "
             f"expires at {instance.data.get('window_ends_at')}"
         )
     group = {"pane": "agent"}.get(machine, machine)

@@ -80,7 +80,7 @@ def token_sha256(token: str | None) -> str | None:
 def wake_prompt(count: int, token: str) -> str:
     """The one prompt a wake-up hands over: fixed text, a count and the token; never a message's text."""
     noun = "message" if count == 1 else "messages"
-    return f"[corral mesh] {count} new {noun}; call agent_inbox with wake_token {token}"
+    return f"[corral mesh] {count} new {noun}; call corral_mesh_inbox with wake_token {token}"
 
 
 def wake_instance_id(token: str) -> str:

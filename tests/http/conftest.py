@@ -304,7 +304,7 @@ def acquire(client: httpx.Client, controller: str = "ctl", ttl: int = 600) -> di
     """A granted lease through the API: the response (with its one ``credential``)."""
     response = client.post(
         f"/api/controllers/{controller}/acquire",
-        json={"authority_ref": "TICKET-1", "authority_sha256": SHA, "ttl": ttl},
+        json={"authority_ref": "TICKET-1", "authority_sha256": SHA, "ttl_seconds": ttl},
     )
     assert response.status_code == 200, response.text
     doc = response.json()

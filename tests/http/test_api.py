@@ -191,10 +191,10 @@ def test_the_handoff_memory_over_http(serve: Any) -> None:
         pinned = client.post(f"/api/memory/checkpoints/{first['checkpoint_id']}/pin", json={})
         assert pinned.status_code == 200 and pinned.json()["checkpoint"]["pinned"] is True
         for path, params, tool in (
-            ("/api/memory/search", {"query": "port"}, "memory_search"),
-            ("/api/memory/checkpoints", {"project": "demo"}, "memory_list"),
-            (f"/api/memory/items/{first['session_id']}", None, "memory_show"),
-            ("/api/memory/projects/demo/readiness", None, "memory_readiness"),
+            ("/api/memory/search", {"query": "port"}, "corral_memory_search"),
+            ("/api/memory/checkpoints", {"project": "demo"}, "corral_memory_list"),
+            (f"/api/memory/items/{first['session_id']}", None, "corral_memory_show"),
+            ("/api/memory/projects/demo/readiness", None, "corral_memory_readiness"),
         ):
             answer = client.get(path, params=params)
             assert answer.status_code == 200, answer.text
@@ -216,7 +216,7 @@ def test_a_controller_lease_through_its_whole_life(serve: Any) -> None:
         assert lease["controller_id"] == "ctl" and lease["generation"] == 1
 
         again = client.post(
-            "/api/controllers/ctl/acquire", json={"authority_ref": "T", "authority_sha256": SHA, "ttl": 60}
+            "/api/controllers/ctl/acquire", json={"authority_ref": "T", "authority_sha256": SHA, "ttl_seconds": 60}
         )
         assert again.status_code == 409 and "credential" not in again.json()
 

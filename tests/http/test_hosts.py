@@ -33,7 +33,7 @@ EXTRA = (
     ("GET", "/static/api.js"),
 )
 TOKEN = "s3cret-bearer-token-for-hosts"
-BODY = json.dumps({"authority_ref": "T-REBIND", "authority_sha256": SHA, "ttl": 600}).encode()
+BODY = json.dumps({"authority_ref": "T-REBIND", "authority_sha256": SHA, "ttl_seconds": 600}).encode()
 
 
 def every_route() -> list[tuple[str, str]]:

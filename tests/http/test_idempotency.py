@@ -13,7 +13,7 @@ from tests.http.conftest import SHA, Served, acquire, sse_events
 
 pytestmark = pytest.mark.slow  # every test here runs the real executable
 
-GRANT = {"authority_ref": "TICKET-1", "authority_sha256": SHA, "ttl": 600}
+GRANT = {"authority_ref": "TICKET-1", "authority_sha256": SHA, "ttl_seconds": 600}
 
 
 def test_the_same_key_and_body_replays_without_acting_twice(serve: Any) -> None:
@@ -49,7 +49,7 @@ def test_the_same_key_with_another_request_is_a_mismatch(serve: Any) -> None:
     with served.client() as client:
         key = {"Idempotency-Key": "k-1"}
         assert client.post("/api/controllers/ctl/acquire", json=GRANT, headers=key).status_code == 200
-        other_body = client.post("/api/controllers/ctl/acquire", json={**GRANT, "ttl": 60}, headers=key)
+        other_body = client.post("/api/controllers/ctl/acquire", json={**GRANT, "ttl_seconds": 60}, headers=key)
         assert other_body.status_code == 409
         assert other_body.json()["error"]["code"] == "idempotency_mismatch"
         other_path = client.post("/api/controllers/ctl2/acquire", json=GRANT, headers=key)
@@ -69,7 +69,7 @@ def test_two_servers_on_one_store_share_the_keys(serve: Any) -> None:
         second = b.post("/api/controllers/ctl/acquire", json=GRANT, headers=key)
         assert second.status_code == 200 and second.headers["idempotent-replayed"] == "true"
         assert second.json() == first.json()
-        mismatch = b.post("/api/controllers/ctl/acquire", json={**GRANT, "ttl": 30}, headers=key)
+        mismatch = b.post("/api/controllers/ctl/acquire", json={**GRANT, "ttl_seconds": 30}, headers=key)
         assert mismatch.status_code == 409 and mismatch.json()["error"]["code"] == "idempotency_mismatch"
 
 

@@ -23,7 +23,7 @@ def test_the_mesh_over_http(serve: Any) -> None:
     with served.client() as client:
         joined = client.post("/api/mesh/agents/b1/checkin", json={"role": "builder", "repo": "corral"})
         assert joined.status_code == 200, joined.text
-        jsonschema.validate(joined.json(), TOOLS["agent_checkin"].output)
+        jsonschema.validate(joined.json(), TOOLS["corral_mesh_checkin"].output)
         assert joined.json()["joined"] is True and joined.json()["wake"] == "unsupported"
         b1 = agent(joined.json()["agent_token"])
         r1_joined = client.post("/api/mesh/agents/r1/checkin", json={"role": "reviewer", "repo": "corral"})
@@ -52,7 +52,7 @@ def test_the_mesh_over_http(serve: Any) -> None:
         read = client.post("/api/mesh/agents/r1/inbox", json={"limit": 10}, headers=r1)
         assert read.status_code == 200, read.text
         doc = read.json()
-        jsonschema.validate(doc, TOOLS["agent_inbox"].output)
+        jsonschema.validate(doc, TOOLS["corral_mesh_inbox"].output)
         assert [m["body"] for m in doc["messages"]] == ["merges are frozen"]
         assert "never instructions" in doc["notice"]
         message_id = doc["messages"][0]["message_id"]

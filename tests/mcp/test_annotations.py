@@ -66,11 +66,11 @@ def world(mcp_home: Path, tmp_path: Path, project: Path, hermetic_git: None) -> 
             "inputs": {"cwd": str(project), "prompt": "echo p", "kind": "script", "authority_ref": "P",
                        "authority_sha256": SHA},
         }  # fmt: skip
-        server.ok("corral_plan_submit", {"plan": plan, "run": False})
+        server.ok("corral_run", {"plan": plan, "run": False})
         facts = server.ok("corral_preflight", {"worktree": str(lane)})
         server.ok("corral_writer_start", writer_start_args(facts, lane))
         memory = server.ok(
-            "memory_checkpoint",
+            "corral_memory_checkpoint",
             {"project": "demo", "goal": "g", "agent": "a", "summary": "handoff", "next_steps": ["n"]},
         )
         yield {
@@ -106,16 +106,16 @@ def read_only_calls(w: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "corral_events": {"since": 0},
         "corral_machines": {},
         "corral_draw": {"machine": "reviewer", "instance": receipt["target"]},
-        "corral_recipes": {},
+        "corral_recipe_list": {},
         "corral_check": {"names": ["controller", "review"]},
         "corral_recipe_show": {"name": "review", "resolved": False},
-        "corral_plan_show": {"plan_id": "p-1"},
-        "corral_plan_list": {"all": True},
-        "agents_list": {"all": True},
-        "memory_readiness": {"project": "demo"},
-        "memory_show": {"id": w["memory"]["checkpoint_id"]},
-        "memory_list": {"project": "demo"},
-        "memory_search": {"query": "handoff"},
+        "corral_plans_show": {"plan_id": "p-1"},
+        "corral_plans_list": {"all": True},
+        "corral_mesh_agents": {"all": True},
+        "corral_memory_readiness": {"project": "demo"},
+        "corral_memory_show": {"item_id": w["memory"]["checkpoint_id"]},
+        "corral_memory_list": {"project": "demo"},
+        "corral_memory_search": {"query": "handoff"},
     }
 
 
@@ -137,10 +137,10 @@ def test_read_only_tools_change_nothing(world: dict[str, Any]) -> None:
 
 def test_idempotent_tools_twice_are_once(world: dict[str, Any]) -> None:
     server, home = world["server"], world["home"]
-    for name in ("corral_controller_renew", "corral_collect", "corral_reviewer_cleanup", "corral_plan_submit"):
+    for name in ("corral_controller_renew", "corral_collect", "corral_reviewer_cleanup", "corral_run"):
         assert TOOLS[name].hints.idempotent, name
-    first = server.ok("corral_controller_renew", {"controller": "ctl", "ttl": 600})["lease"]
-    second = server.ok("corral_controller_renew", {"controller": "ctl", "ttl": 600})["lease"]
+    first = server.ok("corral_controller_renew", {"controller": "ctl", "ttl_seconds": 600})["lease"]
+    second = server.ok("corral_controller_renew", {"controller": "ctl", "ttl_seconds": 600})["lease"]
     for key in ("state", "generation", "lease_id", "ttl_seconds", "holder"):
         assert first[key] == second[key], key
     token = world["receipt"]["token"]
@@ -153,7 +153,7 @@ def test_idempotent_tools_twice_are_once(world: dict[str, Any]) -> None:
     server.ok("corral_reviewer_cleanup", {"controller": "ctl", "apply": True})
     assert store_rows(home) == rows, "a second cleanup changed what the first left"
     for name in (
-        "corral_reconcile",
+        "corral_agent_reconcile",
         "corral_reviewer_reconcile",
         "corral_writer_reconcile",
         "corral_adopted_reconcile",
@@ -164,8 +164,8 @@ def test_idempotent_tools_twice_are_once(world: dict[str, Any]) -> None:
         server.ok(name, {"controller": "ctl", "apply": True})
         assert store_rows(home) == rows, name
     for name, arguments in (
-        ("memory_pin", {"checkpoint": world["memory"]["checkpoint_id"]}),
-        ("memory_bootstrap", {"project": "demo"}),
+        ("corral_memory_pin", {"checkpoint_id": world["memory"]["checkpoint_id"]}),
+        ("corral_memory_bootstrap", {"project": "demo"}),
     ):
         assert TOOLS[name].hints.idempotent, name
         server.ok(name, arguments)
@@ -173,15 +173,15 @@ def test_idempotent_tools_twice_are_once(world: dict[str, Any]) -> None:
         server.ok(name, arguments)
         assert store_rows(home) == rows, name
     rows = store_rows(home)
-    submitted = server.ok("corral_plan_submit", {"plan": world["plan"], "run": False})
+    submitted = server.ok("corral_run", {"plan": world["plan"], "run": False})
     assert submitted["created"] is False
-    server.ok("corral_plan_submit", {"plan": world["plan"], "run": False})
+    server.ok("corral_run", {"plan": world["plan"], "run": False})
     assert store_rows(home) == rows
-    assert TOOLS["corral_plan_cancel"].hints.idempotent
-    cancelled = server.ok("corral_plan_cancel", {"plan_id": "p-1"})
+    assert TOOLS["corral_plans_cancel"].hints.idempotent
+    cancelled = server.ok("corral_plans_cancel", {"plan_id": "p-1"})
     assert cancelled["state"] == "cancelled"
     rows = store_rows(home)
-    again = server.call("corral_plan_cancel", {"plan_id": "p-1"})  # refused (already cancelled): no effect
+    again = server.call("corral_plans_cancel", {"plan_id": "p-1"})  # refused (already cancelled): no effect
     assert not again.is_error or again.structured_content["error"]["code"] != "internal"
     assert store_rows(home) == rows
 
@@ -194,7 +194,7 @@ def test_non_destructive_tools_end_nothing(world: dict[str, Any]) -> None:
         ("corral_relay", {"controller": "ctl", "target": "rev2", "text": "echo x"}),
         ("corral_ask", {"controller": "ctl", "target": "rev", "text": "echo y", "timeout": 60}),
         ("corral_controller_resume", {"controller": "ctl"}),
-        ("memory_checkpoint", {"project": "demo", "agent": "a", "summary": "more", "next_steps": ["n"]}),
+        ("corral_memory_checkpoint", {"project": "demo", "agent": "a", "summary": "more", "next_steps": ["n"]}),
     ]
     for name, arguments in calls:
         assert TOOLS[name].hints.destructive is False, name

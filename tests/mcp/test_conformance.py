@@ -33,7 +33,7 @@ from tests.mcp.conftest import (
 
 pytestmark = pytest.mark.slow
 
-ACQUIRE = {"controller": "ctl", "authority_ref": "TICKET-14", "authority_sha256": SHA, "ttl": 300}
+ACQUIRE = {"controller": "ctl", "authority_ref": "TICKET-14", "authority_sha256": SHA, "ttl_seconds": 300}
 
 
 def test_errors_are_tool_errors(stdio: StdioRunner, project: Path) -> None:
@@ -43,7 +43,7 @@ def test_errors_are_tool_errors(stdio: StdioRunner, project: Path) -> None:
             assert error["details"]["field"] == field, error
             return error
 
-        await invalid("corral_controller_acquire", {**ACQUIRE, "ttl": "soon"}, "ttl")
+        await invalid("corral_controller_acquire", {**ACQUIRE, "ttl_seconds": "soon"}, "ttl_seconds")
         missing = await invalid(
             "corral_controller_acquire", {"controller": "ctl", "authority_sha256": SHA}, "authority_ref"
         )
@@ -56,7 +56,7 @@ def test_errors_are_tool_errors(stdio: StdioRunner, project: Path) -> None:
         )
         await invalid("corral_receipts", {"state": ["lost"]}, "state.0")
         # checks the service makes (not the schema) name the tool's argument, not the Input field behind it
-        await invalid("corral_controller_acquire", {**ACQUIRE, "ttl": 1}, "ttl")
+        await invalid("corral_controller_acquire", {**ACQUIRE, "ttl_seconds": 1}, "ttl_seconds")
         await invalid("corral_controller_acquire", {**ACQUIRE, "controller": "no spaces"}, "controller")
         await invalid("corral_draw", {"machine": "controller", "recipe": "review"}, "machine")
         # a controller id is checked before a credential path is made from it (no file outside the home)
@@ -76,11 +76,11 @@ def test_errors_are_tool_errors(stdio: StdioRunner, project: Path) -> None:
         held = await s.refused("corral_controller_acquire", ACQUIRE, "lease_held")
         assert held["details"]
         await invalid(
-            "corral_controller_takeover", {"controller": "ctl", "expect_lease": "x", "ttl": 60}, "expect_lease"
+            "corral_controller_takeover", {"controller": "ctl", "expect_lease": "x", "ttl_seconds": 60}, "expect_lease"
         )
         await s.refused(
             "corral_controller_takeover",
-            {"controller": "ctl", "expect_lease": lease["lease_id"], "ttl": 60},
+            {"controller": "ctl", "expect_lease": lease["lease_id"], "ttl_seconds": 60},
             "lease_not_expired",
         )
         await s.refused("corral_relay", {"controller": "ctl", "target": "nobody", "text": "hi"}, "target_unknown")
@@ -154,12 +154,14 @@ def test_conformance_run_leaks_no_secret(stdio: StdioRunner, project: Path, tmp_
         lease = (await ok("corral_controller_acquire", ACQUIRE))["lease"]
         keep("ctl")
         await refused("corral_controller_acquire", ACQUIRE, "lease_held")
-        await ok("corral_controller_renew", {**c, "ttl": 600})
-        resumed = (await ok("corral_controller_resume", {**c, "ttl": 600}))["lease"]
+        await ok("corral_controller_renew", {**c, "ttl_seconds": 600})
+        resumed = (await ok("corral_controller_resume", {**c, "ttl_seconds": 600}))["lease"]
         keep("ctl")
         assert resumed["generation"] == lease["generation"] + 1
         await refused(
-            "corral_controller_takeover", {**c, "expect_lease": resumed["lease_id"], "ttl": 60}, "lease_not_expired"
+            "corral_controller_takeover",
+            {**c, "expect_lease": resumed["lease_id"], "ttl_seconds": 60},
+            "lease_not_expired",
         )
         leases = await ok("corral_controller_list", {"all": True})
         assert [lease["controller_id"] for lease in leases["leases"]] == ["ctl"]
@@ -185,7 +187,7 @@ def test_conformance_run_leaks_no_secret(stdio: StdioRunner, project: Path, tmp_
         seq = many["results"][0]["receipt"]["settled_seq"]
         await ok("corral_wait_any", {**c, "targets": [{"name": "rev", "after_seq": None}], "timeout": 30})
         await ok("corral_receipts", {**c, "all": True})
-        await refused("corral_receipt_abandon", {**c, "receipt": receipt["token"]}, "transition_not_allowed")
+        await refused("corral_abandon", {**c, "receipt": receipt["token"]}, "transition_not_allowed")
         # observations
         agents = (await ok("corral_agents", {}))["agents"]
         pane = next(a for a in agents if a["name"] == "rev")
@@ -212,7 +214,7 @@ def test_conformance_run_leaks_no_secret(stdio: StdioRunner, project: Path, tmp_
         await refused("corral_adopted_release", {**c, "target": "p999"}, "target_unknown")
         await ok("corral_adopted_list", {"all": True})
         await ok("corral_adopted_reconcile", c)
-        await ok("corral_reconcile", c)
+        await ok("corral_agent_reconcile", c)
         await ok("corral_reviewer_reconcile", c)
         await ok("corral_reviewer_list", {"all": True})
         rev2 = many["results"][1]["receipt"]
@@ -238,23 +240,23 @@ def test_conformance_run_leaks_no_secret(stdio: StdioRunner, project: Path, tmp_
         await refused("corral_writer_release", {**release, "expect_seq": writer["seq"] + 9}, "cursor_mismatch")
         await ok("corral_writer_release", release)
         # plans, definitions, the log
-        plan = await ok("corral_plan_submit", {"plan": _plan(project)})
+        plan = await ok("corral_run", {"plan": _plan(project)})
         assert plan["state"] == "succeeded", plan
         keep("planctl")
-        shown = await ok("corral_plan_show", {"plan_id": "mcp-plan-1"})
+        shown = await ok("corral_plans_show", {"plan_id": "mcp-plan-1"})
         assert shown["runner"]["status"] == "expired", shown  # issue 24: the runner's lease ended with the plan
         order = ["acquire", "start", "relay", "collect", "close", "release-controller"]
         assert [step["id"] for step in shown["steps"]] == order, "the steps in run order"
-        await ok("corral_plan_list", {"all": True})
-        await refused("corral_plan_retry", {"plan_id": "mcp-plan-1"}, "plan_not_failed")
+        await ok("corral_plans_list", {"all": True})
+        await refused("corral_plans_retry", {"plan_id": "mcp-plan-1"}, "plan_not_failed")
         await refused(
-            "corral_plan_decide", {"plan_id": "mcp-plan-1", "step": "close", "approve": True, "reason": "ok"},
+            "corral_plans_decide", {"plan_id": "mcp-plan-1", "step": "close", "approve": True, "reason": "ok"},
             "plan_not_waiting",
         )  # fmt: skip
-        await s.call("corral_plan_resume", {"plan_id": "mcp-plan-1"})
-        await s.call("corral_plan_cancel", {"plan_id": "mcp-plan-1"})
-        await refused("corral_plan_show", {"plan_id": "nope"}, "plan_unknown")
-        await ok("corral_recipes", {})
+        await s.call("corral_plans_resume", {"plan_id": "mcp-plan-1"})
+        await s.call("corral_plans_cancel", {"plan_id": "mcp-plan-1"})
+        await refused("corral_plans_show", {"plan_id": "nope"}, "plan_unknown")
+        await ok("corral_recipe_list", {})
         await ok("corral_recipe_show", {"name": "review"})
         await ok("corral_machines", {})
         await ok("corral_draw", {"machine": "controller"})

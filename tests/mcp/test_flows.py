@@ -30,7 +30,7 @@ from tests.support.gitrepo import status_digest
 
 pytestmark = pytest.mark.slow
 
-ACQUIRE = {"controller": "ctl", "authority_ref": "TICKET-14", "authority_sha256": SHA, "ttl": 300}
+ACQUIRE = {"controller": "ctl", "authority_ref": "TICKET-14", "authority_sha256": SHA, "ttl_seconds": 300}
 RELEASE = {"controller": "ctl", "checkpoint_ref": "review done", "checkpoint_sha256": CHECKPOINT_SHA}
 
 
@@ -172,7 +172,7 @@ def test_stale_fence_after_another_process_resumed(stdio: Any, mcp_home: Path, t
 
     async def acquire(s: Session) -> None:
         await s.ok("corral_controller_acquire", ACQUIRE)
-        await s.ok("corral_controller_renew", {"controller": "ctl", "ttl": 600})
+        await s.ok("corral_controller_renew", {"controller": "ctl", "ttl_seconds": 600})
 
     stdio(acquire)
     mine = credential_of(mcp_home, "ctl")

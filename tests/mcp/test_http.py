@@ -133,7 +133,7 @@ def test_workdir_root_confines_every_path_argument_and_a_plans_step_paths(mcp_ho
     outside = tmp_path / "outside"
     outside.mkdir()
     (root / "escape").symlink_to(outside)
-    acquire = {"controller": "ctl", "authority_ref": "TICKET-24", "authority_sha256": SHA, "ttl": 300}
+    acquire = {"controller": "ctl", "authority_ref": "TICKET-24", "authority_sha256": SHA, "ttl_seconds": 300}
 
     def start(cwd: Path | str, name: str = "rev") -> dict[str, Any]:
         return {"controller": "ctl", "name": name, "kind": "script", "cwd": str(cwd)}
@@ -156,13 +156,13 @@ def test_workdir_root_confines_every_path_argument_and_a_plans_step_paths(mcp_ho
             ("p-out", outside, "path_outside_root"),
             ("p-link", root / "escape", "path_outside_root"),
         ):
-            error = await s.refused("corral_plan_submit", plan(plan_id, cwd), code)
+            error = await s.refused("corral_run", plan(plan_id, cwd), code)
             assert error["details"]["field"] == "cwd", error
-            await s.refused("corral_plan_show", {"plan_id": plan_id}, "plan_unknown")
+            await s.refused("corral_plans_show", {"plan_id": plan_id}, "plan_unknown")
         assert (await s.ok("corral_reviewer_list", {"all": True}))["reviewers"] == [], "nothing was started"
         started = await s.ok("corral_reviewer_start", start(root / "inside"))
         assert started["lease"]["state"] == "active"
-        assert (await s.ok("corral_plan_submit", plan("p-in", root / "inside")))["created"] is True
+        assert (await s.ok("corral_run", plan("p-in", root / "inside")))["created"] is True
 
     with http_server(mcp_home, "127.0.0.1:0", "--workdir-root", str(root)) as server:
         run_http(server, scenario)
@@ -170,7 +170,7 @@ def test_workdir_root_confines_every_path_argument_and_a_plans_step_paths(mcp_ho
 
 
 def test_without_a_root_a_raw_dot_dot_is_still_refused_over_http(mcp_home: Path, tmp_path: Path) -> None:
-    acquire = {"controller": "ctl", "authority_ref": "TICKET-24", "authority_sha256": SHA, "ttl": 300}
+    acquire = {"controller": "ctl", "authority_ref": "TICKET-24", "authority_sha256": SHA, "ttl_seconds": 300}
 
     async def scenario(s: Session) -> None:
         await s.ok("corral_controller_acquire", acquire)

@@ -13,32 +13,34 @@ def test_spoofing_an_agent_over_mcp_is_refused_and_changes_nothing(stdio: StdioR
     seen: dict[str, Any] = {}
 
     async def scenario(s: Session) -> None:
-        victim = (await s.ok("agent_checkin", {"agent_id": "victim", "status": "mine"}))["agent_token"]
-        thief = (await s.ok("agent_checkin", {"agent_id": "thief"}))["agent_token"]
+        victim = (await s.ok("corral_mesh_checkin", {"agent_id": "victim", "status": "mine"}))["agent_token"]
+        thief = (await s.ok("corral_mesh_checkin", {"agent_id": "thief"}))["agent_token"]
         seen["tokens"] = (victim, thief)
         sent = await s.ok(
-            "agent_send", {"agent_id": "thief", "to": "victim", "subject": "s", "body": "b", "agent_token": thief}
+            "corral_mesh_send", {"agent_id": "thief", "to": "victim", "subject": "s", "body": "b", "agent_token": thief}
         )
 
         async def presences() -> list[dict[str, Any]]:
-            found = (await s.ok("agents_list", {"all": True}))["agents"]
+            found = (await s.ok("corral_mesh_agents", {"all": True}))["agents"]
             return [{k: v for k, v in a.items() if k != "status_age_seconds"} for a in found]
 
         before = await presences()
         for token, code in ((None, "mesh_agent_token_missing"), (thief, "mesh_agent_token_invalid")):
             given = {} if token is None else {"agent_token": token}
-            await s.refused("agent_checkin", {"agent_id": "victim", "status": "spoofed", **given}, code)
+            await s.refused("corral_mesh_checkin", {"agent_id": "victim", "status": "spoofed", **given}, code)
             await s.refused(
-                "agent_send", {"agent_id": "victim", "to": "thief", "subject": "s", "body": "b", **given}, code
+                "corral_mesh_send", {"agent_id": "victim", "to": "thief", "subject": "s", "body": "b", **given}, code
             )
-            await s.refused("agent_inbox", {"agent_id": "victim", **given}, code)
-            await s.refused("agent_ack", {"agent_id": "victim", "message_ids": [sent["message_id"]], **given}, code)
+            await s.refused("corral_mesh_inbox", {"agent_id": "victim", **given}, code)
+            await s.refused(
+                "corral_mesh_ack", {"agent_id": "victim", "message_ids": [sent["message_id"]], **given}, code
+            )
         assert await presences() == before
-        read = await s.ok("agent_inbox", {"agent_id": "victim", "agent_token": victim})
+        read = await s.ok("corral_mesh_inbox", {"agent_id": "victim", "agent_token": victim})
         assert [m["message_id"] for m in read["messages"]] == [sent["message_id"]]
-        renewed = await s.ok("agent_checkin", {"agent_id": "victim", "agent_token": victim})
+        renewed = await s.ok("corral_mesh_checkin", {"agent_id": "victim", "agent_token": victim})
         assert "agent_token" not in renewed and renewed["claimed"] is False
-        listed = str(await s.ok("agents_list", {"all": True}))
+        listed = str(await s.ok("corral_mesh_agents", {"all": True}))
         assert victim not in listed and thief not in listed
 
     stdio(scenario)

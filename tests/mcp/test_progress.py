@@ -18,7 +18,7 @@ from tests.support import stream_agent
 
 pytestmark = pytest.mark.slow
 
-ACQUIRE = {"controller": "ctl", "authority_ref": "TICKET-23", "authority_sha256": SHA, "ttl": 300}
+ACQUIRE = {"controller": "ctl", "authority_ref": "TICKET-23", "authority_sha256": SHA, "ttl_seconds": 300}
 
 
 def _progress(messages: list[str], label: str) -> list[str]:

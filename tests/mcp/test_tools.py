@@ -24,17 +24,22 @@ from runner.mcp.tools import TOOLS
 from runner.service.inputs.fields import surface_fields
 from tests.mcp.conftest import InProcess
 
-MESH_TOOLS = frozenset({"agent_checkin", "agents_list", "agent_send", "agent_inbox", "agent_ack"})
-"""The agent mesh's tools (issue 17): the agents' own, named as the issue names them."""
+MESH_TOOLS = frozenset(
+    {"corral_mesh_checkin", "corral_mesh_agents", "corral_mesh_send", "corral_mesh_inbox", "corral_mesh_ack"}
+)
+"""The agent mesh's tools (issue 17): the agents' own, named for `corral mesh ...` (issue 30)."""
 SNAPSHOT = Path(__file__).parent / "snapshots" / "tools.json"
 REGENERATE = "CORRAL_UPDATE_SNAPSHOTS=1 python -m pytest tests/mcp/test_tools.py"
 SECRET_WORDS = re.compile(r"credential|token|secret|fence|password", re.IGNORECASE)
 NOT_SECRETS = frozenset(
     {
-        ("agent_inbox", "wake_token"),
+        ("corral_mesh_inbox", "wake_token"),
         ("corral_reviewer_start", "budget_tokens"),
         ("corral_writer_start", "budget_tokens"),
-        *((name, "agent_token") for name in ("agent_checkin", "agent_send", "agent_inbox", "agent_ack")),
+        *(
+            (name, "agent_token")
+            for name in ("corral_mesh_checkin", "corral_mesh_send", "corral_mesh_inbox", "corral_mesh_ack")
+        ),
     }
 )
 """Arguments a secret word names that carry no controller secret: a mesh wake token is the single-use

@@ -30,7 +30,9 @@ class AcquireInput:
     authority_sha256: str = described(
         "authority_sha256", "SHA-256 of the authority document (64 hex digits).", lower=True
     )
-    ttl_seconds: int = described("ttl", "Lease time to live in seconds, 5-86400.", default=TTL_DEFAULT)
+    ttl_seconds: int = described(
+        "ttl_seconds", "Lease time to live in seconds, 5-86400.", default=TTL_DEFAULT, was="ttl"
+    )
     holder: str | None = described(
         "holder", "Who holds it, for listings (default: user@host of the server).", default=None
     )
@@ -49,7 +51,7 @@ class RenewInput(FencedInput):
     """Extend the lease the credential holds; ``ttl_seconds`` defaults to the lease's own."""
 
     ttl_seconds: int | None = described(
-        "ttl", "Lease time to live in seconds, 5-86400 (default: the lease's own).", default=None
+        "ttl_seconds", "Lease time to live in seconds, 5-86400 (default: the lease's own).", default=None, was="ttl"
     )
 
     def __post_init__(self) -> None:
@@ -62,7 +64,7 @@ class ResumeInput(FencedInput):
     """Continue one's own lease (even expired) with a new token and the next generation."""
 
     ttl_seconds: int | None = described(
-        "ttl", "Lease time to live in seconds, 5-86400 (default: the lease's own).", default=None
+        "ttl_seconds", "Lease time to live in seconds, 5-86400 (default: the lease's own).", default=None, was="ttl"
     )
     holder: str | None = described(
         "holder", "Who holds it, for listings (default: user@host of the server).", default=None
@@ -83,7 +85,7 @@ class TakeoverInput:
         "controller", "The controller id whose lease you hold (its credential stays on the server)."
     )
     expected_lease_id: str = described("expect_lease", "The lease id you saw expire (corral_controller_list).")
-    ttl_seconds: int = described("ttl", "Time to live in seconds, 5-86400.", default=TTL_DEFAULT)
+    ttl_seconds: int = described("ttl_seconds", "Time to live in seconds, 5-86400.", default=TTL_DEFAULT, was="ttl")
     holder: str | None = described(
         "holder", "Who holds it, for listings (default: user@host of the server).", default=None
     )
@@ -117,7 +119,7 @@ class ReleaseInput(FencedInput):
 
     checkpoint_ref: str = described(
         "checkpoint_ref",
-        "Where the handoff checkpoint is (a file, a URL, a ticket), or memory:<id> (memory_checkpoint's ref: a"
+        "Where the handoff checkpoint is (a file, a URL, a ticket), or memory:<id> (corral_memory_checkpoint's ref: a"
         " checkpoint of the project named as the controller id).",
     )
     checkpoint_sha256: str | None = described(

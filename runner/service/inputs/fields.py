@@ -26,6 +26,7 @@ def described(
     shown_default: Any = None,
     lower: bool = False,
     absolute: bool = False,
+    was: str | None = None,
     repr: bool = True,
 ) -> Any:
     """A field with its surface name ``arg`` (the CLI option's, in snake_case) and its description.
@@ -36,6 +37,8 @@ def described(
         shown_default: the default a caller is told (and given), where it differs from the field's.
         lower: hex digits: a caller's upper case is taken as lower case.
         absolute: a path a remote caller must give absolute (a server does not share its directory).
+        was: its argument name of the release before (deprecated): an MCP or HTTP caller's argument of
+            that name is taken as ``arg`` for one more release (docs/mcp.md, "Deprecated names").
     """
     metadata = {
         "arg": arg,
@@ -45,6 +48,7 @@ def described(
         "shown_default": shown_default,
         "lower": lower,
         "absolute": absolute,
+        "was": was,
     }
     return dataclasses.field(default=default, repr=repr, metadata=metadata)
 

@@ -234,7 +234,7 @@ class ProjectInput:
 class PinInput:
     """Pin a checkpoint: it survives pruning however old."""
 
-    checkpoint_id: str = described("checkpoint", "The checkpoint id (cp_…).")
+    checkpoint_id: str = described("checkpoint_id", "The checkpoint id (cp_…).", was="checkpoint")
 
     def __post_init__(self) -> None:
         check_checkpoint_id(self.checkpoint_id)
@@ -263,7 +263,7 @@ class SessionCloseInput:
 class ShowInput:
     """One checkpoint (``cp_…``) or one session (``ses_…``: with its checkpoints, newest first)."""
 
-    id: str = described("id", "A checkpoint id (cp_…) or a session id (ses_…).")
+    id: str = described("item_id", "A checkpoint id (cp_…) or a session id (ses_…).", was="id")
     limit: int = described("limit", "At most this many (1-1000).", default=20)
 
     def __post_init__(self) -> None:

@@ -68,7 +68,7 @@ class CheckinInput:
     pane: str | None = described("pane", "Your own pane id, for wake-ups.", default=None)
     agent_token: str | None = described(
         "agent_token",
-        "Your agent token: the secret your first agent_checkin answered (once). Required on every call as this"
+        "Your agent token: the secret your first corral_mesh_checkin answered (once). Required on every call as this"
         " agent after that one; never put it in a message, a status or a log. Omit it on your first check-in.",
         default=None,
         repr=False,
@@ -127,7 +127,7 @@ class SendInput:
     urgent: bool = described("urgent", "Mark it urgent.", default=False)
     agent_token: str | None = described(
         "agent_token",
-        "Your agent token: the secret your first agent_checkin answered (once). Required on every call as this"
+        "Your agent token: the secret your first corral_mesh_checkin answered (once). Required on every call as this"
         " agent after that one; never put it in a message, a status or a log.",
         default=None,
         repr=False,
@@ -181,7 +181,7 @@ class InboxInput:
     )
     agent_token: str | None = described(
         "agent_token",
-        "Your agent token: the secret your first agent_checkin answered (once). Required on every call as this"
+        "Your agent token: the secret your first corral_mesh_checkin answered (once). Required on every call as this"
         " agent after that one; never put it in a message, a status or a log.",
         default=None,
         repr=False,
@@ -206,7 +206,7 @@ class AckInput:
     message_ids: tuple[str, ...] = described("message_ids", "The message ids to acknowledge (1-500).")
     agent_token: str | None = described(
         "agent_token",
-        "Your agent token: the secret your first agent_checkin answered (once). Required on every call as this"
+        "Your agent token: the secret your first corral_mesh_checkin answered (once). Required on every call as this"
         " agent after that one; never put it in a message, a status or a log.",
         default=None,
         repr=False,

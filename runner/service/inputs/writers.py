@@ -129,7 +129,7 @@ class WriterReleaseInput(FencedInput):
     )
     checkpoint_ref: str = described(
         "checkpoint_ref",
-        "Where the handoff checkpoint is, or memory:<id> (memory_checkpoint's ref: a checkpoint of a project"
+        "Where the handoff checkpoint is, or memory:<id> (corral_memory_checkpoint's ref: a checkpoint of a project"
         " whose repository is the lane's).",
     )
     checkpoint_sha256: str | None = described(
