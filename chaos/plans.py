@@ -192,8 +192,8 @@ def _unfinished(
     if read is None:
         return [Anomaly("plan_unfinished", key, f"plan {plan} was never read after the final resume", tried[-1])]
     state, steps = read.result.get("state"), read.result.get("steps") or {}
-    if state == "paused" and read.result.get("waiting_on"):
-        paused.append(f"{plan}: {read.result.get('waiting_on')}")
+    if state == "paused" and read.result.get("paused"):
+        paused.append(f"{plan}: {read.result.get('paused')}")
         return []
     missing = [s for s in STEPS if steps.get(s) != "succeeded"]
     never = [name for name in ONCE if counts.get(name, 0) == 0] if counted else ["(effects not counted)"]

@@ -22,6 +22,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import asdict
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos import history, lanes, lease, plans, receipts
-from chaos.clients import Client, Recorder
+from chaos.clients import READY_DEADLINE, Client, Recorder
 from chaos.lanes import LaneClient
 from chaos.nemesis import Nemesis
 from chaos.plans import PlanClient
@@ -71,9 +72,15 @@ class Cluster:
             raise SystemExit(f"chaos: no PostgreSQL server here ({reason}); use --store sqlite")
         # A short directory of its own: a socket's path is at most 107 bytes, and the server's user must
         # reach it (a test's tmp_path is private to root).
-        self.directory = directory = Path(tempfile.mkdtemp(prefix="corral-chaos-pg-")) / "c"
+        self.directory = Path(tempfile.mkdtemp(prefix="corral-chaos-pg-")) / "c"
         self.pgserver = pgserver
-        base = pgserver.start(directory, durable=True)
+        self.url = ""
+        self.started = False
+
+    def start(self) -> None:
+        pgserver = self.pgserver
+        self.started = True  # from here on, stop() stops it (whatever start got to)
+        base = pgserver.start(self.directory, durable=True)
         import psycopg
 
         from tests.support.stores import with_database
@@ -86,7 +93,9 @@ class Cluster:
         self.pgserver.restart(self.directory, "immediate")
 
     def stop(self) -> None:
-        self.pgserver.stop(self.directory)
+        if self.started:
+            with contextlib.suppress(Exception):  # a server that never came up: nothing to stop
+                self.pgserver.stop(self.directory)
         shutil.rmtree(self.directory.parent, ignore_errors=True)
 
 
@@ -174,39 +183,42 @@ def run(
     clusters: list[Cluster] = []
     prints: dict[str, dict[str, Any]] = {}  # by worktree: its fingerprint at set-up
     worktrees: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    preparing: list[threading.Thread] = []
     try:
+        servers: dict[str, Cluster] = {}
         for store in stores:
+            (workdir / store).mkdir(parents=True)
+            if store != "sqlite":
+                servers[store] = Cluster()  # its directory only: started below, stopped on the way out
+                clusters.append(servers[store])
+
+        def prepare(store: str) -> None:
             base = workdir / store
-            base.mkdir(parents=True)
-            restart = None
             if store == "sqlite":
-                url = f"sqlite://{base / 'corral.db'}"
+                url, restart = f"sqlite://{base / 'corral.db'}", None
             else:
-                cluster = Cluster()
-                clusters.append(cluster)
-                url, restart = cluster.url, cluster.restart
+                servers[store].start()
+                url, restart = servers[store].url, servers[store].restart
             mine: list[Client] = []
             for name in _client_names(store) if "lease" in workloads else []:
                 home = base / f"home-{name.split('/')[1]}"
-                client = Client(name, store, url, home, base, CONTROLLERS, recorder, seed, TTL, broken)
-                client.start_worker()  # one after the other: the first creates the schema
-                mine.append(client)
+                mine.append(Client(name, store, url, home, base, CONTROLLERS, recorder, seed, TTL, broken))
             if "lanes" in workloads:
                 prints.update(lanes.make_repo(base, HOMES))
             for home_name in HOMES:
                 home = base / f"home-{home_name}"
                 homes.append(home)
                 for kind in (ReceiptClient, LaneClient, PlanClient):
-                    if kind.WORKLOAD not in workloads:
-                        continue
-                    other = kind(f"{store}/{home_name}/{kind.SUFFIX}", store, url, home, base, recorder, seed)
-                    other.start_worker()
-                    other.setup()
-                    mine.append(other)
-                    if isinstance(other, (LaneClient, PlanClient)):
-                        settlers.append(other)
-            clients += mine
+                    if kind.WORKLOAD in workloads:
+                        mine.append(kind(f"{store}/{home_name}/{kind.SUFFIX}", store, url, home, base, recorder, seed))
+            clients.extend(mine)  # before they start: whatever starts is stopped on the way out
+            _start_workers(mine)
+            settlers.extend(c for c in mine if isinstance(c, (LaneClient, PlanClient)))
             nemeses.append(Nemesis(store, mine, recorder, seed, TTL, restart=restart))
+
+        _side_by_side(prepare, stores, preparing)  # the stores set up at once: servers and workers side by side
+        nemeses.sort(key=lambda n: stores.index(n.store))
+        clients.sort(key=lambda c: (stores.index(c.store), c.name))
         started = time.monotonic()
         for client in clients:
             client.thread.start()
@@ -234,10 +246,15 @@ def run(
         for path, before in prints.items():
             worktrees[path] = (before, lanes.fingerprint(Path(path)))
         settled = time.monotonic() - settling
-        time.sleep(1.0 if homes else 0.0)  # the agents' last turns print
+        if {"receipts", "plans"} & set(workloads):
+            time.sleep(1.0)  # the agents' last turns print
     finally:
         for nemesis in nemeses:
             nemesis.stop.set()
+        for client in clients:
+            client.close()
+        for thread in preparing:  # interrupted while setting up: what it started, it stops first
+            thread.join(timeout=READY_DEADLINE)
         for client in clients:
             client.close()
         for cluster in clusters:
@@ -281,6 +298,42 @@ def run(
         "servers": [str(c.directory) for c in clusters],
         "_report": report,
     }
+
+
+def _side_by_side(fn: Any, items: list[Any], threads: list[threading.Thread] | None = None) -> None:
+    """``fn(item)`` for every item, each in a thread of its own (added to ``threads``, for a caller
+    interrupted meanwhile to wait for); the first error raised here."""
+    errors: list[BaseException] = []
+
+    def one(item: Any) -> None:
+        try:
+            fn(item)
+        except BaseException as exc:  # noqa: BLE001 - reason: raised in the caller's thread, below
+            errors.append(exc)
+
+    mine = [threading.Thread(target=one, args=(item,), daemon=True) for item in items]
+    if threads is not None:
+        threads += mine
+    for thread in mine:
+        thread.start()
+    for thread in mine:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def _start_workers(clients: list[Client]) -> None:
+    """Start the clients' workers (and set up the clients that need it): the first alone, as it creates
+    the store's schema, then the others side by side."""
+
+    def start(client: Client) -> None:
+        client.start_worker()
+        setup = getattr(client, "setup", None)
+        if setup is not None:
+            setup()
+
+    _side_by_side(start, clients[:1])
+    _side_by_side(start, clients[1:])
 
 
 def workload_of(op: history.Op) -> str:

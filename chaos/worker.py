@@ -252,7 +252,8 @@ def perform_plans(runtime: Runtime, op: str, a: dict[str, Any]) -> dict[str, Any
         return {"effects": {cid: _effects(runtime, cid) for cid in a["controllers"]}}
     plan = plans.plan(a["plan"])
     steps = {k: v.get("state") for k, v in (plan.data.get("steps") or {}).items()}
-    return {"state": plan.state, "steps": steps, "waiting_on": plan.data.get("waiting_on")}
+    paused = plan.data.get("paused_reason") or plan.data.get("waiting_on")
+    return {"state": plan.state, "steps": steps, "paused": str(paused)[:300] if paused else None}
 
 
 def _effects(runtime: Runtime, controller_id: str) -> dict[str, int]:
