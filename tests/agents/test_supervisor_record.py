@@ -81,3 +81,23 @@ def test_a_slot_someone_else_moved_is_left_alone(slots: Any) -> None:
     port = slots([ConflictError("moved")])
     supervisor.record(JOB, 0, None)
     assert port.attempts == 1 and port.current.seq == 1
+
+
+class ClocklessStore:
+    """A store whose clock cannot be read (PostgreSQL's is its server's, and the server is away)."""
+
+    def now(self) -> Any:
+        raise StoreUnavailableError("gone")
+
+
+def test_a_working_agent_is_observed_working_when_the_store_clock_cannot_be_read() -> None:
+    """A prompt handed over while the server went away leaves a working slot without its pid: observing
+    it must not raise (the effect that delivered the prompt would then be recorded failed)."""
+    from runner.agents.process import ProcessHost
+    from runner.agents.slots import AgentSlot
+
+    host = object.__new__(ProcessHost)
+    host.store = ClocklessStore()  # type: ignore[assignment]
+    host.machine = "here"
+    slot = AgentSlot("p1", "rev", "script", "/", "working", 1, run=1, updated_at="2026-01-01T00:00:00Z")
+    assert host._observe(slot).status == "working"
