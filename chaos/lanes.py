@@ -8,7 +8,8 @@ each on its own branch). It draws lane starts (in one of its worktrees, owning a
 client died is known by id, and retried under it), releases of the lanes it may hold, and listings of
 the store's live lanes. The agent is the scripted kind (``script``) on the process host, the tests' own;
 it runs unconfined (the lanes' scopes are under test, not the sandbox). After the run the client
-settles its controller's lanes (``settle_lanes``: reconcile, then list every lane, ended ones too).
+settles its controller's lanes from a fresh worker (``settle_lanes``: reconcile, then list every
+lane, ended ones too; see :meth:`LaneClient.settle`).
 
 The rules (:func:`check`), over the operations with a ``lanes/`` key and what the worktrees hold:
 
@@ -17,7 +18,8 @@ The rules (:func:`check`), over the operations with a ``lanes/`` key and what th
   showed it) before the other could have ended (nothing that could end it, a release or a settle,
   began before);
 - ``released_lane_live``: a lane whose release answered ``released`` is shown live by a listing (or
-  the settle) that began after that answer;
+  the settle), or still holds its scopes or worktree (another start is refused naming it), in an
+  operation that began after that answer;
 - ``lane_unsettled``: after the nemesis stopped and the final settle, a lane is neither released nor
   live with its agent in its pane (an acknowledged start that ended otherwise counts too), or a
   controller was never settled;
@@ -130,10 +132,12 @@ class LaneDraws:
 
 @dataclass
 class Mine:
-    """A lane the client may hold: its id, and whether its start was acknowledged."""
+    """A lane the client may hold: its id, whether its start was acknowledged, and which of SCOPES it
+    asked for (a retry under the same id asks for the same)."""
 
     lane: str
     confirmed: bool
+    scopes: int = -1
 
 
 class LaneClient(Client):
@@ -191,8 +195,9 @@ class LaneClient(Client):
         args: dict[str, Any] = dict(self.credential)
         shown: dict[str, Any] = {"controller": self.cid}
         if op == "start_writer":
-            owned, locked = SCOPES[draws.scopes]
-            lane = held.lane if held is not None else draws.lane
+            lane, scopes = (held.lane, held.scopes) if held is not None else (draws.lane, draws.scopes)
+            owned, locked = SCOPES[scopes]
+            shown["scopes"] = scopes
             shown.update(lane=lane, name=self.names[slot], worktree=str(self.worktrees[slot]))
             shown.update(owned=list(owned), locked=list(locked))
         elif op == "release_writer":
@@ -205,22 +210,32 @@ class LaneClient(Client):
         slot = self.names.index(args["name"]) if "name" in args else None
         if record.op == "start_writer" and slot is not None:
             if record.status == "ok":
-                self.mine[slot] = Mine(args["lane"], True)
+                self.mine[slot] = Mine(args["lane"], True, args["scopes"])
             elif record.status == "unknown":
-                self.mine[slot] = Mine(args["lane"], False)
+                self.mine[slot] = Mine(args["lane"], False, args["scopes"])
             elif self.mine.get(slot) is not None and self.mine[slot].lane == args["lane"]:
                 del self.mine[slot]  # a retried start refused: a listing says if it is live
         elif record.op == "release_writer" and slot is not None and record.status in ("ok", "refused"):
             self.mine.pop(slot, None)  # released, or not this client's to release (any more)
         elif record.op in ("lanes", "settle_lanes") and record.status == "ok":
             live = {lane: name for lane, name, state, _ in record.result.get("lanes", []) if state in LIVE}
+            known = {m.lane: m.scopes for m in self.mine.values()}
             self.mine = {}
             for lane, name in live.items():
                 if name in self.names:
-                    self.mine[self.names.index(name)] = Mine(lane, True)
+                    self.mine[self.names.index(name)] = Mine(lane, True, known.get(lane, -1))
 
     def settle(self) -> Op | None:
-        """The final settle (after the nemesis stopped): reconcile this controller's lanes, list them all."""
+        """The final settle (after the nemesis stopped): reconcile this controller's lanes, list them all.
+
+        From a fresh worker, as a CLI's process ends after each command: a start that lost its store
+        after the lane was recorded leaves it ``provisioning``, and reconcile leaves a lane whose
+        starter still runs alone (it may still be starting), so while the worker that started it
+        lives, nothing settles it (a long-lived ``corral serve`` would keep such a lane too)."""
+        with self.lock:
+            worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.kill()
         return self.final("settle_lanes", self.cid, dict(self.credential), {"controller": self.cid})
 
 
@@ -276,7 +291,10 @@ def check(
 
 
 def _overlapping(key: str, ops: list[Op]) -> list[Anomaly]:
-    scopes = {o.args["lane"]: o.args for o in ops if o.op == "start_writer"}
+    scopes: dict[str, dict[str, Any]] = {}  # a lane's scopes: its first start's (a retry asks the same)
+    for op in ops:
+        if op.op == "start_writer":
+            scopes.setdefault(op.args["lane"], op.args)
     enders: dict[str, list[Op]] = defaultdict(list)
     for op in ops:
         if op.status == "refused":
@@ -317,12 +335,16 @@ def _overlapping(key: str, ops: list[Op]) -> list[Anomaly]:
 def _released_live(key: str, ops: list[Op]) -> list[Anomaly]:
     released = [o for o in ops if o.op == "release_writer" and o.status == "ok" and o.result.get("state") == "released"]
     seen = _live_seen(ops)
+    for op in ops:  # a start refused beside a lane: that lane was live (holding its scopes) then
+        if op.op == "start_writer" and op.status == "refused" and op.result.get("blocker"):
+            seen[op.result["blocker"]].append(op)
     found = []
     for release in released:
         assert release.complete is not None
         for witness in seen.get(release.args["lane"], []):
-            if witness.op != "start_writer" and witness.invoke > release.complete:
-                message = f"lane {release.args['lane'][:8]} ({release.args['name']}) released, then seen live"
+            if witness.args.get("lane") != release.args["lane"] and witness.invoke > release.complete:
+                how = "refused a start beside it" if witness.op == "start_writer" else "seen live"
+                message = f"lane {release.args['lane'][:8]} ({release.args['name']}) released, then {how}"
                 found.append(Anomaly("released_lane_live", key, message, witness, [release]))
                 break
     return found

@@ -202,6 +202,7 @@ def _unfinished(
     if state == "succeeded" and not missing and not never:
         return []
     message = f"plan {plan} is {state} after the final resume"
+    message += f" ({read.result['failure']})" if read.result.get("failure") else ""
     message += f"; steps not succeeded: {missing}" if missing else ""
     message += f"; never happened: {never}" if never else ""
     return [Anomaly("plan_unfinished", key, message, read, tried[-3:])]

@@ -253,7 +253,13 @@ def perform_plans(runtime: Runtime, op: str, a: dict[str, Any]) -> dict[str, Any
     plan = plans.plan(a["plan"])
     steps = {k: v.get("state") for k, v in (plan.data.get("steps") or {}).items()}
     paused = plan.data.get("paused_reason") or plan.data.get("waiting_on")
-    return {"state": plan.state, "steps": steps, "paused": str(paused)[:300] if paused else None}
+    failure = plan.data.get("failure") or {}
+    return {
+        "state": plan.state,
+        "steps": steps,
+        "paused": str(paused)[:300] if paused else None,
+        "failure": {k: failure.get(k) for k in ("step", "code")} if failure else None,
+    }
 
 
 def _effects(runtime: Runtime, controller_id: str) -> dict[str, int]:
@@ -281,7 +287,11 @@ def answer(runtime: Runtime, request: dict[str, Any]) -> dict[str, Any]:
         return {"status": "ok", "result": perform(runtime, request)}
     except CorralError as exc:
         if exc.category in ("refused", "invalid"):
-            return {"status": "refused", "code": exc.code}
+            refused: dict[str, Any] = {"status": "refused", "code": exc.code}
+            blocker = exc.details.get("lane") if request["op"] == "start_writer" else None
+            if isinstance(blocker, str):  # the live lane a start was refused beside (scope_overlap, …)
+                refused["result"] = {"blocker": blocker.removeprefix("writer/"), "state": exc.details.get("state")}
+            return refused
         return {"status": "unknown", "code": exc.code, "message": str(exc)[:300]}
     except Exception as exc:  # noqa: BLE001 - reason: a bug must reach the history, not end the client
         return {"status": "unknown", "code": "internal", "message": f"{type(exc).__name__}: {exc}"[:300]}

@@ -104,6 +104,19 @@ def test_a_released_lane_seen_live_afterwards_is_caught() -> None:
     assert [(a.kind, a.op.id, a.before[0].op) for a in anomalies] == [("released_lane_live", 8, "release_writer")]
 
 
+def test_a_released_lane_still_holding_its_scopes_is_caught() -> None:
+    ops = _clean_lanes()
+    ops[4].result.update(blocker=L1, state="active")  # L2's start refused beside the released L1
+    ops[4].status, ops[4].code = "refused", "scope_overlap"  # type: ignore[assignment]
+    del ops[6]  # (and L2 then never live)
+    ops[-1].result["lanes"][1] = [L2, "lane-a1", "failed_closed", False]
+    anomalies = lanes.check(ops)
+    assert [(a.kind, a.op.op, a.before[0].args["lane"]) for a in anomalies] == [
+        ("released_lane_live", "start_writer", L1)
+    ]
+    assert "refused a start beside it" in anomalies[0].message
+
+
 def test_a_lane_neither_live_with_its_agent_nor_released_after_the_settle_is_caught() -> None:
     ops = _clean_lanes()
     ops[-1].result["lanes"][1] = [L2, "lane-a1", "active", False]  # its agent's pane is gone
