@@ -241,8 +241,8 @@ def run(
             client.thread.join(timeout=60)
         elapsed = time.monotonic() - started
         settling = time.monotonic()
-        for settler in settlers:  # the nemesis stopped: reconcile the lanes, resume the plans, read them
-            settler.settle()
+        # The nemesis stopped: reconcile the lanes, resume the plans, read them (each client on its own).
+        _side_by_side(lambda settler: settler.settle(), settlers)
         for path, before in prints.items():
             worktrees[path] = (before, lanes.fingerprint(Path(path)))
         settled = time.monotonic() - settling

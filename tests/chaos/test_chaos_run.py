@@ -66,7 +66,7 @@ def _named(text: str) -> list[str]:
 def test_a_short_seeded_run_on_both_stores_finds_no_anomaly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _needs_postgres()
     keep = tmp_path / "run"
-    argv = [sys.executable, "-m", "chaos", "--minutes", "0.2", "--seed", str(SEED), "--store", "both"]
+    argv = [sys.executable, "-m", "chaos", "--minutes", "0.15", "--seed", str(SEED), "--store", "both"]
     done = subprocess.run(
         [*argv, "--json", "--keep", str(keep)], env=_env(), capture_output=True, text=True, timeout=220, check=False
     )
