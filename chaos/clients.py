@@ -35,6 +35,7 @@ from chaos.history import INDETERMINATE_CODES, Op, Status
 REPO = Path(__file__).resolve().parent.parent
 ANSWER_DEADLINE = 30.0  # longer than any pause the nemesis makes: silence past it is a hung client
 READY_DEADLINE = 60.0
+FINAL_DEADLINE = 120.0  # an operation of the final settle: a plan's last resume may wait out its collect
 WEIGHTS = {"acquire": 2.0, "renew": 3.0, "resume": 1.5, "takeover": 1.5, "release": 1.5, "read": 1.0}
 
 
@@ -189,6 +190,16 @@ class Client:
             self.paused = False
             self.starts += 1
 
+    def call(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One request outside the history (the set-up), its answer."""
+        assert self.worker is not None
+        self.worker.send(request)
+        try:
+            line = self.worker.answers.get(timeout=ANSWER_DEADLINE)
+        except queue.Empty:
+            line = None
+        return json.loads(line) if line else {"status": "unknown", "code": "lost"}
+
     def pid(self) -> int | None:
         with self.lock:
             return self.worker.proc.pid if self.worker is not None else None
@@ -289,11 +300,23 @@ class Client:
 
     def _one(self, draws: Any) -> None:
         op, cid, args, shown = self.request(draws)
+        self.execute(op, cid, args, shown, draws)
+
+    def execute(
+        self,
+        op: str,
+        cid: str,
+        args: dict[str, Any],
+        shown: dict[str, Any],
+        draws: Any,
+        deadline: float = ANSWER_DEADLINE,
+    ) -> Op | None:
+        """Perform one operation through the worker and record it (None: closed, the run is over)."""
         request = {"op": op, "cid": cid, "args": args, "ttl": self.ttl, "holder": self.name}
         with self.lock:
             worker = self.worker
         if worker is None:  # closed: the run is over
-            return
+            return None
         record = self.recorder.invoke(self.name, worker.proc.pid, self.key(op, cid), op, shown)
         killing = self.kill_armed.is_set()
         sent = worker.send(request)
@@ -309,7 +332,7 @@ class Client:
             outcome_end = self.recorder.now()
         elif sent:
             try:
-                line = worker.answers.get(timeout=ANSWER_DEADLINE)
+                line = worker.answers.get(timeout=deadline)
             except queue.Empty:
                 line = None
             outcome_end = self.recorder.now()
@@ -333,6 +356,18 @@ class Client:
             worker.kill()
             if not self.stop.is_set():
                 self.start_worker()
+        return record
+
+    def final(self, op: str, cid: str, args: dict[str, Any], shown: dict[str, Any]) -> Op | None:
+        """One operation after the run (the nemesis stopped, the loop ended): the final settle, recorded
+        like any other; a fresh worker first if the last one was lost."""
+        self.kill_armed.clear()
+        if self.worker is None or self.worker.proc.poll() is not None:
+            self.stop.clear()
+            self.start_worker()
+        self.stop.set()
+        draws = Draws("", cid, 0.0, 1.0, "", "", 0.0, False, 0.0)
+        return self.execute(op, cid, args, shown, draws, FINAL_DEADLINE)
 
     def _loop(self) -> None:
         while not self.stop.is_set():

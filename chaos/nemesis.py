@@ -6,8 +6,9 @@ round (a short run still injects each):
 - ``kill``: kill -9 of a client while its next operation is in flight (the client replaces its worker);
 - ``pause``: SIGSTOP of a client for longer than the lease TTL, then SIGCONT: it comes back believing
   it still holds what it held;
-- ``clock_jump``: a client's clock (the clock its store judges expiry by: see :mod:`chaos.worker`)
-  jumped forward or back by more than a TTL, and set right again a few seconds later;
+- ``clock_jump``: a client's clock (the clock a SQLite store judges expiry by; PostgreSQL judges by
+  its server's, so there the jump is harmless by design: see :mod:`chaos.worker`) jumped forward or
+  back by more than a TTL, and set right again a few seconds later;
 - ``pg_restart`` (PostgreSQL only): ``pg_ctl restart -m immediate`` of the server, every connection cut
   mid-transaction, crash recovery on start.
 """

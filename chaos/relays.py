@@ -10,14 +10,12 @@ it like any client. What the history must show is checked by :mod:`chaos.receipt
 
 from __future__ import annotations
 
-import json
-import queue
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos.clients import ANSWER_DEADLINE, Client, Recorder
+from chaos.clients import Client, Recorder
 from chaos.history import Op
 
 RECEIPT_WEIGHTS = {"relay": 4.0, "collect": 4.0, "abandon": 0.7, "receipts": 1.3}
@@ -38,6 +36,9 @@ class ReceiptDraws:
 class ReceiptClient(Client):
     """A coordinator relaying to its own reviewer; what it knows: the receipts it may have open."""
 
+    WORKLOAD = "receipts"
+    SUFFIX = "r"  # its name: <store>/<home>/r
+
     def __init__(self, name: str, store: str, url: str, home: Path, directory: Path, recorder: Recorder, seed: int):
         cid = "r" + name.split("/")[1]
         super().__init__(name, store, url, home, directory, [cid], recorder, seed, CONTROLLER_TTL)
@@ -47,16 +48,6 @@ class ReceiptClient(Client):
         self.credential: dict[str, Any] = {}
         self.open: list[str] = []  # receipt ids that may be unresolved, oldest first
         self.last: str | None = None
-
-    def call(self, request: dict[str, Any]) -> dict[str, Any]:
-        """One request outside the history (the set-up), its answer."""
-        assert self.worker is not None
-        self.worker.send(request)
-        try:
-            line = self.worker.answers.get(timeout=ANSWER_DEADLINE)
-        except queue.Empty:
-            line = None
-        return json.loads(line) if line else {"status": "unknown", "code": "lost"}
 
     def setup(self) -> None:
         """The client's controller lease and its reviewer, before the run."""

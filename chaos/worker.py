@@ -8,10 +8,16 @@ answer: nothing happened) or ``{"status": "unknown", "code": …}`` (the store w
 or something unexpected: it may have happened). The harness holds every credential; the worker holds
 nothing between requests, so a killed worker is replaced by a fresh one that carries on.
 
-The clock: corral's time is its store's ``now``, which both store adapters take from the calling
-process's wall clock. The worker's store is opened with that wall clock plus the offset written in
-``--clock`` (seconds, read at every call), so the nemesis can jump this coordinator's
-clock without touching the machine's.
+The clock: corral's time is its store's ``now``. SQLite takes it from the calling process's wall
+clock, so a SQLite worker's store is opened with that wall clock plus the offset written in
+``--clock`` (seconds, read at every call): the nemesis jumps this coordinator's clock without touching
+the machine's. PostgreSQL judges time by the server's ``clock_timestamp()`` unless a clock is
+injected, so a PostgreSQL worker's store is opened without one: the nemesis still writes its clock
+file, and by design the jump changes nothing corral decides.
+
+Besides the controller's operations: a reviewer's receipts (:mod:`chaos.relays`), writer lanes
+(``start_writer``, ``release_writer``, ``lanes``, ``settle_lanes``: :mod:`chaos.lanes`) and plans
+(``run_plan``, ``plan_state``: :mod:`chaos.plans`).
 
 ``--break fence`` (for the checker's own test) runs a corral whose fence guard accepts any credential.
 """
@@ -51,7 +57,8 @@ class JumpingClock:
 
 
 class ChaosRuntime(Runtime):
-    """The runtime, its store opened with the jumping clock (the one thing the worker changes)."""
+    """The runtime, a SQLite store opened with the jumping clock (the one thing the worker changes); a
+    PostgreSQL store keeps the server's clock."""
 
     def __init__(self, config: Config, clock: JumpingClock) -> None:
         super().__init__(config)
@@ -63,7 +70,8 @@ class ChaosRuntime(Runtime):
             from runner.store import open_store
 
             self.home.ensure()
-            self._store = open_store(self.store_url, clock=self._clock)
+            clock = None if self.store_url.startswith(("postgresql:", "postgres:")) else self._clock
+            self._store = open_store(self.store_url, clock=clock)
         return self._store
 
 
@@ -102,6 +110,10 @@ def perform(runtime: Runtime, request: dict[str, Any]) -> dict[str, Any]:
     if op == "read":
         (view,) = controller.leases(ListLeasesInput(controller_id=cid))
         return {"state": view.state, "lease": view.data.get("lease_id"), "gen": view.data.get("generation")}
+    if op in LANE_OPS:
+        return perform_lanes(runtime, op, cid, a, credential)
+    if op in PLAN_OPS:
+        return perform_plans(runtime, op, a)
     return perform_receipts(runtime, op, cid, a, credential)
 
 
@@ -132,6 +144,141 @@ def perform_receipts(runtime: Runtime, op: str, cid: str, a: dict[str, Any], cre
     raise ValueError(f"unknown operation {op!r}")
 
 
+LANE_OPS = ("start_writer", "release_writer", "lanes", "settle_lanes")
+PLAN_OPS = ("run_plan", "plan_state", "plan_effects")
+# The operations of the review recipe's steps, each of which must happen once per plan.
+PLAN_EFFECTS = (
+    ("controller", "acquire"),
+    ("reviewer", "start:success"),
+    ("receipt", "relay:success"),
+    ("receipt", "collect"),
+    ("reviewer", "close:success"),
+    ("controller", "release"),
+)
+UNCONFINED = "chaos: the lanes' scopes and the store are under test, not the sandbox (Bubblewrap may be missing)"
+
+
+def _lanes(runtime: Runtime, controller_id: str | None, ended: bool) -> list[list[Any]]:
+    """``[lane uuid, name, state, holder]`` of the store's lanes (``controller_id``'s, or every one);
+    holder: the lane's agent is live in its pane."""
+    core = runtime.service.writers.core
+    found = []
+    for view in runtime.service.writers.leases(controller_id, ended):
+        holder = False
+        if view.state == "active":
+            host = core.host(view.data.get("host", "process"))
+            holder = bool(core.observe(host, view.data.get("pane_id")).get("exists"))
+        found.append([view.id.removeprefix("writer/"), view.data.get("name"), view.state, holder])
+    return found
+
+
+def perform_lanes(runtime: Runtime, op: str, cid: str, a: dict[str, Any], credential: Any) -> dict[str, Any]:
+    """The writer lanes of one coordinator: start one in a worktree, release it, list the store's lanes,
+    and (the final settle) reconcile this controller's lanes and list them, ended ones too."""
+    from runner.service import WriterReleaseInput, WriterStartInput
+    from runner.service.inputs.inventory import ControllerInput
+
+    writers = runtime.service.writers
+    if op == "start_writer":
+        facts = writers.preflight(a["worktree"])
+        view = writers.start(
+            WriterStartInput(
+                cid,
+                credential(),
+                name=a["name"],
+                kind="script",
+                worktree=a["worktree"],
+                branch=str(facts["branch"]),
+                base_commit=str(facts["head"]),
+                expected_head=str(facts["head"]),
+                expected_status_sha256=str(facts["status_sha256"]),
+                owned_scopes=tuple(a["owned"]),
+                locked_scopes=tuple(a.get("locked", ())),
+                protected_branches=("main",),
+                purpose="chaos",
+                ticket_ref="CHAOS-27",
+                authority_ref="chaos",
+                authority_sha256=AUTHORITY,
+                lease_id=a["lane"],
+                unconfined=True,
+                unconfined_reason=UNCONFINED,
+            )
+        )
+        return {"lane": view.id.removeprefix("writer/"), "state": view.state}
+    if op == "release_writer":
+        core = writers.core
+        lane = core.store.get(f"writer/{a['lane']}")
+        seq = 0
+        if lane is not None and lane.data.get("pane_id") is not None:
+            observed = core.observe(core.host(lane.data.get("host", "process")), lane.data.get("pane_id"))
+            seq = int(observed.get("seq") or 0)
+        facts = writers.preflight(a["worktree"])
+        closed = writers.release(
+            WriterReleaseInput(
+                cid,
+                credential(),
+                name=a["name"],
+                expected_state_change_seq=seq,
+                expected_head=str(facts["head"]),
+                expected_status_sha256=str(facts["status_sha256"]),
+                checkpoint_ref=f"chaos/{a['name']}",
+                checkpoint_sha256=AUTHORITY,
+                lease_id=f"writer/{a['lane']}",
+            )
+        )
+        return {"state": closed.lease.state}
+    if op == "lanes":
+        return {"lanes": _lanes(runtime, None, False)}
+    runtime.service.inventory.reconcile(ControllerInput(cid, credential(), True), machine="writer")
+    return {"lanes": _lanes(runtime, cid, True)}
+
+
+def perform_plans(runtime: Runtime, op: str, a: dict[str, Any]) -> dict[str, Any]:
+    """Plans: submit one (or find it) and run it to its end (``run_plan``: a second run resumes it), read
+    where it stands (``plan_state``), or count, per plan controller, the events of the recipe's
+    operations in the store (``plan_effects``: the evidence that each step acted once)."""
+    import anyio
+
+    from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
+
+    runtime.home.ensure("credentials")
+    runtime.home.ensure("snapshots")
+    plans = runtime.service.plans
+    if op == "run_plan":
+        submitted = plans.submit(PlanSubmitInput(a["doc"]))
+        plan = anyio.run(plans.run, PlanRunInput(a["plan"]))
+        return {"state": plan.state, "created": submitted.created}
+    if op == "plan_effects":
+        return {"effects": {cid: _effects(runtime, cid) for cid in a["controllers"]}}
+    plan = plans.plan(a["plan"])
+    steps = {k: v.get("state") for k, v in (plan.data.get("steps") or {}).items()}
+    paused = plan.data.get("paused_reason") or plan.data.get("waiting_on")
+    failure = plan.data.get("failure") or {}
+    return {
+        "state": plan.state,
+        "steps": steps,
+        "paused": str(paused)[:300] if paused else None,
+        "failure": {k: failure.get(k) for k in ("step", "code")} if failure else None,
+    }
+
+
+def _effects(runtime: Runtime, controller_id: str) -> dict[str, int]:
+    """How many times each of :data:`PLAN_EFFECTS` happened to ``controller_id``'s instances."""
+    from runner import fence
+
+    store = runtime.store
+    ids = [fence.instance_id(controller_id)]
+    for machine in ("reviewer", "receipt"):
+        ids += [i.id for i in store.find(machine) if i.data.get("controller_id") == controller_id]
+    counts = dict.fromkeys((f"{m} {t}" for m, t in PLAN_EFFECTS), 0)
+    for instance_id in ids:
+        for event in store.events(instance_id=instance_id):
+            name = f"{event.machine} {event.trigger}"
+            if name in counts:
+                counts[name] += 1
+    return counts
+
+
 def answer(runtime: Runtime, request: dict[str, Any]) -> dict[str, Any]:
     """The answer to one request, its error (if any) sorted into refused (no effect) or unknown."""
     from runner.errors import CorralError
@@ -140,7 +287,11 @@ def answer(runtime: Runtime, request: dict[str, Any]) -> dict[str, Any]:
         return {"status": "ok", "result": perform(runtime, request)}
     except CorralError as exc:
         if exc.category in ("refused", "invalid"):
-            return {"status": "refused", "code": exc.code}
+            refused: dict[str, Any] = {"status": "refused", "code": exc.code}
+            blocker = exc.details.get("lane") if request["op"] == "start_writer" else None
+            if isinstance(blocker, str):  # the live lane a start was refused beside (scope_overlap, …)
+                refused["result"] = {"blocker": blocker.removeprefix("writer/"), "state": exc.details.get("state")}
+            return refused
         return {"status": "unknown", "code": exc.code, "message": str(exc)[:300]}
     except Exception as exc:  # noqa: BLE001 - reason: a bug must reach the history, not end the client
         return {"status": "unknown", "code": "internal", "message": f"{type(exc).__name__}: {exc}"[:300]}

@@ -50,7 +50,14 @@ from runner.agents.kinds import Kind, Kinds
 from runner.agents.progress import ProgressReader, ProgressReaders, RunProgress
 from runner.agents.slots import AgentSlot, SlotStore, slot_store
 from runner.context import Gate
-from runner.errors import ConflictError, CorralError, InvalidError, RefusedError
+from runner.errors import (
+    ConflictError,
+    CorralError,
+    InvalidError,
+    RefusedError,
+    StoreBusyError,
+    StoreUnavailableError,
+)
 from runner.store.abc import Store, Transaction
 
 logger = logging.getLogger(__name__)
@@ -178,8 +185,11 @@ class ProcessHost(AgentHost):
             elif slot.pid is None and slot.updated_at is not None:
                 from runner.context import parse_time
 
-                age = (self.store.now() - parse_time(slot.updated_at)).total_seconds()
-                if age > STUCK_AFTER:
+                try:
+                    now = self.store.now()  # on PostgreSQL, the server's clock: a round trip
+                except (StoreBusyError, StoreUnavailableError):
+                    now = None  # no clock to judge by: a working slot is working (its prompt may be out)
+                if now is not None and (now - parse_time(slot.updated_at)).total_seconds() > STUCK_AFTER:
                     status = "unknown"
         nonce = slot.options.get("nonce")
         session = slot.options.get("session_id")
@@ -547,6 +557,8 @@ class ProcessHost(AgentHost):
         try:
             with self.slots.write() as tx:
                 working = tx.put_slot(replace(working, pid=pid), working.seq)
+        except (StoreBusyError, StoreUnavailableError):
+            pass  # the supervisor runs, its pid unrecorded: the prompt is out; its outcome will be recorded
         except ConflictError as exc:
             if exc.details.get("closed"):
                 # Closed while the supervisor started: close() had no pid to stop, so stop it here. The

@@ -128,13 +128,42 @@ def _verdict(schema_text: str, result: Any) -> tuple[Any, str | None]:
     return value, None
 
 
-def record(job: dict[str, Any], code: int, result: dict[str, Any] | None = None) -> None:
+RECORD_PATIENCE = 600.0
+"""How long the supervisor keeps trying to record a run's outcome while the store is busy or its server
+is away (seconds): the outcome exists only in this process until it is recorded."""
+
+
+def record(
+    job: dict[str, Any], code: int, result: dict[str, Any] | None = None, patience: float = RECORD_PATIENCE
+) -> None:
     """Compare-and-set the slot from the run's cursor to the outcome (with what the run taught: its
-    conversation's id, and what it spent added to the slot's spend)."""
+    conversation's id, and what it spent added to the slot's spend).
+
+    A store that stays busy (a writer holding its lock, stopped) or whose server went away is tried
+    again, for up to ``patience`` seconds: a compare-and-set whose commit answer was lost is safe to
+    try again (the slot has moved on, and nothing is written twice)."""
+    import time
+
+    from runner.errors import StoreBusyError, StoreUnavailableError
+
+    deadline = time.monotonic() + patience
+    pause = 0.1
+    while True:
+        try:
+            _record_once(job, code, result)
+            return
+        except (StoreBusyError, StoreUnavailableError):
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
+def _record_once(job: dict[str, Any], code: int, result: dict[str, Any] | None) -> None:
     from dataclasses import replace
 
     from runner.agents.slots import slot_store
-    from runner.errors import ConflictError
+    from runner.errors import ConflictError, StoreBusyError, StoreUnavailableError
     from runner.store import open_store
 
     blocked = code in job["blocked_exit_codes"] or (
@@ -156,6 +185,8 @@ def record(job: dict[str, Any], code: int, result: dict[str, Any] | None = None)
                     replace(slot, status=status, seq=slot.seq + 1, exit_status=code, pid=None, options=options),
                     slot.seq,
                 )
+        except (StoreBusyError, StoreUnavailableError):
+            raise  # nothing was decided: try again (both are ConflictErrors, but not someone else's move)
         except ConflictError:
             return  # someone else moved the slot first; theirs is the truth
 

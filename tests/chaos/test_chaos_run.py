@@ -63,10 +63,10 @@ def _named(text: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_a_short_seeded_run_on_both_stores_finds_no_anomaly(tmp_path: Path) -> None:
+def test_a_short_seeded_run_on_both_stores_finds_no_anomaly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _needs_postgres()
     keep = tmp_path / "run"
-    argv = [sys.executable, "-m", "chaos", "--minutes", "0.4", "--seed", str(SEED), "--store", "both"]
+    argv = [sys.executable, "-m", "chaos", "--minutes", "0.15", "--seed", str(SEED), "--store", "both"]
     done = subprocess.run(
         [*argv, "--json", "--keep", str(keep)], env=_env(), capture_output=True, text=True, timeout=220, check=False
     )
@@ -79,21 +79,26 @@ def test_a_short_seeded_run_on_both_stores_finds_no_anomaly(tmp_path: Path) -> N
     assert by_store.get("sqlite", 0) >= 50 and by_store.get("postgresql", 0) >= 50, by_store
     assert doc["faults_by_store"]["sqlite"].keys() >= {"kill", "pause", "clock_jump"}, doc["faults_by_store"]
     assert doc["faults_by_store"]["postgresql"].keys() >= {"kill", "pause", "clock_jump", "pg_restart"}
-    assert doc["clients"] == 12 and doc["worker_starts"] > 12  # the kills replaced workers
+    assert doc["clients"] == 20 and doc["worker_starts"] > 20  # the kills replaced workers
     relayed = doc["receipts"]["by_op"]
     assert relayed.get("relay ok", 0) >= 2 and relayed.get("collect ok", 0) >= 1, relayed
     assert doc["operations"]["ok_by_op"].get("acquire", 0) >= 1
+    laned, planned = doc["by_workload"]["lanes"]["by_op"], doc["by_workload"]["plans"]["by_op"]
+    assert laned.get("start_writer ok", 0) >= 2 and laned.get("release_writer ok", 0) >= 1, laned
+    assert laned.get("settle_lanes ok", 0) == 4, laned  # every lanes client settled, on both stores
+    assert planned.get("run_plan ok", 0) >= 2 and planned.get("plan_effects ok", 0) == 4, planned
+    assert set(doc["anomalies_by_rule"]) >= {"overlapping_lanes", "lane_unsettled", "step_twice", "plan_unfinished"}
     # The kept history checks again the same; with one stale credential's refusal turned into a success, it does
     # not (a run refuses dozens: clients use older credentials and forged tokens on purpose).
-    again = [sys.executable, "-m", "chaos", "--check", str(keep), "--json"]
-    done = subprocess.run(again, env=_env(), capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0 and json.loads(done.stdout)["anomalies"] == [], done.stdout[-2000:] + done.stderr
+    # (in this process: the check is the same, without an interpreter's start-up)
+    assert chaos_run.main(["--check", str(keep), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["anomalies"] == []
     lines = (keep / "history.jsonl").read_text().splitlines()
     stale = next(i for i, line in enumerate(lines) if '"code": "fence_stale"' in line)  # a renew, resume or release
     tampered = json.loads(lines[stale]) | {"status": "ok", "code": None, "result": {}}
     (keep / "history.jsonl").write_text("\n".join([*lines[:stale], json.dumps(tampered), *lines[stale + 1 :]]) + "\n")
-    done = subprocess.run(again, env=_env(), capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 1 and json.loads(done.stdout)["anomalies"], done.stdout[-2000:] + done.stderr
+    assert chaos_run.main(["--check", str(keep), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["anomalies"]
     assert _ours(keep) == []  # every worker stopped
     assert [_named(server) for server in doc["servers"]] == [[]]  # and the server
     assert not Path(doc["servers"][0]).exists()
@@ -111,8 +116,8 @@ def test_an_interrupted_run_stops_everything_it_started(tmp_path: Path) -> None:
         text=True,
     )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(list(keep.glob("sqlite/*.log"))) < 6:
-        time.sleep(0.2)  # the six clients started
+    while time.monotonic() < deadline and len(list(keep.glob("sqlite/*.log"))) < 10:
+        time.sleep(0.2)  # the ten clients started (lease, receipts, lanes, plans)
     time.sleep(2)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -131,9 +136,9 @@ def test_a_seed_draws_the_same_schedule_every_time() -> None:
 def test_a_corral_whose_fence_accepts_any_credential_is_caught(tmp_path: Path) -> None:
     """The checker on a real history of a broken corral (its fence guard patched to accept anything in the
     workers): stale and forged credentials are accepted, and the run says so and exits 1."""
-    argv = [sys.executable, "-m", "chaos", "--minutes", "0.25", "--seed", "5", "--store", "sqlite", "--json"]
+    argv = [sys.executable, "-m", "chaos", "--minutes", "0.1", "--seed", "5", "--store", "sqlite", "--json"]
     done = subprocess.run(
-        [*argv, "--break", "fence", "--keep", str(tmp_path / "run")],
+        [*argv, "--workloads", "lease", "--break", "fence", "--keep", str(tmp_path / "run")],
         env=_env(),
         capture_output=True,
         text=True,

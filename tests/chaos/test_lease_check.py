@@ -266,3 +266,23 @@ def test_a_takeover_of_a_lease_live_by_every_clock_is_caught_unless_a_clock_was_
     assert lease.early_takeovers(h.ops, {"p1": [(-1, 2)]}, ttl=5) == []  # both setters' clocks jumped
     h.ops[2].invoke, h.ops[2].complete = 6.5, 6.6  # after the expiry: a takeover is what should happen
     assert lease.early_takeovers(h.ops, {}, ttl=5) == []
+
+
+def test_postgresql_clients_are_never_skewed_so_early_takeover_judges_them_whatever_the_jumps() -> None:
+    """PostgreSQL judges expiry by its server's clock (its workers get no jumping clock): the nemesis's
+    jumps of their clock files leave no window, and an early takeover there is caught."""
+    from chaos.run import _skewed
+
+    def jump(store: str, target: str) -> dict[str, object]:
+        return {"kind": "clock_jump", "store": store, "target": target, "at": 2.5, "until": 4.0}
+
+    faults = [
+        jump("sqlite", "sqlite/A/1"),
+        jump("postgresql", "postgresql/A/1"),
+        {**jump("sqlite", "x"), "until": None},
+    ]
+    assert _skewed(faults) == {"sqlite/A/1": [(2.5, 4.0)], "x": [(2.5, float("inf"))]}
+    h = Writer()
+    h.add("acquire", 0, 0.1, new_lease="L1", new_token="t1", r_lease="L1", r_gen=1)
+    h.add("takeover", 3, 3.2, process="postgresql/A/1", expect="L1", new_lease="L2", new_token="t2", r_gen=2)
+    assert [a.kind for a in lease.early_takeovers(h.ops, _skewed(faults), ttl=5)] == ["early_takeover"]
