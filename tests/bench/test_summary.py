@@ -100,7 +100,14 @@ def test_a_crashing_script_or_a_missing_or_skipped_figure_fails_the_summary(tmp_
     plans_row_3 = "commits per plan step"
     _script(missing, "plans.py", _figure(plans_row_3, 1, True))
     # A peer of the bench extra not installed: bench/peers.py marks its figure skipped and exits 0.
-    peer = {"figure": "corral / DBOS", "value": None, "unit": "x", "met": False, "skipped": True, "detail": "no dbos"}
+    peer: dict[str, object] = {
+        "figure": "corral / DBOS",
+        "value": None,
+        "unit": "x",
+        "met": False,
+        "skipped": True,
+        "detail": "no dbos",
+    }
     _script(skipped, "peers.py", _figure("corral / LangGraph SqliteSaver (sync)", 2.5, True, peer))
     _script(good, "transition.py", _figure(RENEW_ROW, 3.9, False))
 
