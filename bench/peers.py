@@ -361,6 +361,10 @@ def compare_plans(steps: int, rounds: int, directory: Path, peers: tuple[Peer, .
         row: dict[str, Any] = {
             "label": peer.label,
             "steps_per_second": round(rate_, 1),
+            "steps_per_second_range": [
+                round(min(r["steps_per_second"] for r in mine), 1),
+                round(max(r["steps_per_second"] for r in mine), 1),
+            ],
             "cpu_ms_per_step": round(statistics.median(r["cpu_seconds"] for r in mine) / steps * 1e3, 3),
         }
         for key in ("commits", "checkpoints", "journal_mode"):
@@ -583,6 +587,11 @@ def _fsyncs_text(fsyncs: dict[str, Any], key: str) -> str:
     return f"{fsyncs['peers'][key]['fsyncs_per_step']:g} fsyncs/step"
 
 
+def _spread(row: dict[str, Any]) -> str:
+    low, high = row["steps_per_second_range"]
+    return f"rounds {low:.0f}-{high:.0f}"
+
+
 def plan_figures(
     plan: dict[str, Any], fsyncs: dict[str, Any], missing: dict[str, list[str]], where: Path
 ) -> list[dict[str, Any]]:
@@ -609,9 +618,10 @@ def plan_figures(
                 "value": value,
                 "met": value >= peer.target,
                 "detail": (
-                    f"corral {corral['steps_per_second']:.1f} steps/s ({corral['cpu_ms_per_step']:.2f} ms CPU/step, "
-                    f"{_fsyncs_text(fsyncs, 'corral')}) vs {peer.label} {row['steps_per_second']:.1f} steps/s "
-                    f"({row['cpu_ms_per_step']:.2f} ms CPU/step, {_fsyncs_text(fsyncs, peer.key)}); "
+                    f"corral {corral['steps_per_second']:.1f} steps/s ({_spread(corral)}, "
+                    f"{corral['cpu_ms_per_step']:.2f} ms CPU/step, {_fsyncs_text(fsyncs, 'corral')}) vs {peer.label} "
+                    f"{row['steps_per_second']:.1f} steps/s ({_spread(row)}, {row['cpu_ms_per_step']:.2f} ms CPU/step, "
+                    f"{_fsyncs_text(fsyncs, peer.key)}); "
                     f"{plan['steps']} steps, median of {plan['rounds']} interleaved rounds, synchronous=FULL in {where}"
                 ),
             }
