@@ -75,7 +75,7 @@ from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
-FIGURE_PLAN = "200-step durable plan, steps/s, synchronous=FULL on the same disk"
+FIGURE_PLAN = "200-step plan"  # "200-step plan: corral / PEER": short enough for the summary's table
 TARGET_PEER = 2.0  # corral / LangGraph (sync, async), corral / DBOS: issue 28
 TARGET_FLOOR = 0.9  # corral / the bare one-commit-per-step loop: issue 28
 TMPFS = Path("/dev/shm")
