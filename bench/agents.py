@@ -610,15 +610,7 @@ def _support_module(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    here = Path(__file__).resolve().parent
-    saved = sys.path[:]
-    # This directory comes first on sys.path and its http.py would shadow the standard library's, which
-    # the scripted servers import (http.server): it is left out while they load.
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = saved
+    spec.loader.exec_module(module)
     return module
 
 

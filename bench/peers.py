@@ -47,33 +47,25 @@ permitted the figures say "fsyncs: unavailable" and why.
   On ``--synchronous`` (default ``full``, the store's) files in the same directory.
 
 Ratios are what to read: absolute figures move with the machine and its load.
-
-Run as a script, this directory comes first on ``sys.path``, and ``bench/http.py`` would then stand
-for the standard library's ``http`` (which LangGraph imports through ``requests``): the import failed
-with ``KeyError: 'http'``. The directory moves to the end first, as ``bench/http.py`` itself does.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
+import itertools
+import json
+import platform
+import sqlite3
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-
-BENCH = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH] + [str(BENCH)]
-
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import itertools  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import sqlite3  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import Any
 
 FIGURE_PLAN = "200-step plan"  # "200-step plan: corral / PEER": short enough for the summary's table
 TARGET_PEER = 2.0  # corral / LangGraph (sync, async), corral / DBOS: issue 28

@@ -91,10 +91,10 @@ ROWS = (
     Row("corral_wait_any wake-up over MCP, end to end", "< 10 ms median", ("mcp.py",)),
     Row("cold `corral mcp` to `initialize` answered / cold `python -c pass`", "value only", ("mcp.py",)),
     # Issue 15: the HTTP API.
-    Row("GET /api/status over HTTP, median (in process beside it)", "value only", ("http.py",)),
-    Row("POST renew over HTTP, median (in process beside it)", "value only", ("http.py",)),
-    Row("SSE fan-out, 1000 events/s to 50 subscribers: delivery p99", "< 50 ms", ("http.py",)),
-    Row("corral serve RSS after the fan-out", "value only", ("http.py",)),
+    Row("GET /api/status over HTTP, median (in process beside it)", "value only", ("http_api.py",)),
+    Row("POST renew over HTTP, median (in process beside it)", "value only", ("http_api.py",)),
+    Row("SSE fan-out, 1000 events/s to 50 subscribers: delivery p99", "< 50 ms", ("http_api.py",)),
+    Row("corral serve RSS after the fan-out", "value only", ("http_api.py",)),
     # Issue 17: the agent mesh (PostgreSQL's figures join their rows when a server is given).
     Row("mesh send-to-inbox latency, median (sqlite)", "< 10 ms", ("mesh.py",)),
     Row("mesh inbox read with 10k unacked, median (sqlite)", "< 20 ms", ("mesh.py",)),

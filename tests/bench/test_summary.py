@@ -64,7 +64,7 @@ def test_every_row_is_shown_measured_or_with_the_reason_it_is_not(tmp_path: Path
     assert rows[11]["status"] == "met" and rows[11]["script"] == "mcp.py" and rows[11]["value"] == 3.1
     assert rows[12]["status"] == "not met" and rows[12]["value"] == 12.0
     assert rows[13]["status"] == "not measured" and "no figure" in rows[13]["reason"]
-    assert all(rows[n]["status"] == "not measured" for n in range(14, 18))  # issue 15's: no bench/http.py here
+    assert all(rows[n]["status"] == "not measured" for n in range(14, 18))  # issue 15's: no bench/http_api.py here
     assert all(rows[n]["status"] == "not measured" for n in range(18, 21))  # issue 17's: no bench/mesh.py here
     assert all(rows[n]["status"] == "not measured" for n in range(21, 25))  # issue 16's: no bench/postgres.py
     assert all(rows[n]["status"] == "not measured" for n in range(25, 27))  # issue 18's: no bench/memory.py here

@@ -439,7 +439,7 @@ def test_a_credential_is_in_its_grant_response_only(serve: Any, tmp_path: Path) 
 
 def test_the_listening_socket_says_it_is_tcp() -> None:
     """asyncio sets TCP_NODELAY only on a socket whose proto is IPPROTO_TCP; with proto 0 every small
-    answer to a keep-alive client waited out a delayed ACK (44 ms for /api/ping in bench/http.py)."""
+    answer to a keep-alive client waited out a delayed ACK (44 ms for /api/ping in bench/http_api.py)."""
     import socket
 
     from runner.mcp.listen import bound, parse_listen

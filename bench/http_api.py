@@ -17,36 +17,29 @@ Issue 15's figures, each measured in one run on loopback against a real ``corral
 
 ``--quick`` (for ``bench/summary.py``, about 20 s): fewer calls, 3 s of fan-out.
 ``--json`` prints ``{"figures": [...]}`` (bench/README.md) and the samples' summary.
-
-Run as a script, this directory comes first on ``sys.path`` and ``import http`` (the standard
-library's, which httpx and uvicorn use) would find this file: the directory moves to the end first.
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import json
+import os
+import re
+import selectors
+import socket
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from datetime import datetime
 from pathlib import Path
+from typing import Any
+
+from common import percentile
 
 BENCH = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH] + [str(BENCH)]
-sys.modules.pop("http", None)
-
-import argparse  # noqa: E402
-import hashlib  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import selectors  # noqa: E402
-import socket  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from datetime import datetime  # noqa: E402
-from typing import Any  # noqa: E402
-
-from common import percentile  # noqa: E402
-
 ROOT = BENCH.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -125,7 +118,8 @@ def latency(url: str, home: Path, calls: int) -> dict[str, Any]:
     out: dict[str, list[float]] = {"http_status": [], "direct_status": [], "http_renew": [], "direct_renew": []}
     with httpx.Client(base_url=url, timeout=30) as client, Runtime.open(Config.load(home=home)) as runtime:
         granted = client.post(
-            "/api/controllers/bench-http/acquire", json={"authority_ref": "BENCH", "authority_sha256": SHA, "ttl": 3600}
+            "/api/controllers/bench-http/acquire",
+            json={"authority_ref": "BENCH", "authority_sha256": SHA, "ttl_seconds": 3600},
         ).json()
         header = {"Corral-Credential": granted["credential"]}
         _, lease, generation, token = granted["credential"].split(".")
