@@ -207,6 +207,18 @@ def test_deprecated_names_are_served_but_never_listed(server: InProcess) -> None
     assert unknown.is_error and unknown.structured_content["error"]["code"] == "tool_unknown"
 
 
+def test_each_listed_description_names_the_old_names_its_tool_still_takes(server: InProcess) -> None:
+    described = {tool.name: tool.description or "" for tool in server.list_tools().tools}
+    for old, now in DEPRECATED_TOOLS.items():
+        assert f"`{old}` (tool)" in described[now], (old, now)
+    for name, tool in TOOLS.items():
+        for was, arg in tool.renamed.items():
+            assert f"`{was}` (argument, now `{arg}`)" in described[name], (name, was)
+        if not tool.renamed and name not in DEPRECATED_TOOLS.values():
+            assert "Deprecated" not in described[name], name
+    assert "`ttl` (argument, now `ttl_seconds`)" in described["corral_controller_acquire"]
+
+
 def test_a_deprecated_argument_name_is_taken_as_its_current_one(server: InProcess) -> None:
     renewed = server.ok("corral_controller_renew", {"controller": "ctl", "ttl": 123})["lease"]
     assert renewed["ttl_seconds"] == 123

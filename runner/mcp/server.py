@@ -28,7 +28,7 @@ import anyio.to_thread
 from runner.errors import CorralError, InputError
 from runner.log import get_logger
 from runner.mcp.call import Call
-from runner.mcp.tool import DATA_NOTICE, Tool, deprecation, resolve
+from runner.mcp.tool import DATA_NOTICE, Tool, deprecation, listed_description, resolve
 from runner.mcp.tools import TOOLS
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def build_server(runtime: App, contain: Callable[[dict[str, Any]], None] | None 
         types.Tool(
             name=tool.name,
             title=tool.title,
-            description=tool.description,
+            description=listed_description(tool),
             input_schema=tool.input_schema,
             output_schema=tool.output,
             annotations=types.ToolAnnotations(
