@@ -113,6 +113,13 @@ def test_the_cli_takes_ttl_seconds_and_still_its_old_name_unshown(command: str) 
     assert "--ttl-seconds" in shown and "--ttl " not in shown and "--ttl," not in shown
 
 
+def test_mesh_send_takes_agent_id_and_still_from_unshown() -> None:
+    (option,) = [p for p in COMMANDS["mesh send"].params if p.name == "agent_id"]
+    assert option.opts[0] == "--agent-id" and "--from" in option.opts
+    shown = CliRunner().invoke(cli, ["mesh", "send", "--help"]).output
+    assert "--agent-id" in shown and "--from" not in shown
+
+
 # --- a call by a deprecated name answers what the current name answers -------------------------------
 
 

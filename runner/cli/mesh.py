@@ -22,7 +22,7 @@ import click
 
 from runner import privatefile
 from runner.cli import render
-from runner.cli.app import App, cli, controller_option, credential_option, json_option, load_credential
+from runner.cli.app import App, RenamedOption, cli, controller_option, credential_option, json_option, load_credential
 from runner.errors import CredentialError
 
 AGENT_ID_HELP = "Your agent id (1-64 of [A-Za-z0-9_.-]), the same on every call."
@@ -202,8 +202,10 @@ def agents(app: App, include_expired: bool, role: str | None, repo: str | None, 
     "--agent-id",
     "--from",
     "agent_id",
+    cls=RenamedOption,
+    old=("--from",),
     required=True,
-    help=AGENT_ID_HELP + " (the sender; --from is its old name, deprecated)",
+    help=AGENT_ID_HELP + " (the sender)",
 )
 @click.option("--to", "to", help="One agent id (it must have checked in once).")
 @click.option("--role", "to_role", help="Every live agent of this role.")
