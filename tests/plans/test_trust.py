@@ -7,6 +7,7 @@ Real SQLite, the real process host, real git repositories and the real ``corral`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -332,6 +333,25 @@ def test_the_writer_lane_and_validate_examples_run_as_shipped_in_a_corral_init_d
     failure = json_lines(validate.stdout)[-1]["failure"]
     assert (failure["step"], failure["code"]) == ("verify", "target_unknown") and "'writer'" in failure["message"]
     assert controller_state(cli_env, root, "example") == "released", "released even though the plan failed"
+    # Given its lane (started and written by hand, as a coordinator would), it passes: the retry it names.
+    sha = hashlib.sha256(b"T-1").hexdigest()
+    acquired = corral(cli_env, root, "controller", "acquire", "--controller", "example", "--authority-ref", "T-1",
+                      "--authority-sha256", sha)  # fmt: skip
+    assert acquired.returncode == 0, acquired.stdout + acquired.stderr
+    facts = json.loads(corral(cli_env, root, "preflight", "lane", "--json").stdout)
+    started = corral(cli_env, root, "writer", "start", "--controller", "example", "--name", "writer", "--kind",
+                     "script", "--worktree", "lane", "--branch", "example-lane", "--base-commit", facts["head"],
+                     "--expect-head", facts["head"], "--expect-status", facts["status_sha256"], "--own", "src",
+                     "--lock", ".corral", "--purpose", "the feature", "--ticket", "T-1", "--authority-ref", "T-1",
+                     "--authority-sha256", sha)  # fmt: skip
+    assert started.returncode == 0, started.stdout + started.stderr
+    asked = corral(cli_env, root, "ask", "writer", "--controller", "example", "--text",
+                   "write src/feature.py def feature():\nappend src/feature.py     return 42")  # fmt: skip
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    retried = corral(cli_env, root, "plans", "retry", "validate-example", "--json")
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    summary = json_lines(retried.stdout)[-1]
+    assert summary["state"] == "succeeded" and steps_by_id(summary)["verify"]["outputs"]["passed"] is True
 
 
 def test_the_writer_lane_example_without_its_worktree_ends_failed_not_running(
