@@ -8,7 +8,7 @@ each on its own branch). It draws lane starts (in one of its worktrees, owning a
 client died is known by id, and retried under it), releases of the lanes it may hold, and listings of
 the store's live lanes. The agent is the scripted kind (``script``) on the process host, the tests' own;
 it runs unconfined (the lanes' scopes are under test, not the sandbox). After the run the client
-settles its controller's lanes from a fresh worker (``settle_lanes``: reconcile, then list every
+settles its controller's lanes (``settle_lanes``: reconcile, then list every
 lane, ended ones too; see :meth:`LaneClient.settle`).
 
 The rules (:func:`check`), over the operations with a ``lanes/`` key and what the worktrees hold:
@@ -228,14 +228,9 @@ class LaneClient(Client):
     def settle(self) -> Op | None:
         """The final settle (after the nemesis stopped): reconcile this controller's lanes, list them all.
 
-        From a fresh worker, as a CLI's process ends after each command: a start that lost its store
-        after the lane was recorded leaves it ``provisioning``, and reconcile leaves a lane whose
-        starter still runs alone (it may still be starting), so while the worker that started it
-        lives, nothing settles it (a long-lived ``corral serve`` would keep such a lane too)."""
-        with self.lock:
-            worker, self.worker = self.worker, None
-        if worker is not None:
-            worker.kill()
+        From the worker that ran the lanes, when it lives on (as a long-lived ``corral serve`` would): a
+        start that lost its store after the lane was recorded leaves it ``provisioning``, and its call
+        has ended, so reconcile settles it even though the process that started it still runs."""
         return self.final("settle_lanes", self.cid, dict(self.credential), {"controller": self.cid})
 
 

@@ -12,6 +12,12 @@ status            when
 ``stale``         same host, and another boot, or the pid is gone, or it now belongs to another process
 ``indeterminate`` another host, or /proc could not be read: never broken by age alone
 ================  =================================================================================
+
+A holder may also name an ``attempt``: one call of that process (a start), marked for as long as the
+call runs by a unix socket bound in the abstract namespace (``\\0corral-attempt-<id>``, Linux: no file,
+gone with the process or when the call ends). A live process whose attempt ended, as when a start lost
+its store and raised, is ``stale`` for that holder: a long-lived process (``corral serve``, a plan
+runner) does not keep such a start's lease looking busy for as long as it runs.
 """
 
 from __future__ import annotations
@@ -49,6 +55,66 @@ def _hostname() -> str:
     return socket.gethostname()
 
 
+_ATTEMPT = "corral-attempt-"
+
+
+def _attempt_address(attempt: str) -> str:
+    return "\0" + _ATTEMPT + attempt
+
+
+class Attempt:
+    """One call marked as running (:func:`attempt`): ``close`` when it ends."""
+
+    def __init__(self, attempt: str, sock: Any) -> None:
+        self.id = attempt
+        self._sock = sock
+
+    @property
+    def marked(self) -> bool:
+        """The mark is up (False: this platform has no abstract namespace; record no attempt then)."""
+        return self._sock is not None
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def __enter__(self) -> Attempt:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def attempt(attempt_id: str) -> Attempt:
+    """Mark the call ``attempt_id`` as running in this process until the result is closed (where the
+    abstract namespace is not available, unmarked: the holder is then judged by its process alone)."""
+    import socket  # here: only a start pays for it
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(_attempt_address(attempt_id))
+    except OSError:
+        sock.close()
+        return Attempt(attempt_id, None)
+    return Attempt(attempt_id, sock)
+
+
+def attempt_running(attempt_id: str) -> bool | None:
+    """Is the call ``attempt_id`` still marked running on this host? None: it cannot be told."""
+    import errno
+    import socket
+
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.bind(_attempt_address(attempt_id))
+    except OSError as exc:
+        return True if exc.errno == errno.EADDRINUSE else None
+    finally:
+        probe.close()
+    return False
+
+
 def current(pid: int | None = None) -> dict[str, Any]:
     """This process (or ``pid``) as a lock holder."""
     pid = os.getpid() if pid is None else pid
@@ -72,4 +138,9 @@ def status(holder: Mapping[str, Any] | None) -> str:
     started = start_time(pid)
     if started is None:
         return "stale" if not os.path.exists(f"/proc/{pid}") else "indeterminate"
-    return "active" if started == holder.get("start_time") else "stale"
+    if started != holder.get("start_time"):
+        return "stale"
+    marked = holder.get("attempt")
+    if isinstance(marked, str) and attempt_running(marked) is False:
+        return "stale"  # the process lives on, but the call it recorded has ended
+    return "active"

@@ -18,6 +18,7 @@ Faults are injected at the agent host's boundary only:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -115,15 +116,35 @@ class World:
         self.cwd.mkdir()
         # A RunnerDied start is a coordinator that died: record its starter as a process that is gone
         # (pid above pid_max), so reconcile may settle it as it would after a real kill -9.
-        self.service.core.start_params = self._dead_starter  # type: ignore[method-assign]
+        self.service.core.starting = self._dead_starting  # type: ignore[method-assign]
+        self._marks: list[Any] = []
 
     @staticmethod
-    def _dead_starter() -> dict[str, Any]:
+    @contextlib.contextmanager
+    def _dead_starting() -> Iterator[dict[str, Any]]:
         import uuid
 
         from runner import lockstatus
 
-        return {"start_nonce": uuid.uuid4().hex, "starter": {**lockstatus.current(), "pid": 2**22 + 7}}
+        yield {"start_nonce": uuid.uuid4().hex, "starter": {**lockstatus.current(), "pid": 2**22 + 7}}
+
+    def keep_starting(self) -> None:
+        """Starts from now on record this process as their starter, with their call marked running
+        until the world shuts down: a start that "died" in-process still looks running, as one that
+        is really still running (in another thread, or another process) does."""
+        import uuid
+
+        from runner import lockstatus
+
+        @contextlib.contextmanager
+        def still_running() -> Iterator[dict[str, Any]]:
+            nonce = uuid.uuid4().hex
+            mark = lockstatus.attempt(nonce)
+            self._marks.append(mark)
+            assert mark.marked
+            yield {"start_nonce": nonce, "starter": {**lockstatus.current(), "attempt": nonce}}
+
+        self.service.core.starting = still_running  # type: ignore[method-assign]
 
     def start(self, name: str = "rev") -> Any:
         return self.service.reviewers.start(ReviewerStartInput("ctl", self.credential, name, "script", str(self.cwd)))
@@ -149,6 +170,8 @@ class World:
         return instance
 
     def shutdown(self) -> None:
+        for mark in self._marks:
+            mark.close()
         self.host.close_fault = None
         for observed in self.host.list():
             self.host.close(observed.pane_id)

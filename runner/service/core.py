@@ -9,10 +9,11 @@ runs a subprocess). An async component calls them through ``anyio.to_thread.run_
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar, TypeVarTuple
 
@@ -458,12 +459,20 @@ class Core:
         return {k: v for k, v in (("model", model), ("effort", effort)) if v is not None}
 
     @staticmethod
-    def start_params() -> dict[str, Any]:
+    @contextlib.contextmanager
+    def starting() -> Iterator[dict[str, Any]]:
         """What a start records in its intent, before the host creates anything: a nonce the host keeps
-        with the pane, and this process (so reconcile never races a start that is still running)."""
+        with the pane, and this process and call as its starter (so reconcile never races a start that
+        is still running, and settles one whose call ended without recording its outcome, even in a
+        process that lives on). The call is marked running for the ``with`` block."""
         from runner import lockstatus
 
-        return {"start_nonce": uuid.uuid4().hex, "starter": lockstatus.current()}
+        nonce = uuid.uuid4().hex
+        with lockstatus.attempt(nonce) as running:
+            starter = lockstatus.current()
+            if running.marked:
+                starter["attempt"] = nonce
+            yield {"start_nonce": nonce, "starter": starter}
 
     def close_lease(
         self,

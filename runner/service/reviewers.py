@@ -44,22 +44,23 @@ class Reviewers:
             role="reviewer",
             limits=budget_options(inp.budget_usd, inp.budget_tokens, inp.max_turns),
         )
-        result = core.fire_on(
-            "reviewer",
-            f"reviewer/{inp.lease_id or uuid.uuid4()}",
-            "start",
-            inp.credential,
-            {
-                "name": inp.name,
-                "kind": inp.kind,
-                "cwd": inp.cwd,
-                "host": inp.host,
-                "options": options,
-                **core.start_params(),
-            },
-            observations,
-            host=host,
-        )
+        with core.starting() as starting:
+            result = core.fire_on(
+                "reviewer",
+                f"reviewer/{inp.lease_id or uuid.uuid4()}",
+                "start",
+                inp.credential,
+                {
+                    "name": inp.name,
+                    "kind": inp.kind,
+                    "cwd": inp.cwd,
+                    "host": inp.host,
+                    "options": options,
+                    **starting,
+                },
+                observations,
+                host=host,
+            )
         return core.settled(result, "agent_start_failed", "starting the agent")
 
     def close(self, inp: ReviewerCloseInput) -> CloseResult:

@@ -15,6 +15,7 @@ engine's checks and the host's hand-over, or kill the coordinator right after a 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import hashlib
 import json
 import os
@@ -506,7 +507,7 @@ def test_a_start_killed_after_its_pane_exists_is_found_and_closed_by_reconcile(w
     def die() -> None:
         raise RunnerDied("killed after the pane was created")
 
-    world.service.core.start_params = dead_starter  # type: ignore[method-assign]
+    world.service.core.starting = dead_starting  # type: ignore[method-assign]
     world.host.after["start"] = die
     with pytest.raises(RunnerDied):
         world.start()
@@ -528,7 +529,7 @@ def test_a_start_killed_after_its_pane_exists_is_found_and_closed_by_reconcile(w
         ("reconcile", "provisioning", "discarding"),
         ("reconcile:success", "discarding", "failed_closed"),
     ]
-    world.service.core.start_params = Core.start_params  # type: ignore[method-assign]
+    world.service.core.starting = Core.starting  # type: ignore[method-assign]
     assert world.start().state == "active", "the name and directory are free again"
 
 
@@ -540,7 +541,7 @@ def test_an_operator_closes_the_pane_of_a_killed_start_fenced_and_bound_to_its_c
     def die() -> None:
         raise RunnerDied("killed after the pane was created")
 
-    world.service.core.start_params = dead_starter  # type: ignore[method-assign]
+    world.service.core.starting = dead_starting  # type: ignore[method-assign]
     world.host.after["start"] = die
     with pytest.raises(RunnerDied):
         world.start()
@@ -576,14 +577,15 @@ def test_an_operator_closes_the_pane_of_a_killed_start_fenced_and_bound_to_its_c
     assert (action["action"], action["to"]) == ("reconciled", "failed_closed"), "its lease settles: pane gone"
 
 
-def dead_starter() -> dict[str, Any]:
+@contextlib.contextmanager
+def dead_starting() -> Iterator[dict[str, Any]]:
     """A start's intent recorded by a process that no longer exists (pid above pid_max), as after a
     real ``kill -9``, so reconcile may settle it (tests/test_transition_coverage.py does the same)."""
     import uuid
 
     from runner import lockstatus
 
-    return {"start_nonce": uuid.uuid4().hex, "starter": {**lockstatus.current(), "pid": 2**22 + 7}}
+    yield {"start_nonce": uuid.uuid4().hex, "starter": {**lockstatus.current(), "pid": 2**22 + 7}}
 
 
 # --- the fence gate ----------------------------------------------------------------------------------

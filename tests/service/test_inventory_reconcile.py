@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from runner.service import Core, PaneCloseInput
+from runner.service import PaneCloseInput
 from tests.test_transition_coverage import RunnerDied, World, refused, release_lane, start_lane
 
 
@@ -60,7 +60,7 @@ def test_a_start_killed_after_its_pane_exists_is_found_by_its_nonce_and_closed(w
 
 
 def test_reconcile_never_races_a_start_that_is_still_running(world: World) -> None:
-    world.service.core.start_params = Core.start_params  # type: ignore[method-assign]
+    world.keep_starting()
     world.host.die_after_create = True
     with pytest.raises(RunnerDied):
         world.start()  # "died" in-process: the recorded starter (this process) still runs
@@ -346,7 +346,7 @@ def test_reconcile_is_a_dry_run_by_default_that_plans_from_the_guards_and_change
 def test_a_dry_run_reports_the_guard_that_would_refuse(world: World) -> None:
     from runner.service import ControllerInput
 
-    world.service.core.start_params = Core.start_params  # type: ignore[method-assign]
+    world.keep_starting()
     world.host.die_after_create = True
     with pytest.raises(RunnerDied):
         world.start()  # the recorded starter (this process) still runs

@@ -847,3 +847,42 @@ def test_status_shows_a_confined_writer_as_bwrap(lab: Lab) -> None:
         "bwrap",
         None,
     )
+
+
+def test_a_start_that_lost_its_store_is_settled_by_its_own_process_once_its_call_ended(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start whose outcome could not be recorded (the store went away after the agent came up) left
+    its lane provisioning; the process that ran it lives on (``corral serve``, a plan runner), so its
+    lane must not look busy for as long as that process runs: reconcile from it settles the lane."""
+    from runner import faults
+    from runner.errors import StoreUnavailableError
+
+    wt = lab.worktree("wt-a")
+    real_point = faults.point
+
+    def lose_the_store(name: str) -> None:
+        if name == "writer.start:effect":
+            raise StoreUnavailableError("the store went away", code="store_unavailable")
+        real_point(name)
+
+    monkeypatch.setattr(faults, "point", lose_the_store)
+    refused("store_unavailable", lambda: lab.start("alpha", wt, owned_scopes=("src",)))
+    monkeypatch.setattr(faults, "point", real_point)
+    stuck = lab.lane("alpha")
+    assert stuck.state == "provisioning" and stuck.data["starter"]["pid"] == os.getpid()
+    assert stuck.data["starter"]["attempt"] == stuck.data["start_nonce"]
+    done = lab.service.inventory.reconcile(ControllerInput("ctl", lab.credential, apply=True), "writer")
+    assert [(a["name"], a["action"]) for a in done.actions] == [("alpha", "reconciled")], done.actions
+    assert lab.lane("alpha").state != "provisioning"
+
+
+def test_a_start_still_running_is_left_alone_by_reconcile(lab: Lab) -> None:
+    """While its call runs (marked), the starter is active even to another thread of the same process."""
+    from runner import lockstatus
+
+    with lockstatus.attempt("probe-attempt") as running:
+        holder = {**lockstatus.current(), "attempt": "probe-attempt"}
+        assert running.marked and lockstatus.status(holder) == "active"
+    assert lockstatus.status(holder) == "stale", "the call ended: its holder is stale though the process lives"
+    assert lockstatus.status(lockstatus.current()) == "active", "a holder without an attempt: its process decides"
