@@ -11,9 +11,10 @@ Only the suites that ask for ``host`` run twice; the others keep their own proce
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_herdr import FakeHerdr
@@ -64,6 +65,22 @@ def host(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Mon
     background = frozenset(fake.add_background_agents(BACKGROUND_AGENTS))
     yield HostRig("herdr", tmp_path, fake, background)
     assert background <= set(fake.state()["panes"]), "the background agents ran throughout"
+
+
+@pytest.fixture
+def make_world(tmp_path: Path) -> Iterator[Callable[..., World]]:
+    """A reviewer world on a host of the test's own (``make_world(host_factory)``), its store closed
+    at the end whatever the test did: a PostgreSQL store's connection is never left to the garbage
+    collector (which warns, failing whatever test runs then)."""
+    made: list[World] = []
+
+    def make(host_factory: Callable[[Any, Path], Any] | None = None) -> World:
+        made.append(World(tmp_path, host_factory))
+        return made[-1]
+
+    yield make
+    for w in made:
+        w.store.close()
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ and plans paused on an approval step (the recipes of ``tests/plans/test_approval
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -159,8 +159,8 @@ def test_a_blocked_agent_is_listed_with_how_to_close_it_and_not_decided_here(wor
     assert "--blocked" in caught.value.details["next"]
 
 
-def test_an_ambiguous_delivery_is_listed_until_abandoned(tmp_path: Path) -> None:
-    world = World(tmp_path, lambda store, agents: LostReplyHost(store, agents, Kinds.load([])))
+def test_an_ambiguous_delivery_is_listed_until_abandoned(make_world: Callable[..., World]) -> None:
+    world = make_world(lambda store, agents: LostReplyHost(store, agents, Kinds.load([])))
     try:
         world.start()
         error = refused("delivery_ambiguous", lambda: world.relay("sleep 0.5\necho maybe"))

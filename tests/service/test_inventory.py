@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -17,8 +17,8 @@ from runner.service import (
 from tests.service.agents_world import FlakyStartHost, LostReplyHost, World, refused
 
 
-def test_needs_attention_lists_reserved_receipts(tmp_path: Path) -> None:
-    world = World(tmp_path, lambda store, agents: LostReplyHost(store, agents, Kinds.load([])))
+def test_needs_attention_lists_reserved_receipts(make_world: Callable[..., World]) -> None:
+    world = make_world(lambda store, agents: LostReplyHost(store, agents, Kinds.load([])))
     world.start()
     with pytest.raises(DeliveryError):
         world.relay("echo x")
@@ -26,8 +26,8 @@ def test_needs_attention_lists_reserved_receipts(tmp_path: Path) -> None:
     assert [(a["machine"], a["state"]) for a in attention] == [("receipt", "reserved")]
 
 
-def test_close_failure_then_reconcile(tmp_path: Path) -> None:
-    world = World(tmp_path, lambda store, agents: FlakyStartHost(store, agents, Kinds.load([])))
+def test_close_failure_then_reconcile(make_world: Callable[..., World]) -> None:
+    world = make_world(lambda store, agents: FlakyStartHost(store, agents, Kinds.load([])))
     world.host.start = lambda *a, **k: ProcessHost.start(world.host, *a, **k)  # type: ignore[method-assign, assignment]
     world.start()
     world.host.close_fails = True  # type: ignore[attr-defined]

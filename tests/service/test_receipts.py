@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -103,8 +104,8 @@ def test_batch_all_collects_every_result(world: World) -> None:
     assert result.pending_receipts == []
 
 
-def test_ambiguous_delivery_stays_reserved_and_blocks_until_abandoned(tmp_path: Path) -> None:
-    world = World(tmp_path, lambda store, agents: LostReplyHost(store, agents, Kinds.load([])))
+def test_ambiguous_delivery_stays_reserved_and_blocks_until_abandoned(make_world: Callable[..., World]) -> None:
+    world = make_world(lambda store, agents: LostReplyHost(store, agents, Kinds.load([])))
     world.start()
     error = refused("delivery_ambiguous", lambda: world.relay("sleep 0.5\necho maybe"))
     token = error.details["receipt"]["token"]

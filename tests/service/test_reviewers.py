@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -79,8 +79,8 @@ def test_close_is_refused_while_a_receipt_is_open_or_the_agent_works(world: Worl
     )
 
 
-def test_failed_start_closes_its_pane_or_is_orphaned_until_reconciled(tmp_path: Path) -> None:
-    world = World(tmp_path, lambda store, agents: FlakyStartHost(store, agents, Kinds.load([])))
+def test_failed_start_closes_its_pane_or_is_orphaned_until_reconciled(make_world: Callable[..., World]) -> None:
+    world = make_world(lambda store, agents: FlakyStartHost(store, agents, Kinds.load([])))
     error = refused("agent_start_failed", world.start)
     assert error.details["lease"]["state"] == "failed_closed"
     assert world.host.list() == [], "the pane it got was closed"
@@ -99,8 +99,8 @@ def test_failed_start_closes_its_pane_or_is_orphaned_until_reconciled(tmp_path: 
     assert {x.state for x in world.service.reviewers(ReviewerListInput("ctl", include_ended=True))} == {"failed_closed"}
 
 
-def test_a_host_refusing_the_kind_fails_the_start_cleanly(tmp_path: Path) -> None:
-    world = World(tmp_path, lambda store, agents: KindlessHost(store, agents, Kinds.load([])))
+def test_a_host_refusing_the_kind_fails_the_start_cleanly(make_world: Callable[..., World]) -> None:
+    world = make_world(lambda store, agents: KindlessHost(store, agents, Kinds.load([])))
     # A refusal (issue 24: it was agent_start_failed, exit 1): nothing started, nothing left behind.
     error = refused("agent_kind_unknown", world.start)
     assert isinstance(error, RefusedError) and error.details["started"] is False
