@@ -120,13 +120,17 @@ class World:
         self._marks: list[Any] = []
 
     @staticmethod
-    @contextlib.contextmanager
-    def _dead_starting() -> Iterator[dict[str, Any]]:
+    def _dead_starter() -> dict[str, Any]:
         import uuid
 
         from runner import lockstatus
 
-        yield {"start_nonce": uuid.uuid4().hex, "starter": {**lockstatus.current(), "pid": 2**22 + 7}}
+        return {"start_nonce": uuid.uuid4().hex, "starter": {**lockstatus.current(), "pid": 2**22 + 7}}
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _dead_starting() -> Iterator[dict[str, Any]]:
+        yield World._dead_starter()
 
     def keep_starting(self) -> None:
         """Starts from now on record this process as their starter, with their call marked running
