@@ -403,6 +403,9 @@ class PostgresStore(Store):
         except psycopg.OperationalError as exc:
             conn.close()  # never left for the garbage collector: the server went away just after connecting
             raise self._unavailable(exc) from None
+        except BaseException:
+            conn.close()  # any other failure (an interrupt) leaves no open connection behind either
+            raise
         self._conn = conn
         return conn
 
