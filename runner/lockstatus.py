@@ -15,9 +15,10 @@ status            when
 
 A holder may also name an ``attempt``: one call of that process (a start), marked for as long as the
 call runs by a unix socket bound in the abstract namespace (``\\0corral-attempt-<id>``, Linux: no file,
-gone with the process or when the call ends). A live process whose attempt ended, as when a start lost
-its store and raised, is ``stale`` for that holder: a long-lived process (``corral serve``, a plan
-runner) does not keep such a start's lease looking busy for as long as it runs.
+gone with the process or when the call ends), judged only from the same network namespace. A live
+process whose attempt ended, as when a start lost its store and raised, is ``stale`` for that holder:
+a long-lived process (``corral serve``, a plan runner) does not keep such a start's lease looking
+busy for as long as it runs.
 """
 
 from __future__ import annotations
@@ -141,6 +142,15 @@ def status(holder: Mapping[str, Any] | None) -> str:
     if started != holder.get("start_time"):
         return "stale"
     marked = holder.get("attempt")
-    if isinstance(marked, str) and attempt_running(marked) is False:
+    if isinstance(marked, str) and _same_network_namespace(pid) and attempt_running(marked) is False:
         return "stale"  # the process lives on, but the call it recorded has ended
     return "active"
+
+
+def _same_network_namespace(pid: int) -> bool:
+    """Does ``pid`` see the abstract sockets this process sees (one network namespace)? Unknown: no,
+    and the holder is judged by its process alone (never stale on a probe that could not see it)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net") == os.readlink("/proc/self/ns/net")
+    except OSError:
+        return False

@@ -877,7 +877,7 @@ def test_a_start_that_lost_its_store_is_settled_by_its_own_process_once_its_call
     assert lab.lane("alpha").state != "provisioning"
 
 
-def test_a_start_still_running_is_left_alone_by_reconcile(lab: Lab) -> None:
+def test_a_start_still_running_is_left_alone_by_reconcile(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     """While its call runs (marked), the starter is active even to another thread of the same process."""
     from runner import lockstatus
 
@@ -886,3 +886,10 @@ def test_a_start_still_running_is_left_alone_by_reconcile(lab: Lab) -> None:
         assert running.marked and lockstatus.status(holder) == "active"
     assert lockstatus.status(holder) == "stale", "the call ended: its holder is stale though the process lives"
     assert lockstatus.status(lockstatus.current()) == "active", "a holder without an attempt: its process decides"
+
+    # Seen from another network namespace (its abstract sockets are not ours), an ended call could be
+    # a running one: the process decides, never the probe.
+    import runner.lockstatus as module
+
+    monkeypatch.setattr(module, "_same_network_namespace", lambda pid: False)
+    assert lockstatus.status(holder) == "active"
