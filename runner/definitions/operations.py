@@ -7,6 +7,14 @@ when running it twice has the effect of running it once (reads, waits, collects,
 anything that hands a prompt over or starts or closes something is not, and a recipe may not put
 ``retry`` on it.
 
+An operation is *pure* when it has no effect outside the plan's own record and its outputs follow
+from its arguments alone (``flow.pass``, ``flow.fail``): it reads no clock, file, agent or other
+instance. The plan runner commits a run of pure steps in one transaction, with whatever comes next
+(the next effectful step's ``running`` record, a pause, the plan's end) or at a bound, instead of one
+commit per step (:class:`runner.service.plan_run.PlanRun`): a runner killed in between replays those
+steps, which changes nothing. Purity is declared per entry and reviewed per operation; the default
+is not pure, and a pure operation is safe to retry by definition.
+
 Other distributions add step operations through the entry point group ``corral.operations``
 (``name = "package.module:object"``): the object carries its own catalogue entry as ``spec`` (an
 :class:`OperationSpec` of the same name) beside ``run`` and ``resume``. :func:`find` and :func:`names`
@@ -45,9 +53,16 @@ class OperationSpec:
     outputs: tuple[str, ...] = ()
     safe_to_retry: bool = False
     machine: str | None = None  # the machine the operation drives, for drawings
+    pure: bool = False
+    """No effect outside the plan's record, outputs a function of the arguments: a crash may replay it.
+
+    Invariant: only an operation that acts on nothing but its arguments is marked pure; an agent, a
+    lease, git, a file, the clock or another instance makes it effectful (the default)."""
     param_index: dict[str, Param] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.pure and not self.safe_to_retry:
+            raise ValueError(f"operation {self.name!r}: a pure operation is safe to retry (running it twice is once)")
         self.param_index.update({p.name: p for p in self.params})
 
 
@@ -278,6 +293,7 @@ OPERATIONS: dict[str, OperationSpec] = {
             (_p("values", "object"),),
             ("values",),
             safe_to_retry=True,
+            pure=True,  # its outputs are its arguments
         ),
         OperationSpec(
             "flow.fail",
@@ -285,6 +301,7 @@ OPERATIONS: dict[str, OperationSpec] = {
             (_p("code", required=True), _p("message")),
             (),
             safe_to_retry=True,
+            pure=True,  # its error is its arguments
         ),
     )
 }

@@ -1,5 +1,6 @@
 """The step loop of one plan run (:class:`PlanRun`): what :meth:`runner.service.plans.Plans.run` and
-``resume`` drive, step by step, one commit per step, resumable after any crash."""
+``resume`` drive, step by step, resumable after any crash: one commit per effectful step, one per run
+of pure steps (operations whose catalogue entry says ``pure``)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,11 @@ if TYPE_CHECKING:
 RETRYABLE_CATEGORIES = ("conflict", "internal")
 # Steps that close or release what an earlier step started: with nothing started, they are skipped.
 CLEANUP_OPERATIONS = frozenset({"reviewer.close", "writer.release"})
+# The bounds of a run of pure steps held uncommitted: records, and seconds since the oldest was
+# settled. Past either the run is committed on its own, so `plans show` trails a long run of pure
+# steps by at most this much and a crash replays at most this many.
+PURE_BATCH_STEPS = 64
+PURE_BATCH_SECONDS = 0.05
 
 logger = logging.getLogger(__name__)
 
@@ -48,13 +54,21 @@ logger = logging.getLogger(__name__)
 class PlanRun:
     """One runner of one plan: the step loop. A nested plan (``recipe.call``) gets its own.
 
-    Invariant: an operation runs only after its step's ``running`` record is committed, and every
-    outcome is committed with the next write, which comes before the next operation runs: the outcome
-    of one step and the start of the next are one ``step`` transition (one commit per step), the last
-    outcome rides on ``finish``, ``fail`` or ``pause``. A runner killed between an operation and that
-    commit leaves the step ``running``, which its successor resolves through the operation's
-    ``resume``, as after a kill during the operation. The loop keeps the records in memory (read once
-    when the run starts): no step re-reads or re-encodes the others."""
+    Invariant: an operation that is not pure (the default: see ``pure`` in
+    :mod:`runner.definitions.operations`) runs only after its step's ``running`` record and every
+    record before it are committed, and its outcome is committed before any later step runs: with
+    the next effectful step's ``running`` record (one ``step`` transition: one commit per step), alone
+    before a pure step, or on ``finish``, ``fail`` or ``pause``. A pure step gets no ``running``
+    record: the records of a run of pure steps (and of the skips among them) are held in memory and
+    committed in one transaction with whatever comes next (the next effectful step's ``running``
+    record, the plan's end, a pause), or alone once the run holds :data:`PURE_BATCH_STEPS` records or
+    its oldest is :data:`PURE_BATCH_SECONDS` old. A runner killed before that commit loses records
+    its successor derives again by replaying those pure steps (same arguments, same outputs, nothing
+    outside the store acted). A runner killed between an effectful operation and the commit of its
+    outcome leaves the step ``running``, which its successor resolves through the operation's
+    ``resume``, as after a kill during the operation. A commit is one ``step`` event listing its
+    records in order; their progress events are heard after it, in that order. The loop keeps the
+    records in memory (read once when the run starts): no step re-reads or re-encodes the others."""
 
     def __init__(self, plans: RunHost, progress: Progress | None) -> None:
         self.plans = plans
@@ -65,6 +79,12 @@ class PlanRun:
         self.outputs: dict[str, dict[str, Any]] = {}  # the results of the steps that succeeded or were caught
         self._pending: list[tuple[str, dict[str, Any], Mapping[str, Any] | None]] = []
         self._later: list[dict[str, Any]] = []  # progress events of the pending records
+        # Invariant: while _replayable holds, every pending record is one a successor derives again
+        # by replaying pure steps and the loop's own skips; an effectful step's outcome clears it,
+        # and then nothing runs before the next commit.
+        self._replayable = True
+        self._since: float | None = None  # time.monotonic() when the oldest pending record was settled
+        self._pure: dict[str, bool] = {}
 
     def _fire(
         self,
@@ -82,12 +102,43 @@ class PlanRun:
             self.progress({"plan": plan, "event": event, **fields})
 
     def _settle(
-        self, step: Step, record: dict[str, Any], private: Mapping[str, Any] | None, event: str, **fields: Any
+        self,
+        step: Step,
+        record: dict[str, Any],
+        private: Mapping[str, Any] | None,
+        event: str,
+        *,
+        derived: bool = False,
+        **fields: Any,
     ) -> None:
-        """A step's record, to be committed with the next write (its progress event is heard then)."""
+        """A step's record, to be committed with the next write (its progress event is heard then).
+
+        ``derived``: the loop decided it (a skip) from the records before it, so a replay decides it
+        again; otherwise the record is replayable only if the step's operation is pure."""
         self._pending.append((step.id, record, private))
         self._later.append({"event": event, "step": step.id, **fields})
         self._remember(step.id, record, private)
+        if self._since is None:
+            self._since = time.monotonic()
+        if not (derived or self._is_pure(step)):
+            self._replayable = False
+
+    def _is_pure(self, step: Step) -> bool:
+        """Whether ``step``'s operation is declared pure (an uninstalled one is not)."""
+        pure = self._pure.get(step.do)
+        if pure is None:
+            implementation = self.plans.operations.get(step.do)
+            pure = self._pure[step.do] = implementation is not None and implementation.spec.pure
+        return pure
+
+    def _must_commit(self) -> bool:
+        """Before a pure step: whether the pending records must be committed first (one is not
+        replayable, or the run reached its bounds)."""
+        if not self._pending:
+            return False
+        if not self._replayable or len(self._pending) >= PURE_BATCH_STEPS:
+            return True
+        return self._since is not None and time.monotonic() - self._since >= PURE_BATCH_SECONDS
 
     def _remember(self, step_id: str, record: dict[str, Any], private: Mapping[str, Any] | None) -> None:
         self.records[step_id] = record
@@ -113,6 +164,7 @@ class PlanRun:
         secrets = {"privates": json.dumps(privates)} if privates else None
         instance = self._fire(self.plan_id, trigger, sent, secrets=secrets)
         self._pending.clear()
+        self._replayable, self._since = True, None
         heard, self._later = self._later, []
         for fields in heard:
             self._emit(self.plan_id, **fields)
@@ -186,6 +238,7 @@ class PlanRun:
                     {"state": "skipped", "reason": "an earlier step failed"},
                     None,
                     "step_skipped",
+                    derived=True,
                     reason="an earlier step failed",
                 )
                 index += 1
@@ -202,7 +255,8 @@ class PlanRun:
                         # A condition on the outputs of a step that produced none (it failed or was
                         # skipped) does not hold.
                         reason = f"when: step {referenced!r} produced no outputs"
-                        self._settle(step, {"state": "skipped", "reason": reason}, None, "step_skipped", reason=reason)
+                        record = {"state": "skipped", "reason": reason}
+                        self._settle(step, record, None, "step_skipped", derived=True, reason=reason)
                         index += 1
                         continue
                     outcome = self._failed(plan, step, record, exc, 0.0)
@@ -215,6 +269,7 @@ class PlanRun:
                         {"state": "skipped", "reason": "when is false"},
                         None,
                         "step_skipped",
+                        derived=True,
                         reason="when is false",
                     )
                     index += 1
@@ -256,6 +311,7 @@ class PlanRun:
         max_attempts = step.retry.max_attempts if step.retry else 1
         attempt = int(record.get("attempt", 1)) if record else 1
         resuming = record is not None and record.get("state") == "running"
+        pure = self._is_pure(step)
         plan_id = str(plan.data["plan_id"])
         controller_id = str(plan.data["controller_id"])
         if implementation is None:  # a plugin's operation, uninstalled since the plan was submitted
@@ -297,6 +353,11 @@ class PlanRun:
                     result = resolution.outputs
                 elif resolution.kind == "fail":
                     error = resolution.error
+            elif pure:
+                # No running record: a crash before this step's outcome is committed replays it.
+                if self._must_commit():
+                    plan = self._write("step")
+                self._later.append({"event": "step_started", "step": step.id, "do": step.do, "attempt": attempt})
             else:
                 running: dict[str, Any] = {"state": "running", "attempt": attempt, "do": step.do}
                 if step.timeout is not None:
@@ -354,9 +415,11 @@ class PlanRun:
             if retryable and attempt < max_attempts:
                 assert step.retry is not None
                 delay = random.uniform(0, step.retry.interval * step.retry.backoff_rate ** (attempt - 1))
-                self._emit(
-                    plan_id, "step_retrying", step=step.id, attempt=attempt, error=summary, delay=round(delay, 3)
-                )
+                retrying = {"step": step.id, "attempt": attempt, "error": summary, "delay": round(delay, 3)}
+                if self._later:  # a pure step's attempt, not committed yet: heard in order, after the commit
+                    self._later.append({"event": "step_retrying", **retrying})
+                else:
+                    self._emit(plan_id, "step_retrying", **retrying)
                 await anyio.sleep(delay)
                 attempt += 1
                 continue

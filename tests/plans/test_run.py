@@ -7,6 +7,7 @@ Expected git facts are computed here with git in a subprocess, never through the
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -153,6 +154,11 @@ def recipe_dir(tmp_path: Path, **recipes: str) -> Path:
 
 def ran(records: list[tuple[str, str, int | None]], state: str) -> list[str]:
     return [step for step, s, _ in records if s == state]
+
+
+def started(rig: Rig) -> list[str]:
+    """Every step attempt the runner started, in order (a pure step has no ``running`` record to count)."""
+    return [p["step"] for p in rig.kinds_of("step_started")]
 
 
 # --- review -----------------------------------------------------------------------------------------------
@@ -724,7 +730,8 @@ def test_when_skips_a_step_whose_comparison_is_false(flows: Rig) -> None:
     }
     assert records["big"]["reason"] == "when is false" and "attempt" not in records["big"]
     assert records["go"]["outputs"] == {"went": True} and records["tagged"]["outputs"] == {"mode": "go"}
-    assert ran(flows.step_log("when-1"), "running") == ["count", "go", "tagged"], "a skipped step never starts"
+    assert started(flows) == ["count", "go", "tagged"], "a skipped step never starts"
+    assert ran(flows.step_log("when-1"), "running") == [], "flow.pass is pure: no running record"
     assert [p["step"] for p in flows.kinds_of("step_skipped")] == ["big", "stop"]
 
     other = flows.run(flows.plan("when-2", "choose", mode="stop", limit=2))
@@ -742,17 +749,29 @@ def test_retry_runs_a_failing_safe_step_up_to_max_attempts(flows: Rig) -> None:
     plan = flows.run(flows.plan("retry-1", "flaky"))
     assert plan.state == "failed"
     assert plan.data["failure"] == {"step": "flaky", "code": "flaky", "message": "always fails"}
+    # Every step is pure: no running records, every outcome committed at once with the fail.
     assert flows.step_log("retry-1") == [
-        ("before", "running", 1),
         ("before", "succeeded", 1),
-        ("flaky", "running", 1),
-        ("flaky", "running", 2),
-        ("flaky", "running", 3),
         ("flaky", "failed", 3),
         ("after", "skipped", None),
-        ("cleanup", "running", 1),
         ("cleanup", "succeeded", 1),
     ]
+    assert [e.trigger for e in flows.events() if e.instance_id == "plan/retry-1"] == ["submit", "start", "fail"]
+    assert [(p["step"], p["attempt"]) for p in flows.kinds_of("step_started")] == [
+        ("before", 1),
+        ("flaky", 1),
+        ("flaky", 2),
+        ("flaky", 3),
+        ("cleanup", 1),
+    ]
+    heard = [(p["event"], p.get("step")) for p in flows.progress if p["event"].startswith("step_")]
+    assert heard[2:7] == [
+        ("step_started", "flaky"),
+        ("step_retrying", "flaky"),
+        ("step_started", "flaky"),
+        ("step_retrying", "flaky"),
+        ("step_started", "flaky"),
+    ], "a batch's progress is heard in the order it happened"
     retries = flows.kinds_of("step_retrying")
     assert [(r["step"], r["attempt"]) for r in retries] == [("flaky", 1), ("flaky", 2)]
     assert all(0 <= r["delay"] <= 0.01 for r in retries)
@@ -777,7 +796,8 @@ class Outage:
             self.check()  # asking what the operation did needs the store too
             return RUN
 
-        return Operation(CATALOGUE["flow.fail"], run, resume)
+        # Not pure: this stand-in reaches the store's server, so it may have acted when it fails.
+        return Operation(dataclasses.replace(CATALOGUE["flow.fail"], pure=False), run, resume)
 
     def check(self) -> None:
         if self.down:
@@ -792,7 +812,7 @@ def test_a_step_whose_store_went_away_is_not_failed_and_the_next_run_finishes_it
     flows.plans.operations = outage
     with pytest.raises(StoreUnavailableError):
         flows.run(flows.plan("outage-1", "flaky"))
-    assert flows.step_log("outage-1") == [("before", "running", 1), ("before", "succeeded", 1), ("flaky", "running", 1)]
+    assert flows.step_log("outage-1") == [("before", "succeeded", 1), ("flaky", "running", 1)]
     assert flows.kinds_of("step_retrying") == [], "the store's outage is no failure of the step to retry"
     with pytest.raises(StoreUnavailableError):  # still down when the next run asks the operation (resume)
         flows.run(flows.plan("outage-1", "flaky"))
@@ -802,7 +822,8 @@ def test_a_step_whose_store_went_away_is_not_failed_and_the_next_run_finishes_it
     assert plan.state == "succeeded", plan.data.get("failure")
     assert plan.data["steps"]["flaky"]["state"] == "succeeded"
     assert plan.data["steps"]["flaky"]["attempt"] == 1
-    assert ran(flows.step_log("outage-1"), "running") == ["before", "flaky", "after", "cleanup"]
+    assert ran(flows.step_log("outage-1"), "running") == ["flaky"], "the pure steps around it have none"
+    assert ran(flows.step_log("outage-1"), "succeeded") == ["before", "flaky", "after", "cleanup"]
 
 
 def test_retry_of_a_collect_that_times_out_waits_again_for_the_same_receipt(flows: Rig, tmp_path: Path) -> None:
@@ -840,7 +861,7 @@ def test_catch_jumps_forward_to_its_step(flows: Rig) -> None:
     assert plan.state == "succeeded", plan.data.get("failure")
     records = plan.data["steps"]
     assert sorted(records) == ["first", "last", "recover", "risky"], "the steps caught over get no record"
-    assert ran(flows.step_log("catch-1"), "running") == ["first", "risky", "risky", "recover", "last"]
+    assert started(flows) == ["first", "risky", "risky", "recover", "last"]
     assert records["risky"]["state"] == "caught" and records["risky"]["next"] == "recover"
     assert records["risky"]["attempt"] == 2, "retries come before the catch"
     assert records["risky"]["error"]["code"] == "boom"
@@ -872,7 +893,7 @@ def test_finally_steps_run_after_a_failure_and_other_steps_are_skipped(flows: Ri
         "cleanup-3": "succeeded",
     }
     assert plan.data["steps"]["skipped"]["reason"] == "an earlier step failed"
-    assert ran(flows.step_log("fin-1"), "running") == ["one", "boom", "cleanup-1", "cleanup-2", "cleanup-3"]
+    assert started(flows) == ["one", "boom", "cleanup-1", "cleanup-2", "cleanup-3"]
     assert flows.progress[-1]["event"] == "plan_failed"
     (last,) = [e for e in flows.events() if e.instance_id == "plan/fin-1"][-1:]
     assert (last.trigger, last.from_state, last.to_state) == ("fail", "running", "failed")
