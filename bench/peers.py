@@ -10,9 +10,15 @@ directory (``--dir``; the filesystem decides the fsync cost), every one ``synchr
 interleaved rounds after a warm-up:
 
 * corral: a recipe of N ``flow.pass`` steps, each passing on the previous step's value, submitted and
-  run by the plan runner on a store with its own pragmas (WAL, ``synchronous=FULL``): every step's
-  outcome is durable before the next step starts. Run by ``run_plan_steps`` from ``bench/plans.py``
-  (submit excluded from the time).
+  run by the plan runner on a store with its own pragmas (WAL, ``synchronous=FULL``). ``flow.pass`` is
+  pure (no effect outside the plan's record, outputs from its arguments), so the runner commits a run
+  of up to 64 of them in one transaction (or 50 ms' worth) instead of one commit per step: a crash
+  replays at most those steps, which changes nothing; any step that acts outside the store still
+  runs only after everything before it is committed. Run by ``run_plan_steps`` from
+  ``bench/plans.py`` (submit excluded from the time).
+* corral, effectful: the same plan with ``flow.pass`` declared not pure, what a step that acts outside
+  the store costs: its ``running`` record committed before it acts (with the last one's outcome), one
+  commit per step. Shown for comparison, no target.
 * LangGraph, sync: a linear ``StateGraph`` of N nodes, each adding 1 to a counter (trivial work, as
   ``flow.pass``), compiled with ``SqliteSaver`` on a file of its own (WAL, ``synchronous=FULL`` set
   explicitly, SQLite's default) and invoked with ``durability="sync"``: each super-step's checkpoint
@@ -114,6 +120,14 @@ def corral_plan(steps: int, directory: Path) -> dict[str, Any]:
     import plans  # bench/plans.py, beside this script
 
     result: dict[str, Any] = plans.run_plan_steps(steps, directory)
+    return result
+
+
+def corral_effectful_plan(steps: int, directory: Path) -> dict[str, Any]:
+    """The same plan with ``flow.pass`` declared not pure: one commit per step, before it runs."""
+    import plans  # bench/plans.py, beside this script
+
+    result: dict[str, Any] = plans.run_plan_steps(steps, directory, pure=False)
     return result
 
 
@@ -308,7 +322,8 @@ class Peer:
 
 
 PEERS = (
-    Peer("corral", "corral plan runner", corral_plan, (), None),
+    Peer("corral", "corral plan runner (pure steps)", corral_plan, (), None),
+    Peer("corral_effectful", "corral, the steps declared effectful", corral_effectful_plan, (), None),
     Peer(
         "langgraph_sync",
         "LangGraph SqliteSaver, durability=sync",

@@ -1,9 +1,10 @@
 """Plans as a service component: submit once (idempotent by plan id), run step by step, resume after
 any crash; retry (redrive), cancel, decide, show and list. One typed ``Plan*Input`` per operation.
 
-The plan is an instance of ``machines/plan.yaml``; every step's start and outcome is recorded by a
-``step`` transition (the outcome of one step with the start of the next: one commit per step), so the
-store always knows which step was in flight. The step records are parts of the plan instance, one
+The plan is an instance of ``machines/plan.yaml``; every step's outcome, and the start of every
+effectful one, is recorded by a ``step`` transition (the outcome of one step with the start of the
+next: one commit per effectful step; a run of pure steps in one, see :mod:`runner.service.plan_run`),
+so the store always knows which effectful step was in flight. The step records are parts of the plan instance, one
 per step (see :mod:`runner.updates.plans`): a step writes its own record only. A runner that finds a step
 ``running`` (its predecessor died) asks the step's operation to resolve it from the instances the
 step creates under its deterministic key (see :mod:`runner.service.steps`): done, not started, or

@@ -102,7 +102,8 @@ def record_step(ctx: Context) -> Update:
     """Record step records (running, succeeded, failed, caught, skipped, waiting), each as its own part.
 
     ``params["records"]`` lists ``{"step_id", "record"}`` in order: the outcome of one step and the start
-    of the next travel in one transition, so one commit settles one step and opens the next. The single
+    of the next travel in one transition, so one commit settles one step and opens the next (after a
+    run of pure steps, their outcomes all come first). The single
     form ``params["step_id"]`` and ``params["record"]`` records one. Agent output text comes as the
     secret ``privates`` (``{step_id: object}``; for the single form, ``private``: that step's object)
     and goes to the secret ``private`` parts only, never the event log. No records: nothing is written

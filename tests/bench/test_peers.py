@@ -46,7 +46,7 @@ def test_without_the_bench_extra_the_peer_figures_are_skipped_and_the_rest_runs(
     assert "dbos not installed" in figures["corral / DBOS (SQLite WAL)"]["detail"]
     floor = figures["corral / the bare one-commit-per-step floor"]
     assert "skipped" not in floor and floor["value"] > 0 and floor["target"] == ">= 0.9x"
-    assert set(doc["plan"]["peers"]) == {"corral", "bare"}
+    assert set(doc["plan"]["peers"]) == {"corral", "corral_effectful", "bare"}
     assert set(doc["context"]["missing"]) == {
         "langgraph",
         "langgraph.checkpoint.sqlite",
@@ -56,8 +56,10 @@ def test_without_the_bench_extra_the_peer_figures_are_skipped_and_the_rest_runs(
     }
     fsyncs = doc["plan"]["fsyncs"]
     if fsyncs["available"]:
-        assert set(fsyncs["peers"]) == {"corral", "bare"}
+        assert set(fsyncs["peers"]) == {"corral", "corral_effectful", "bare"}
         assert fsyncs["peers"]["bare"]["fsyncs_per_step"] >= 1  # one fsynced COMMIT (WAL, FULL) per step at least
+        assert fsyncs["peers"]["corral_effectful"]["fsyncs_per_step"] >= 1  # a commit before each effectful step
+        assert fsyncs["peers"]["corral"]["fsyncs_per_step"] < 0.5  # pure steps: one commit per run of 64
         assert "fsyncs/step" in floor["detail"]
     else:
         assert fsyncs["reason"] and "fsyncs: unavailable" in floor["detail"]

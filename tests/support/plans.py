@@ -1,8 +1,8 @@
 """Reading a plan's step records out of its events: each plan event carries the records it committed.
 
-A ``step`` event records the outcome of one step and the start of the next (``params.records``, in
-order); ``finish``, ``fail`` and ``pause`` carry the last outcome the same way. An event fired in the
-single form (``params.step_id`` and ``params.record``) carries one.
+A ``step`` event records the outcome of one step (or of a run of pure steps) and the start of the next
+(``params.records``, in order); ``finish``, ``fail`` and ``pause`` carry the last outcome the same way.
+An event fired in the single form (``params.step_id`` and ``params.record``) carries one.
 """
 
 from __future__ import annotations
