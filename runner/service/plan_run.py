@@ -255,8 +255,8 @@ class PlanRun:
                         # A condition on the outputs of a step that produced none (it failed or was
                         # skipped) does not hold.
                         reason = f"when: step {referenced!r} produced no outputs"
-                        record = {"state": "skipped", "reason": reason}
-                        self._settle(step, record, None, "step_skipped", derived=True, reason=reason)
+                        skipped = {"state": "skipped", "reason": reason}
+                        self._settle(step, skipped, None, "step_skipped", derived=True, reason=reason)
                         index += 1
                         continue
                     outcome = self._failed(plan, step, record, exc, 0.0)
