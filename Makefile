@@ -8,6 +8,11 @@ BENCH_EXTRA := $(VENV)/.bench-extra
 
 .PHONY: demo test test-fast lint bench chaos clean
 
+# Bytecode caches on, whatever the shell says: with PYTHONDONTWRITEBYTECODE set (some images set it),
+# every `corral` subprocess a test starts compiles runner/ from source again and pytest rewrites every
+# test module's asserts again at each collection (8 s per worker instead of 2).
+unexport PYTHONDONTWRITEBYTECODE
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip

@@ -8,7 +8,9 @@ executable runs that very file as a script.
 
 Two kinds of test are marked ``slow`` here, by what they use rather than one by one (``make test-fast``
 leaves them out; ``make test`` and CI run them): a test that runs the real ``corral`` executable (it
-asks for ``cli_env``), and a test over the fake Herdr (``fake_herdr``, or the ``herdr`` side of a host
+asks for ``cli_env``, or starts a real server: ``serve`` of the HTTP suite, ``stdio`` / ``http`` /
+``unix_http`` of the MCP suite; each start costs a cold ``corral`` of about half a second), and a test
+over the fake Herdr (``fake_herdr``, or the ``herdr`` side of a host
 rig's parameter: the service suite's ``host``, the host contract's ``rig``), where every host call is
 a Python subprocess; its twin over the process host stays in the fast run. Other slow tests carry
 ``@pytest.mark.slow`` themselves.
@@ -154,11 +156,16 @@ def fake_herdr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHerdr:
     return fake
 
 
+# Fixtures that start the real ``corral`` executable (tests/cli, tests/http and tests/mcp conftests) or
+# the fake Herdr.
+SLOW_FIXTURES = frozenset({"cli_env", "serve", "stdio", "http", "unix_http", "fake_herdr"})
+
+
 def _slow_by_what_it_uses(item: pytest.Item) -> bool:
     fixtures = getattr(item, "fixturenames", ())
     callspec = getattr(item, "callspec", None)
     over_herdr = callspec is not None and "herdr" in callspec.params.values()  # a host rig's herdr side
-    return "cli_env" in fixtures or "fake_herdr" in fixtures or over_herdr
+    return not SLOW_FIXTURES.isdisjoint(fixtures) or over_herdr
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
