@@ -42,7 +42,7 @@ test: $(PLUGIN) lint
 
 ## test-fast: the tests not marked slow, in parallel, without lint (under a minute: for the edit-test loop)
 test-fast: $(PLUGIN)
-	$(BIN)/pytest -m "not slow" -n auto
+	CORRAL_TEST_FAST=1 $(BIN)/pytest -m "not slow" -n auto
 
 lint: $(STAMP)
 	$(BIN)/ruff check runner tests bench chaos
