@@ -217,6 +217,7 @@ def _refused(code: str, call: Callable[[], Any]) -> CorralError:
     return caught.value
 
 
+@pytest.mark.slow  # npm ci and pip install in the sandbox: seconds
 def test_a_pinned_install_serves_the_offline_gate_and_is_recorded(world: tuple[World, Wheels]) -> None:
     w, wheels = world
     base = _base(w)
@@ -249,6 +250,7 @@ def test_a_pinned_install_serves_the_offline_gate_and_is_recorded(world: tuple[W
     assert not (worktree / "web" / "node_modules" / "tinyjs").exists()  # the worktree is untouched
 
 
+@pytest.mark.slow  # npm ci and pip install in the sandbox: seconds
 def test_a_lifecycle_script_never_runs(world: tuple[World, Wheels]) -> None:
     w, _ = world
     booted, results = _run(w, w.main)
@@ -257,6 +259,7 @@ def test_a_lifecycle_script_never_runs(world: tuple[World, Wheels]) -> None:
     assert node.passed, node.tail  # exit 5 had the postinstall marker been written
 
 
+@pytest.mark.slow  # npm ci and pip install in the sandbox: seconds
 def test_a_failed_bootstrap_step_is_recorded_and_the_gate_does_not_run(world: tuple[World, Wheels]) -> None:
     w, wheels = world
     # The wheel can no longer be fetched: the server answers 404, which pip gives up on at once (a
