@@ -8,10 +8,15 @@ executable runs that very file as a script.
 
 Two kinds of test are marked ``slow`` here, by what they use rather than one by one (``make test-fast``
 leaves them out; ``make test`` and CI run them): a test that runs the real ``corral`` executable (it
-asks for ``cli_env``), and a test over the fake Herdr (``fake_herdr``, or the ``herdr`` side of a host
+asks for ``cli_env``, or starts a real server: ``serve`` of the HTTP suite, ``stdio`` / ``http`` /
+``unix_http`` of the MCP suite; each start costs a cold ``corral`` of about half a second), and a test
+over the fake Herdr (``fake_herdr``, or the ``herdr`` side of a host
 rig's parameter: the service suite's ``host``, the host contract's ``rig``), where every host call is
-a Python subprocess; its twin over the process host stays in the fast run. Other slow tests carry
-``@pytest.mark.slow`` themselves.
+a Python subprocess; its twin over the process host stays in the fast run. Likewise the PostgreSQL side
+of a store parametrization (a ``postgresql`` parameter: ``store_kind``, ``race_url``, …): its SQLite twin
+stays in the fast run, which then needs no PostgreSQL server at all (without ``CORRAL_TEST_POSTGRES``
+each worker would initdb one); ``make test`` runs both, and the service suite again on PostgreSQL.
+Other slow tests carry ``@pytest.mark.slow`` themselves.
 """
 
 from __future__ import annotations
@@ -43,6 +48,14 @@ sys.modules["fake_herdr"] = _module
 _spec.loader.exec_module(_module)
 
 from fake_herdr import FakeHerdr  # noqa: E402 - importable only once registered just above
+from hypothesis import settings  # noqa: E402 - after the fake's registration, like the import above
+
+from tests.support.examples import FAST, FAST_DEFAULT  # noqa: E402 - likewise
+
+# The fast run's Hypothesis profile (tests/support/examples.py): properties with no count of their own.
+settings.register_profile("corral-fast", max_examples=FAST_DEFAULT)
+if FAST:
+    settings.load_profile("corral-fast")
 
 pytest_plugins = ["tests.plugins.transitions"]  # transition coverage of the whole suite (see that module)
 REPO = Path(__file__).resolve().parent.parent
@@ -154,15 +167,22 @@ def fake_herdr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeHerdr:
     return fake
 
 
+# Fixtures that start the real ``corral`` executable (tests/cli, tests/http and tests/mcp conftests) or
+# the fake Herdr.
+SLOW_FIXTURES = frozenset({"cli_env", "serve", "stdio", "http", "unix_http", "fake_herdr"})
+
+
 def _slow_by_what_it_uses(item: pytest.Item) -> bool:
     fixtures = getattr(item, "fixturenames", ())
     callspec = getattr(item, "callspec", None)
-    over_herdr = callspec is not None and "herdr" in callspec.params.values()  # a host rig's herdr side
-    return "cli_env" in fixtures or "fake_herdr" in fixtures or over_herdr
+    params = list(callspec.params.values()) if callspec is not None else []
+    twin = "herdr" in params or "postgresql" in params  # a host rig's herdr side, a store's PostgreSQL side
+    return not SLOW_FIXTURES.isdisjoint(fixtures) or twin
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``slow`` the tests that run the real executable or go through the fake Herdr (see above)."""
+    """Mark ``slow`` the tests that run the real executable, go through the fake Herdr or are the
+    PostgreSQL twin of an SQLite test (see above)."""
     for item in items:
         if _slow_by_what_it_uses(item) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)

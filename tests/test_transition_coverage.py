@@ -277,11 +277,12 @@ def test_a_delivery_the_agent_refused_fails_the_receipt(world: World) -> None:
 def test_a_pending_receipt_whose_agent_settled_can_be_abandoned(world: World) -> None:
     """receipt abandon pending -> abandoned."""
     lease = world.start()
-    receipt = world.relay("sleep 2\necho done")  # still working at the first abandon
+    receipt = world.relay("wait-file go\necho done")  # working at the first abandon: held until released
     refused(
         "agent_not_settled",
         lambda: world.service.receipts.abandon(AbandonInput("ctl", world.credential, receipt.token)),
     )
+    (world.cwd / "go").write_text("")
     anyio.run(world.host.wait, lease.data["pane_id"], receipt.data["after_seq"], 30)
     abandoned = world.service.receipts.abandon(
         AbandonInput("ctl", world.credential, receipt.token, "result not needed")

@@ -65,8 +65,11 @@ Agents started by corral: ``unknown`` while launching (``$FAKE_HERDR_LAUNCH_SECO
 0.02), then ``idle`` and interactive. A prompt makes an idle or done agent ``working`` a moment later
 (``$FAKE_HERDR_REACT_SECONDS``, default 0.005; ``state["stall"]`` true: never), then after its work
 time ``done`` (``blocked`` if the prompt has a ``block`` line) with its output. Prompt lines are read
-like the demo agent's: ``echo TEXT`` is output, ``sleep N`` work time. Work time: the agent's
-``work_seconds``, else the sum of ``sleep`` lines, else ``$FAKE_HERDR_WORK_SECONDS`` (default 0.05).
+like the demo agent's: ``echo TEXT`` is output, ``sleep N`` work time, ``wait-file PATH`` holds the
+work until PATH (relative to the pane's cwd) exists, as the demo agent does (a test releases the
+agent when it is done checking what a working agent refuses, rather than guessing a long enough
+sleep). Work time: the agent's ``work_seconds``, else the sum of ``sleep`` lines, else
+``$FAKE_HERDR_WORK_SECONDS`` (default 0.05).
 Background agents (:meth:`FakeHerdr.add_background_agents`) flip between working and idle or done
 on their own timers, so the counter moves under corral's feet.
 
@@ -177,6 +180,7 @@ def new_agent(name: str | None, kind: str | None, status: str) -> dict[str, Any]
         "work_until": None,
         "work_seconds": None,
         "work": 0.0,
+        "hold": None,
         "outcome": "done",
         "pending": [],
         "output": [],
@@ -224,8 +228,9 @@ def change(state: dict[str, Any], agent: dict[str, Any], status: str, when: floa
 
 
 def due(agent: dict[str, Any]) -> tuple[float, str] | None:
-    """The agent's next scheduled change: ``(when, what)``."""
-    candidates = [(agent[key], key) for key in ("launch_until", "react_at", "work_until") if agent.get(key) is not None]
+    """The agent's next scheduled change: ``(when, what)``; work held by ``wait-file`` is not due."""
+    keys = ("launch_until", "react_at") if agent.get("hold") else ("launch_until", "react_at", "work_until")
+    candidates = [(agent[key], key) for key in keys if agent.get(key) is not None]
     if agent.get("background"):
         candidates.append((agent["background"]["next"], "background"))
     return min(candidates) if candidates else None
@@ -233,6 +238,12 @@ def due(agent: dict[str, Any]) -> tuple[float, str] | None:
 
 def advance(state: dict[str, Any], now: float) -> None:
     """Play every change that is due, of every agent, in time order."""
+    for pane in state["panes"].values():
+        agent = pane.get("agent")
+        if agent and agent.get("hold") and (Path(pane["cwd"]) / agent["hold"]).exists():
+            agent["hold"] = None  # released: the work ends now at the earliest (time is played lazily)
+            if agent["work_until"] is not None:
+                agent["work_until"] = max(agent["work_until"], now)
     while True:
         pending = [
             (d, pane["agent"]) for pane in state["panes"].values() if pane.get("agent") and (d := due(pane["agent"]))
@@ -501,21 +512,24 @@ def agent_start(args: list[str]) -> int:
     return reply("cli:agent:start", {"type": "agent_started", "agent": info, "argv": [kind, *extra]})
 
 
-def directives(text: str) -> tuple[list[str], float, str]:
+def directives(text: str) -> tuple[list[str], float, str, str | None]:
     pending: list[str] = []
     sleep = 0.0
     outcome = "done"
+    hold = None
     for line in (raw.strip() for raw in text.splitlines()):
         word, _, rest = line.partition(" ")
         if word == "echo":
             pending.append(rest)
         elif word == "sleep":
             sleep += float(rest or 0)
+        elif word == "wait-file":
+            hold = rest
         elif word == "block":
             pending.append(f"{BLOCKED_MARKER}: the fake agent needs an operator's decision")
             outcome = "blocked"
     pending.append(f"fake agent: handled {len(text)} characters")
-    return pending, sleep, outcome
+    return pending, sleep, outcome, hold
 
 
 def agent_prompt(args: list[str]) -> int:
@@ -549,7 +563,7 @@ def agent_prompt(args: list[str]) -> int:
             if agent["status"] == "working":
                 agent["typed_while_working"].append(text)  # typed in; no state change follows from it
             elif not state["stall"]:
-                agent["pending"], sleep, agent["outcome"] = directives(text)
+                agent["pending"], sleep, agent["outcome"], agent["hold"] = directives(text)
                 if agent["work_seconds"] is not None:
                     agent["work"] = float(agent["work_seconds"])
                 else:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from chaos import lease, linearizable
 from chaos.history import Op
 from chaos.synthetic import TrueLease
+from tests.support.examples import examples
 
 KEY = "sqlite:controller/c0"
 
@@ -219,7 +220,7 @@ def histories(draw: st.DrawFn) -> list[Op]:
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(histories())
 def test_every_history_of_a_correct_lease_is_linearizable(ops: list[Op]) -> None:
     report = lease.check(ops)
@@ -227,7 +228,7 @@ def test_every_history_of_a_correct_lease_is_linearizable(ops: list[Op]) -> None
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(histories(), st.data())
 def test_a_grant_reporting_a_reused_generation_is_never_linearizable(ops: list[Op], data: st.DataObject) -> None:
     # With every outcome known, each generation is issued by exactly one grant, so a second one is impossible
@@ -242,7 +243,7 @@ def test_a_grant_reporting_a_reused_generation_is_never_linearizable(ops: list[O
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(histories(), st.data())
 def test_the_keyed_search_for_unknown_outcomes_agrees_with_the_plain_one(ops: list[Op], data: st.DataObject) -> None:
     if data.draw(st.booleans()) and ops:  # an impossible history half of the time

@@ -24,6 +24,9 @@ from runner.store.memory import memory_store
 from tests.support.stores import StoreKind, any_store, store_kind
 
 __all__ = ["any_store", "store_kind"]
+# Every test runs the real executable (a cold `corral` start, about half a second, per call), as the
+# tests asking for ``cli_env`` do: slow (tests/conftest.py).
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 8

@@ -15,6 +15,9 @@ import pytest
 from tests.support.stores import PostgresKind, kind_for
 
 REPO = Path(__file__).resolve().parents[2]
+# Every test runs the real executable (a cold `corral` start, about half a second, per call), as the
+# tests asking for ``cli_env`` do: slow (tests/conftest.py).
+pytestmark = pytest.mark.slow
 
 
 def corral(tmp_path: Path, *args: str, **env: str) -> tuple[int, Any]:

@@ -21,6 +21,7 @@ from runner.definitions.library import Library
 from runner.definitions.model import MachineSpec
 from runner.definitions.table import TransitionTable
 from runner.guards import GUARDS
+from tests.support.examples import examples
 
 GUARD_NAMES = ("test_table_a", "test_table_b", "test_table_c")
 STATES = ("s0", "s1", "s2")
@@ -134,7 +135,7 @@ def _oracle(spec: MachineSpec, trigger: str, state: str, verdicts: dict[str, boo
     return (taken[0] if taken else None), refused
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     transitions=transition_docs,
     verdicts=st.fixed_dictionaries({name: st.booleans() for name in GUARD_NAMES}),

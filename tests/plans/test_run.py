@@ -826,6 +826,7 @@ def test_a_step_whose_store_went_away_is_not_failed_and_the_next_run_finishes_it
     assert ran(flows.step_log("outage-1"), "succeeded") == ["before", "flaky", "after", "cleanup"]
 
 
+@pytest.mark.slow  # a collect that must time out at least once on an agent working 1 s
 def test_retry_of_a_collect_that_times_out_waits_again_for_the_same_receipt(flows: Rig, tmp_path: Path) -> None:
     recipe_dir(
         tmp_path,

@@ -111,6 +111,7 @@ def test_a_paused_plan_is_free_for_any_machine_at_once(rig: Rig) -> None:
     assert again.state == "paused" and again.data["runner"]["host"] == "another-machine"
 
 
+@pytest.mark.slow  # a step of 1.5 s, by design
 def test_a_runner_renews_its_lease_while_a_step_runs_and_keeps_the_plan(rig: Rig) -> None:
     """TTL 0.6 s, a step of 1.5 s: the runner renews every 0.2 s; the store's clock (moved by the test)
     shows each renewal moving the expiry; a runner elsewhere is refused throughout."""

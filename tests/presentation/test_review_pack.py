@@ -91,8 +91,11 @@ def _outline(text: str) -> _Outline:
     return parser
 
 
-@pytest.fixture
-def pack(tmp_path: Path) -> tuple[Path, Any]:
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """The pack, written once for the module (a Graphviz drawing per machine and recipe: seconds); the
+    tests only read it (the browser tests add their probe page beside it)."""
+    tmp_path = tmp_path_factory.mktemp("review-pack")
     machines = tmp_path / "machines"
     machines.mkdir()
     (machines / "turnstile.yaml").write_text(LOCAL_MACHINE)
@@ -157,12 +160,13 @@ def test_pack_tables_and_versions(pack: tuple[Path, Any]) -> None:
 
 
 @needs_graphviz
-def test_pack_names_no_local_absolute_path(tmp_path: Path, pack: tuple[Path, Any]) -> None:
+def test_pack_names_no_local_absolute_path(pack: tuple[Path, Any]) -> None:
     """The pack goes in a pull request: built-in sources relative to corral's data, local ones to
     where they were found from, never this machine's absolute paths."""
     path, _ = pack
     text = path.read_text(encoding="utf-8")
-    assert str(tmp_path) not in text and str(data_dir("machines")) not in text
+    root = path.parents[1]  # the directory the local machines and recipes were found in
+    assert str(root) not in text and str(data_dir("machines")) not in text
     assert "built-in, machines/controller.yaml" in text and "built-in, recipes/review.yaml" in text
     assert "local, …/machines/turnstile.yaml" in text
 

@@ -94,6 +94,7 @@ class Wheels:
     """A loopback HTTP server for the wheel, counting the requests it answered."""
 
     def __init__(self, directory: Path) -> None:
+        self.directory = directory
         self.requests = 0
         outer = self
 
@@ -155,11 +156,22 @@ validations:
 """
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[tuple[World, Wheels]]:
+@pytest.fixture(scope="module")
+def npm_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``web/`` made once for the module (three npm runs, seconds): each test copies it into its own
+    repository, byte for byte what ``npm pack`` and ``npm install --package-lock-only`` wrote."""
     _require_bwrap()
     if shutil.which("npm") is None:
         pytest.skip("npm is not installed")
+    root = tmp_path_factory.mktemp("npm-template")
+    (root / "repo").mkdir()
+    (root / "work").mkdir()
+    _npm_project(root / "repo", root / "work")
+    return root / "repo" / "web"
+
+
+@pytest.fixture
+def world(tmp_path: Path, npm_template: Path) -> Iterator[tuple[World, Wheels]]:
     w = World(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
@@ -167,7 +179,7 @@ def world(tmp_path: Path) -> Iterator[tuple[World, Wheels]]:
     served.mkdir()
     wheel = _wheel(served)
     wheels = Wheels(served)
-    _npm_project(w.main, work)
+    shutil.copytree(npm_template, w.main / "web", symlinks=True)
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     (w.main / "requirements.lock").write_text(
         f"tinypy @ http://127.0.0.1:{wheels.port}/{WHEEL} --hash=sha256:{digest}\n"
@@ -205,6 +217,7 @@ def _refused(code: str, call: Callable[[], Any]) -> CorralError:
     return caught.value
 
 
+@pytest.mark.slow  # npm ci and pip install in the sandbox: seconds
 def test_a_pinned_install_serves_the_offline_gate_and_is_recorded(world: tuple[World, Wheels]) -> None:
     w, wheels = world
     base = _base(w)
@@ -237,6 +250,7 @@ def test_a_pinned_install_serves_the_offline_gate_and_is_recorded(world: tuple[W
     assert not (worktree / "web" / "node_modules" / "tinyjs").exists()  # the worktree is untouched
 
 
+@pytest.mark.slow  # npm ci and pip install in the sandbox: seconds
 def test_a_lifecycle_script_never_runs(world: tuple[World, Wheels]) -> None:
     w, _ = world
     booted, results = _run(w, w.main)
@@ -245,9 +259,12 @@ def test_a_lifecycle_script_never_runs(world: tuple[World, Wheels]) -> None:
     assert node.passed, node.tail  # exit 5 had the postinstall marker been written
 
 
+@pytest.mark.slow  # npm ci and pip install in the sandbox: seconds
 def test_a_failed_bootstrap_step_is_recorded_and_the_gate_does_not_run(world: tuple[World, Wheels]) -> None:
     w, wheels = world
-    wheels.close()  # the wheel can no longer be fetched
+    # The wheel can no longer be fetched: the server answers 404, which pip gives up on at once (a
+    # refused connection it retries five times with backoff, about 8 s, for the same failed step).
+    (wheels.directory / WHEEL).unlink()
     w.lane(_base(w))
     with pytest.raises(RefusedError) as caught:
         w.verify().check()

@@ -311,8 +311,9 @@ def test_close_is_bound_to_the_cursor_and_the_adopted_identity(world: World) -> 
     pane = outside(world)
     adopt(world, pane)
     identity = (pane, "stray", "script", str(world.cwd.resolve()))
-    ProcessHost.prompt(world.host, pane, "sleep 2\necho moved", Expect(identity, 0))
-    refused("agent_not_settled", lambda: close(world, seq=1))
+    ProcessHost.prompt(world.host, pane, "wait-file go\necho moved", Expect(identity, 0))
+    refused("agent_not_settled", lambda: close(world, seq=1))  # held until released just below
+    (world.cwd / "go").write_text("")
     anyio.run(world.host.wait, pane, 1, 30)
     refused("cursor_mismatch", lambda: close(world, seq=0))
     assert pane in panes(world) and world.store.find("adopted")[0].state == "active"

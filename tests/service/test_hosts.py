@@ -4,8 +4,10 @@ One world (a real SQLite store, a real :class:`~runner.service.Service`, ``hosts
 per host of the ``host`` fixture (``tests/service/conftest.py``): the process host with the scripted
 agent, and the Herdr host driving the contract fake of ``herdr`` with four busy background agents
 moving its one server-wide counter all the time. Leases are started with ``host=`` that host, and
-prompts use the directives both agents obey (``echo``, ``sleep``, ``block``), so every assertion
-means the same on both; cursors are read from what corral recorded, never assumed contiguous.
+prompts use the directives both agents obey (``echo``, ``sleep``, ``wait-file``, ``block``), so every
+assertion means the same on both; an agent that must still be working when a test checks what that
+refuses is held by ``wait-file`` and released (:meth:`World.release`), never given a long sleep;
+cursors are read from what corral recorded, never assumed contiguous.
 
 Where the hosts truly differ, each host's documented behaviour is asserted (docs/hosts.md), never
 skipped. The host is wrapped (:class:`HookedHost`, by composition) so a test can act between the
@@ -177,6 +179,10 @@ class World:
     def resume(self, credential: Credential | None = None) -> Credential:
         return self.service.controller.resume(ResumeInput("ctl", credential or self.credential, 900)).credential
 
+    def release(self, name: str = "go") -> None:
+        """Let an agent held by ``wait-file NAME`` (in the reviewers' worktree) go on."""
+        (self.worktree / name).write_text("")
+
     def settle(self, pane_id: str, after_seq: int) -> Observation:
         """Wait on the host itself (not through corral) for the agent to settle after ``after_seq``."""
         return anyio.run(self.host.inner.wait, pane_id, after_seq, 30)
@@ -291,10 +297,11 @@ def test_full_review_flow(world: World) -> None:
 def test_a_second_prompt_is_refused_while_a_receipt_is_open(world: World) -> None:
     world.start()
     pane = world.pane()
-    first = world.relay("sleep 1\necho first")
+    first = world.relay("wait-file go\necho first")
     error = refused("receipt_outstanding", lambda: world.relay("echo second"))
     assert error.details["receipt"] == first.token
     assert world.rig.prompts(pane) == 1, "nothing more reached the agent"
+    world.release()
     (result,) = world.collect(first.token)
     assert "first" in result.output and "second" not in result.output
     second = world.relay("echo second")
@@ -304,8 +311,9 @@ def test_a_second_prompt_is_refused_while_a_receipt_is_open(world: World) -> Non
 
 def test_a_stale_close_cursor_and_a_working_agent_are_refused(world: World) -> None:
     lease = world.start()
-    receipt = world.relay("sleep 3")  # still working at the close below, even on a loaded machine
+    receipt = world.relay("wait-file go")  # working until released, however loaded the machine
     refused("agent_not_settled", lambda: world.close(receipt.data["after_seq"]))
+    world.release()
     (result,) = world.collect(receipt.token)
     refused("cursor_mismatch", lambda: world.close(lease.data["started_seq"]))
     assert world.lease().state == "active"
@@ -370,12 +378,13 @@ def test_ask_many_first_returns_one_result_and_pending_receipts_that_collect_lat
     world.start("fast")
     world.start("slow")
     # "slow" still works when "fast" has answered, even on a loaded machine.
-    result = world.ask_many((("fast", "echo quick"), ("slow", "sleep 4\necho late")), "first")
+    result = world.ask_many((("fast", "echo quick"), ("slow", "wait-file go\necho late")), "first")
     ((first,), (pending,)) = (result.results, result.pending_receipts)
     assert first.receipt.data["name"] == "fast" and "quick" in first.output
     assert (pending.data["name"], pending.state) == ("slow", "pending")
     assert first.receipt.data["batch_id"] == pending.data["batch_id"]
     refused("receipt_outstanding", lambda: world.relay("echo again", target="slow"))
+    world.release()
     (later,) = world.collect(pending.token)
     assert "late" in later.output
 
@@ -409,13 +418,14 @@ def test_an_ambiguous_delivery_stays_reserved_and_is_abandoned_once_settled(worl
 
     world.host.after["prompt"] = lose_the_reply  # handed over, then the confirmation is lost
     before = world.observe().seq
-    # Work long enough that it is still running when abandon is tried, even on a loaded machine.
-    error = refused("delivery_ambiguous", lambda: world.relay("sleep 3\necho maybe"))
+    # Held, so that it is still running when abandon is tried, however loaded the machine.
+    error = refused("delivery_ambiguous", lambda: world.relay("wait-file go\necho maybe"))
     token = error.details["receipt"]["token"]
     assert error.details["receipt"]["state"] == "reserved"
     refused("receipt_outstanding", lambda: world.relay("echo other"))
     refused("receipt_reserved", lambda: world.collect(token))
     refused("agent_not_settled", lambda: world.service.receipts.abandon(AbandonInput("ctl", world.credential, token)))
+    world.release()
     settled = world.settle(pane, before)
     abandoned = world.service.receipts.abandon(AbandonInput("ctl", world.credential, token, "operator saw it finish"))
     assert (abandoned.state, abandoned.data["reason"]) == ("abandoned", "abandoned")
@@ -427,12 +437,13 @@ def test_an_ambiguous_delivery_stays_reserved_and_is_abandoned_once_settled(worl
 def test_a_pending_receipt_is_abandoned_only_once_its_agent_settled(world: World) -> None:
     world.start()
     pane = world.pane()
-    receipt = world.relay("sleep 3")  # still running at the abandon below, even on a loaded machine
+    receipt = world.relay("wait-file go")  # still running at the abandon below: held until released
     refused(
         "agent_not_settled",
         lambda: world.service.receipts.abandon(AbandonInput("ctl", world.credential, receipt.token)),
     )
     assert world.receipt(receipt.token).state == "pending"
+    world.release()
     settled = world.settle(pane, receipt.data["after_seq"])
     abandoned = world.service.receipts.abandon(AbandonInput("ctl", world.credential, receipt.token, "not needed"))
     assert (abandoned.state, abandoned.data["observed_seq"]) == ("abandoned", settled.seq)
@@ -449,7 +460,7 @@ def test_wait_any_returns_the_first_to_settle_and_a_cursorless_settled_target_wi
 ) -> None:
     world.start("a")
     world.start("b")
-    slow = world.relay("sleep 4", target="a")  # long enough that a loaded machine still tells them apart
+    slow = world.relay("wait-file go", target="a")  # held until released: a loaded machine still tells them apart
     fast = world.relay("sleep 0.1", target="b")
     began = time.monotonic()
     result = world.wait_any((("a", slow.data["after_seq"]), ("b", fast.data["after_seq"])), 20)
@@ -460,6 +471,7 @@ def test_wait_any_returns_the_first_to_settle_and_a_cursorless_settled_target_wi
     # settle instead (none comes), so there a wins.
     assert world.wait_any((("b", None),), 0.3).target == "b"
     refused("wait_timeout", lambda: world.wait_any((("b", None),), 0.3, fresh=True))
+    world.release()
     later = world.wait_any((("b", None), ("a", slow.data["after_seq"])), 20, fresh=True)
     assert (later.target, later.observation.status) == ("a", "done")
     assert world.observe("b").seq == result.observation.seq, "b did not move"

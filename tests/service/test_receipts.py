@@ -29,10 +29,11 @@ from tests.service.agents_world import LostReplyHost, World, refused
 
 def test_second_prompt_is_refused_while_a_receipt_is_unresolved(world: World) -> None:
     world.start()
-    first = world.relay("sleep 0.5\necho first")
+    first = world.relay("wait-file go\necho first")  # held until released: still open at the refusal
     error = refused("receipt_outstanding", lambda: world.relay("echo second"))
     assert error.details["receipt"] == first.token
     assert world.observe().seq == 1, "nothing was delivered"
+    (world.worktree / "go").write_text("")
     (result,) = world.collect(first.token)
     assert result.output.strip() == "first"
     assert world.relay("echo second").state == "pending"
@@ -73,7 +74,7 @@ def test_batch_first_returns_one_result_and_pending_receipts_that_collect_later(
         AskManyInput(
             "ctl",
             world.credential,
-            (("fast", "echo quick"), ("slow", "sleep 0.8\necho late")),
+            (("fast", "echo quick"), ("slow", "wait-file go\necho late")),
             "first",
             30,
         ),
@@ -83,6 +84,7 @@ def test_batch_first_returns_one_result_and_pending_receipts_that_collect_later(
     assert (pending.data["name"], pending.state) == ("slow", "pending")
     assert first.receipt.data["batch_id"] == pending.data["batch_id"]
     refused("receipt_outstanding", lambda: world.relay("echo again", target="slow"))
+    (world.worktree / "go").write_text("")
     (later,) = world.collect(pending.token)
     assert later.output.strip() == "late"
 
@@ -107,12 +109,13 @@ def test_batch_all_collects_every_result(world: World) -> None:
 def test_ambiguous_delivery_stays_reserved_and_blocks_until_abandoned(make_world: Callable[..., World]) -> None:
     world = make_world(lambda store, agents: LostReplyHost(store, agents, Kinds.load([])))
     world.start()
-    error = refused("delivery_ambiguous", lambda: world.relay("sleep 0.5\necho maybe"))
+    error = refused("delivery_ambiguous", lambda: world.relay("wait-file go\necho maybe"))  # held until released
     token = error.details["receipt"]["token"]
     assert error.details["receipt"]["state"] == "reserved"
     refused("receipt_outstanding", lambda: world.relay("echo other"))
     refused("receipt_reserved", lambda: world.collect(token))
     refused("agent_not_settled", lambda: world.service.receipts.abandon(AbandonInput("ctl", world.credential, token)))
+    (world.worktree / "go").write_text("")
     anyio.run(world.host.wait, "p1", 1, 10)
     abandoned = world.service.receipts.abandon(AbandonInput("ctl", world.credential, token, "operator saw it finish"))
     assert (abandoned.state, abandoned.data["reason"], abandoned.data["observed_seq"]) == ("abandoned", "abandoned", 2)
@@ -149,6 +152,7 @@ def test_collect_after_the_coordinator_is_killed(world: World, tmp_path: Path) -
     refused("cursor_superseded", lambda: world.collect(receipt.token))
 
 
+@pytest.mark.slow  # the real corral executable (a cold start, half a second)
 def test_agents_outlive_the_prompting_process(world: World, tmp_path: Path) -> None:
     world.start()
     home = tmp_path / "clihome"

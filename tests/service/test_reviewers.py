@@ -64,11 +64,12 @@ def test_close_with_a_stale_cursor_is_refused(world: World) -> None:
 
 def test_close_is_refused_while_a_receipt_is_open_or_the_agent_works(world: World) -> None:
     world.start()
-    receipt = world.relay("sleep 2")  # still working at the close below, even on a loaded machine
+    receipt = world.relay("wait-file go")  # working at the close below: held until released
     refused(
         "agent_not_settled",
         lambda: world.service.reviewers.close(ReviewerCloseInput("ctl", world.credential, "rev", 1)),
     )
+    (world.worktree / "go").write_text("")
     world.collect(receipt.token)
     blocked = world.relay("block")
     world.collect(blocked.token)

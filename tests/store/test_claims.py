@@ -24,6 +24,7 @@ from runner.guards.git import LANE_STATES, lane_rejection
 from runner.sql.store_sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
 from runner.sql.store_sqlite_file import APPLICATION_ID
 from tests.support.contexts import Contexts
+from tests.support.examples import examples
 
 # Few segment names, shallow paths: overlaps (equal, ancestor, under) are common, and so are mere
 # string prefixes (``a`` / ``a-b`` / ``a.b`` / ``a0``: '-' and '.' sort below '/', '0' just above).
@@ -46,7 +47,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Any:
     store.close()
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lanes=st.lists(LANE, max_size=6), mine=SCOPES, kinds=st.sampled_from([None, ["owned"], ["owned", "locked"]]))
 def test_the_index_finds_exactly_the_pairwise_overlaps(
     shared: SQLiteStore, lanes: list[dict[str, Any]], mine: list[str], kinds: list[str] | None
@@ -99,7 +100,7 @@ GIT_LANE = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     lanes=st.lists(GIT_LANE, max_size=5),
     owned=SCOPES,

@@ -332,6 +332,7 @@ def test_an_sqlite_store_from_before_the_mesh_migrates_forward(tmp_path: Path, c
         assert ids(store.mesh(), "b") == [sent.message_id]  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # PostgreSQL only: the fast run starts no PostgreSQL server (tests/conftest.py)
 def test_a_postgresql_store_from_before_the_mesh_migrates_forward(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

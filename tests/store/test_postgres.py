@@ -24,6 +24,10 @@ from runner.sql.store_postgres import PostgresStore
 from runner.store import open_store
 from tests.support.stores import PostgresKind, PostgresServer, kind_for
 
+# PostgreSQL only, with no SQLite twin: slow like the PostgreSQL side of a store parametrization, so that
+# make test-fast starts no PostgreSQL server (tests/conftest.py); make test runs it.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 # One writer process: ``rounds`` transactions, each appending 1-3 events and sleeping inside the
