@@ -521,6 +521,11 @@ class ProcessHost(AgentHost):
             "blocked_exit_codes": list(kind.blocked_exit_codes),
             "blocked_marker": kind.blocked_marker,
         }
+        from runner.observe import tracing
+
+        parent = tracing.traceparent()
+        if parent is not None:  # the supervisor records the run as a span under the one prompting it
+            job.update(traceparent=parent, agent=slot.name, kind=slot.kind)
         try:
             with self.slots.write() as tx:
                 # Invariant: the agent moves to working only if, in this same transaction, the fence the

@@ -27,6 +27,7 @@ if __name__ == "__main__":
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import json
+from time import time_ns
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~8 ms on the relay's critical path
 if TYPE_CHECKING:
@@ -231,6 +232,7 @@ def main() -> None:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     try:
+        started_ns = time_ns()
         child = start(job)
         _full_path()
         from runner.agents.slots import SLOT_STORES
@@ -243,8 +245,40 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 (the outcome must be recorded whatever the reading did)
             result = {"error": f"corral could not read the run's output: {type(exc).__name__}: {exc}"}
         record(job, code, result)
+        if job.get("traceparent"):
+            _traced(job, started_ns, time_ns(), code, result)
     finally:
         os._exit(0)
+
+
+def _traced(job: dict[str, Any], started_ns: int, ended_ns: int, code: int, result: dict[str, Any] | None) -> None:
+    """The run as an ``invoke_agent`` span (with the tool calls its driver read from the log), exported
+    before this process ends; a tracing failure never touches the recorded outcome."""
+    try:
+        from runner.observe import tracing
+
+        if not tracing.active():
+            return
+        reading = dict(result) if result is not None else {}
+        reading["tools"] = _tools(job)
+        tracing.agent_run(job, started_ns, ended_ns, code, reading if result is not None or reading["tools"] else None)
+        tracing.flush()
+    except Exception as exc:  # noqa: BLE001 - the outcome is recorded; a trace lost is noted, not fatal
+        with open(job["log"].removesuffix(".log") + ".notes", "ab") as noted:
+            noted.write(f"corral: the run's trace was not exported: {type(exc).__name__}\n".encode())
+
+
+def _tools(job: dict[str, Any]) -> list[str]:
+    """The names of the tools the run called, in order (names only: never a path or an argument)."""
+    if job.get("driver") in (None, "plain", "script"):
+        return []
+    from runner.agents.drivers import RunSpec, driver
+
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in job["spec"].items()}
+    with open(job["log"], "rb") as handle:
+        lines = handle.read().decode("utf-8", "replace").splitlines()
+    shown = driver(job["driver"]).progress(lines, RunSpec(**fields))
+    return [line.split(" ")[1] for line in shown if line.startswith("tool ") and len(line.split(" ")) > 1]
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from runner.errors import (
 )
 from runner.guards import GUARDS
 from runner.log import get_logger
+from runner.observe import meter, tracing
 from runner.store.abc import Store, Transaction
 from runner.updates import UPDATES
 
@@ -140,9 +141,28 @@ class Engine:
             ConflictError: the instance moved since ``expected_version`` or during an effect.
             StoreBusyError: the store stayed locked.
         """
+        if tracing.active():
+            with tracing.span(
+                f"transition {spec.name}:{request.trigger}",
+                {
+                    "corral.machine": spec.name,
+                    "corral.trigger": request.trigger,
+                    "corral.instance.id": request.instance_id,
+                },
+            ) as span:
+                result = self._fire(spec, request, span)
+                span.set_attribute("corral.state.to", result.instance.state)
+                if result.outcome is not None:
+                    span.set_attribute("corral.effect.outcome", result.outcome)
+                return result
+        return self._fire(spec, request, None)
+
+    def _fire(self, spec: MachineSpec, request: Request, span: Any) -> Result:
         table = self.library.table(spec)
         with self.store.write() as tx:
-            chosen, after, first, reply = self._first_phase(tx, spec, table, request)
+            chosen, after, first, reply = self._first_phase(tx, spec, table, request, span)
+        if meter.SINK is not None:
+            meter.SINK.transition(spec.name, request.trigger)
         if not chosen.two_phase:
             return Result(after, (first,), reply)
         return self._second_phase(spec, chosen, after, request, first, reply)
@@ -155,11 +175,28 @@ class Engine:
         request's effect runs behind its own gate, in order; a failure there is that request's result
         (an error in the list), not a reason to skip the others, whose intents are already recorded.
         """
+        if tracing.active():
+            first_trigger = requests[0].trigger if requests else ""
+            with tracing.span(
+                f"transition {spec.name}:{first_trigger}",
+                {
+                    "corral.machine": spec.name,
+                    "corral.trigger": first_trigger,
+                    "corral.transition.count": len(requests),
+                },
+            ):
+                return self._fire_many(spec, requests)
+        return self._fire_many(spec, requests)
+
+    def _fire_many(self, spec: MachineSpec, requests: list[Request]) -> list[Result | CorralError]:
         table = self.library.table(spec)
         firsts = []
         with self.store.write() as tx:
             for request in requests:
                 firsts.append((request, *self._first_phase(tx, spec, table, request)))
+        if meter.SINK is not None:
+            for request in requests:
+                meter.SINK.transition(spec.name, request.trigger)
         results: list[Result | CorralError] = []
         for request, chosen, after, first, reply in firsts:
             if not chosen.two_phase:
@@ -172,7 +209,7 @@ class Engine:
         return results
 
     def _first_phase(
-        self, tx: Transaction, spec: MachineSpec, table: TransitionTable, request: Request
+        self, tx: Transaction, spec: MachineSpec, table: TransitionTable, request: Request, span: Any = None
     ) -> tuple[TransitionSpec, Instance, Event, dict[str, Any]]:
         """Steps 2-4 inside ``tx``: choose the transition, apply its updates, compare-and-set, log it."""
         before = tx.get(request.instance_id) or Instance(request.instance_id, spec.name, spec.initial, 0, {})
@@ -194,8 +231,14 @@ class Engine:
         ctx = self._context(before, request, tx)
         firing = table.fire(request.trigger, before.state, ctx)
         chosen = firing.chosen
+        if span is not None:
+            span.set_attribute("corral.state.from", before.state)
+            tracing.guard_verdicts(span, chosen, firing.rejections)
         if chosen is None:
-            raise _refused(before, request.trigger, firing.rejections)
+            refusal = _refused(before, request.trigger, firing.rejections)
+            if meter.SINK is not None:
+                meter.SINK.refused(refusal.code)
+            raise refusal
         data, reply, parts, claims = _apply_updates(spec, chosen, ctx)
         after = tx.put(before, chosen.dest, data)
         _keep_claims(tx, spec, after, claims)
@@ -468,13 +511,16 @@ def _run_effects(chosen: TransitionSpec, ctx: Context) -> EffectResult:
         if entry is None:
             return EffectResult("ambiguous", merged_data, merged_reply, f"effect {ref.name!r} is not registered")
         ctx.gate()
-        try:
-            result = entry.fn(ctx, **ref.args)
-        except AuthorityMovedError:
-            raise
-        except Exception as exc:
-            logger.exception("effect %s of %s raised", ref.name, ctx.instance.id)
-            return EffectResult("ambiguous", merged_data, merged_reply, f"effect {ref.name!r} raised: {exc}")
+        with tracing.span(f"effect {ref.name}", {"corral.effect.name": ref.name}) as span:
+            try:
+                result = entry.fn(ctx, **ref.args)
+            except AuthorityMovedError:
+                raise
+            except Exception as exc:
+                logger.exception("effect %s of %s raised", ref.name, ctx.instance.id)
+                tracing.mark_error(span, "effect_raised")
+                return EffectResult("ambiguous", merged_data, merged_reply, f"effect {ref.name!r} raised: {exc}")
+            span.set_attribute("corral.effect.outcome", str(result.outcome))
         if result.outcome not in ("success", "failure", "ambiguous"):
             return EffectResult(
                 "ambiguous",

@@ -34,6 +34,7 @@ import anyio.to_thread
 
 from runner.errors import CorralError, InputError, RefusedError
 from runner.http.keeper import HeaderKeeper, credential_header
+from runner.http.observability import METRICS_PATH
 from runner.http.responses import error_response
 from runner.http.server import Options, Server
 
@@ -273,6 +274,9 @@ def build_app(runtime: Runtime, options: Options) -> Any:
     ]
     routes += [Route(r.path, _endpoint(server, r), methods=[r.method]) for r in ROUTES]
     routes += _dashboard_routes()
+    from runner.http.observability import Traced, metrics_routes
+
+    routes += metrics_routes(server)  # GET /metrics, with corral[metrics]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.corral = server
     # The body cap is outside Idempotency, which reads a keyed request's body whole to digest it.
@@ -280,7 +284,8 @@ def build_app(runtime: Runtime, options: Options) -> Any:
     from runner.mcp.hosts import HostGuard
 
     guarded = Guard(BodyLimit(Idempotency(app, server), options.max_request_size), options)
-    return HostGuard(guarded, options.allowed_hosts, check_host=options.check_host)
+    # The request span is outermost of all, so a refused Host or token is traced too.
+    return Traced(HostGuard(guarded, options.allowed_hosts, check_host=options.check_host))
 
 
 def _dashboard_routes() -> list[Any]:
@@ -548,7 +553,7 @@ def _conflict(error: CorralError) -> Any:
 
 
 class Guard:
-    """The bearer token (constant-time) on ``/api``. The ``Host`` and ``Origin`` checks are in front of
+    """The bearer token (constant-time) on ``/api`` and ``/metrics``. The ``Host`` and ``Origin`` checks are in front of
     it (:class:`runner.mcp.hosts.HostGuard`)."""
 
     def __init__(self, app: Any, options: Options) -> None:
@@ -562,7 +567,7 @@ class Guard:
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
         token = self.options.token
-        if token is not None and scope["path"].startswith("/api/"):
+        if token is not None and (scope["path"].startswith("/api/") or scope["path"] == METRICS_PATH):
             scheme, _, value = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
                 from starlette.responses import JSONResponse

@@ -30,6 +30,7 @@ from runner.log import get_logger
 from runner.mcp.call import Call
 from runner.mcp.tool import DATA_NOTICE, Tool, deprecation, listed_description, resolve
 from runner.mcp.tools import TOOLS
+from runner.observe import meter, tracing
 
 if TYPE_CHECKING:
     from runner.runtime import Runtime as App
@@ -125,10 +126,21 @@ async def _call_tool(
         assert isinstance(done, dict)
         return done
     began = time.monotonic()
+    outcome = "cancelled"
     try:
-        return await _waiting(call, tool, args, began, report)
+        done = await _waiting(call, tool, args, began, report)
+        outcome = "settled"
+        return done
     except BaseExceptionGroup as failed:  # the wait's own refusal, not the group around it
-        raise _sole(failed) from None
+        sole = _sole(failed)
+        outcome = str(getattr(sole, "code", None) or "internal")
+        raise sole from None
+    except CorralError as exc:
+        outcome = exc.code
+        raise
+    finally:
+        if meter.SINK is not None:  # corral serve counts its waits (labels: the tool, a stable code)
+            meter.SINK.waited(tool.name, outcome, time.monotonic() - began)
 
 
 def _sole(failed: BaseExceptionGroup[Any]) -> BaseException:
@@ -236,6 +248,24 @@ def build_server(runtime: App, contain: Callable[[dict[str, Any]], None] | None 
             with contextlib.suppress(Exception):  # a client gone mid-wait must not fail the call
                 await ctx.session.report_progress(progress, total, message)
 
+        meta = getattr(params, "meta", None)
+        with tracing.span(
+            f"tools/call {params.name}",
+            {
+                "mcp.method.name": "tools/call",
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": params.name,
+            },
+            kind="server",
+            parent=tracing.extract(meta if isinstance(meta, dict) else None),
+        ) as span:
+            answer = await _answer(tool, deprecated, note, params, report)
+            if answer.is_error:
+                code = (answer.structured_content or {}).get("error", {}).get("code")
+                tracing.mark_error(span, str(code or "tool_error"))
+            return answer
+
+    async def _answer(tool: Any, deprecated: Any, note: Any, params: Any, report: Any) -> Any:
         try:
             if tool is None:
                 raise InputError("name", f"no tool named {params.name!r}", code="tool_unknown")
@@ -267,8 +297,9 @@ def build_server(runtime: App, contain: Callable[[dict[str, Any]], None] | None 
         on_list_tools=list_tools,
         on_call_tool=on_call,
     )
-    # The SDK wraps every message in an OpenTelemetry span by default; corral exports no traces, and the
-    # span costs a share of each call's round trip (bench/mcp.py).
+    # The SDK wraps every message in an OpenTelemetry span by default; corral traces its own tool calls
+    # (only when OTEL_* asks for traces: runner/observe/tracing.py), and the SDK's span costs a share of
+    # each call's round trip (bench/mcp.py) whether anything exports it or not.
     server.middleware.clear()
     return server
 

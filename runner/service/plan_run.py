@@ -25,6 +25,7 @@ from runner.errors import (
     StoreUnavailableError,
     TransitionNotAllowedError,
 )
+from runner.observe import meter, tracing
 from runner.service.plan_state import plan_instance_id
 from runner.service.steps import (
     NOT_CREATED,
@@ -163,6 +164,11 @@ class PlanRun:
             sent["records"] = records
         secrets = {"privates": json.dumps(privates)} if privates else None
         instance = self._fire(self.plan_id, trigger, sent, secrets=secrets)
+        if meter.SINK is not None:
+            for _, record, _ in self._pending:
+                meter.SINK.step(str(record.get("state")))
+            if start is not None:
+                meter.SINK.step(str(start[1].get("state")))
         self._pending.clear()
         self._replayable, self._since = True, None
         heard, self._later = self._later, []
@@ -177,6 +183,19 @@ class PlanRun:
             return plan  # a failed plan runs again only through retry (a redrive)
         recipe = plans.recipe_of(plan)
         self.plan_id = plan_id
+        with tracing.plan_span(
+            plan_id,
+            str(plan.data.get("content_sha256") or ""),
+            recipe.name,
+            first=plan.state == "submitted",
+            attributes={"corral.plan.id": plan_id, "corral.plan.recipe": recipe.name, "corral.plan.from": plan.state},
+        ) as span:
+            done = await self._run(plan_id, plan, recipe)
+            span.set_attribute("corral.plan.state", done.state)
+            return done
+
+    async def _run(self, plan_id: str, plan: Instance, recipe: Recipe) -> Instance:
+        plans = self.plans
         plan = self._fire(plan_id, "start", observations={"runner_status": lockstatus.status(plan.data.get("runner"))})
         self._emit(plan_id, "plan_started", recipe=recipe.name, steps=[s.id for s in recipe.steps])
         started = plans.plan(plan_id)  # the step records, once (start moved an old-layout plan's to parts)
@@ -184,7 +203,9 @@ class PlanRun:
         for step_id, record in (started.data.get("steps") or {}).items():
             self._remember(step_id, dict(record), None)
         stop = threading.Event()
-        beat = threading.Thread(target=self._heartbeat, args=(plan_id, stop), name=f"corral-plan-lease-{plan_id}")
+        beat = threading.Thread(
+            target=self._heartbeat, args=(plan_id, stop, tracing.current()), name=f"corral-plan-lease-{plan_id}"
+        )
         beat.daemon = True
         beat.start()
         try:
@@ -200,11 +221,16 @@ class PlanRun:
             beat.join()
         return plans.plan(plan_id)
 
-    def _heartbeat(self, plan_id: str, stop: threading.Event) -> None:
-        """Renew this runner's lease on the plan every third of its TTL while the steps run.
+    def _heartbeat(self, plan_id: str, stop: threading.Event, trace: Any = None) -> None:
+        """Renew this runner's lease on the plan every third of its TTL while the steps run (its
+        renewals traced under the plan's span, ``trace``).
 
         Ends quietly when the plan is no longer running under this runner (it paused or ended, or
         another runner took it after the lease expired: the step loop's next write then stops)."""
+        with tracing.attached(trace):
+            self._beat(plan_id, stop)
+
+    def _beat(self, plan_id: str, stop: threading.Event) -> None:
         period = max(self.plans.runner_ttl / 3, 0.05)
         while not stop.wait(period):
             try:
@@ -274,10 +300,20 @@ class PlanRun:
                     )
                     index += 1
                     continue
-            if record is not None and record.get("state") == "waiting":
-                outcome = self._decided(plan, step, record)
-            else:
-                outcome = await self._attempts(plan, step, record, inputs, outputs)
+            with tracing.span(
+                f"step {step.do}",
+                {"corral.plan.id": plan_id, "corral.step.id": step.id, "corral.step.do": step.do},
+            ) as span:
+                if record is not None and record.get("state") == "waiting":
+                    outcome = self._decided(plan, step, record)
+                else:
+                    outcome = await self._attempts(plan, step, record, inputs, outputs)
+                span.set_attribute("corral.step.outcome", outcome.kind)
+                attempt = (self.records.get(step.id) or {}).get("attempt")
+                if isinstance(attempt, int):
+                    span.set_attribute("corral.step.attempt", attempt)
+                if outcome.error:
+                    tracing.mark_error(span, str(outcome.error.get("code") or "step_failed"))
             plan = outcome.plan
             if outcome.kind == "paused":
                 plan = self._write("pause", {"reason": outcome.reason, "waiting_on": outcome.waiting_on})

@@ -41,6 +41,7 @@ from runner.errors import (
     StoreVersionError,
 )
 from runner.log import get_logger
+from runner.observe import meter
 from runner.sql import store_sql as shared
 from runner.sql.store_sql import Dialect
 from runner.sql.store_sqlite_file import (
@@ -486,6 +487,8 @@ class SQLiteStore(Store):
                 if not _is_busy(exc):
                     raise
                 tries += 1
+                if meter.SINK is not None:
+                    meter.SINK.store_busy("retried")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise self._busy(time.monotonic() - started, tries) from None
@@ -493,6 +496,8 @@ class SQLiteStore(Store):
                 time.sleep(min(remaining, random.uniform(0, min(RETRY_CAP, RETRY_BASE * 2**tries))))
 
     def _busy(self, waited: float, attempts: int) -> StoreBusyError:
+        if meter.SINK is not None:
+            meter.SINK.store_busy("gave_up")
         return StoreBusyError(
             f"the store {self.path} stayed locked: waited {waited:.1f} s of its {self._deadline:g} s busy budget "
             f"({attempts} attempts); nothing was written",
