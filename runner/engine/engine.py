@@ -235,10 +235,7 @@ class Engine:
             span.set_attribute("corral.state.from", before.state)
             tracing.guard_verdicts(span, chosen, firing.rejections)
         if chosen is None:
-            refusal = _refused(before, request.trigger, firing.rejections)
-            if meter.SINK is not None:
-                meter.SINK.refused(refusal.code)
-            raise refusal
+            raise _refused(before, request.trigger, firing.rejections)
         data, reply, parts, claims = _apply_updates(spec, chosen, ctx)
         after = tx.put(before, chosen.dest, data)
         _keep_claims(tx, spec, after, claims)

@@ -13,6 +13,7 @@ import anyio
 import anyio.to_thread
 
 from runner.errors import CorralError
+from runner.http.routes import OWN_ROUTES
 from runner.log import get_logger
 from runner.observe import meter, tracing
 
@@ -24,7 +25,7 @@ log = get_logger(__name__)
 
 LEASE_MACHINES = ("controller", "reviewer", "writer", "adopted", "pane")
 """The machines whose instances are leases (``corral_leases``)."""
-METRICS_PATH = "/metrics"
+METRICS_PATH = next(r.path for r in OWN_ROUTES if r.extra == "metrics")
 
 
 def is_stream(method: str, path: str) -> bool:

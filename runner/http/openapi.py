@@ -161,7 +161,7 @@ def _json(schema: dict[str, Any], text: str = "The result.") -> dict[str, Any]:
 
 
 def _extra_paths() -> dict[str, Any]:
-    """The routes that are not one tool: ping, the streams, instance snapshots, decisions."""
+    """The routes that are not one tool: metrics, ping, the streams, instance snapshots, decisions."""
     obj = {"type": "object"}
     path_id = {"name": "id", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
     plan_id = {"name": "plan_id", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
@@ -179,6 +179,20 @@ def _extra_paths() -> dict[str, Any]:
         "required": ["id", "machine", "state", "version", "data", "last_event_seq"],
     }
     return {
+        "/metrics": {
+            "get": {
+                "operationId": "metrics",
+                "summary": "Prometheus metrics (with corral[metrics]; else 404)",
+                "description": "The text exposition format; names and labels in docs/observability.md.",
+                "responses": {
+                    "200": {
+                        "description": "Every metric, as Prometheus scrapes it.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    **_errors(),
+                },
+            }
+        },
         "/api/ping": {
             "get": {
                 "operationId": "ping",

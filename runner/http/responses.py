@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runner.errors import CorralError
+from runner.observe import meter
 
 RETRY_AFTER_BUSY = "1"
 
@@ -46,5 +47,7 @@ def error_response(error: CorralError, extra: Mapping[str, Any] | None = None) -
     from starlette.responses import JSONResponse
 
     status = http_status(error)
+    if meter.SINK is not None and error.category == "refused":  # /metrics: the refusals this server answered
+        meter.SINK.refused(error.code)
     headers = {"Retry-After": RETRY_AFTER_BUSY} if status == 503 else None
     return JSONResponse({"error": error.to_dict(), **(extra or {})}, status_code=status, headers=headers)

@@ -123,3 +123,19 @@ ROUTES: tuple[Route, ...] = (
     R("GET", "/api/memory/projects/{project}/readiness", "corral_memory_readiness", path_args={"project": "project"}),
     R("POST", "/api/memory/sessions/close", "corral_memory_session_close"),
 )
+
+
+@dataclass(frozen=True)
+class OwnRoute:
+    """A route the server answers itself, no tool's (behind the same token and ``Host``/``Origin`` checks)."""
+
+    method: str
+    path: str
+    summary: str
+    extra: str = ""
+    """The optional extra it needs (absent: the route is 404)."""
+
+
+OWN_ROUTES: tuple[OwnRoute, ...] = (
+    OwnRoute("GET", "/metrics", "Prometheus metrics, text exposition format", extra="metrics"),
+)

@@ -126,6 +126,8 @@ async def _call_tool(
         assert isinstance(done, dict)
         return done
     began = time.monotonic()
+    if tool.name not in WAITS:
+        return await _run_async(call, tool, args, began, report)
     outcome = "cancelled"
     try:
         done = await _waiting(call, tool, args, began, report)
@@ -141,6 +143,17 @@ async def _call_tool(
     finally:
         if meter.SINK is not None:  # corral serve counts its waits (labels: the tool, a stable code)
             meter.SINK.waited(tool.name, outcome, time.monotonic() - began)
+
+
+WAITS = frozenset({"corral_ask", "corral_ask_many", "corral_collect", "corral_wait_any", "corral_agent_wait"})
+"""The tools that wait on agents (``corral_waits_total`` on serve's ``/metrics``); a plan run is no wait."""
+
+
+async def _run_async(call: Call, tool: Tool, args: dict[str, Any], began: float, report: Reporter) -> dict[str, Any]:
+    try:
+        return await _waiting(call, tool, args, began, report)
+    except BaseExceptionGroup as failed:  # the operation's own refusal, not the group around it
+        raise _sole(failed) from None
 
 
 def _sole(failed: BaseExceptionGroup[Any]) -> BaseException:

@@ -31,6 +31,7 @@ EXTRA = (
     ("POST", "/api/decisions/{id}"),
     ("GET", "/"),
     ("GET", "/static/api.js"),
+    ("GET", "/metrics"),
 )
 TOKEN = "s3cret-bearer-token-for-hosts"
 BODY = json.dumps({"authority_ref": "T-REBIND", "authority_sha256": SHA, "ttl_seconds": 600}).encode()
