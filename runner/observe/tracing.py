@@ -3,8 +3,8 @@
 Off unless the standard ``OTEL_*`` variables ask for traces: ``OTEL_TRACES_EXPORTER`` names an exporter
 other than ``none`` (``otlp``, ``console``), or ``OTEL_EXPORTER_OTLP_ENDPOINT`` /
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set; ``OTEL_SDK_DISABLED=true`` wins over both. While off,
-not one ``opentelemetry`` module is imported (cold start: this module imports only ``os`` and
-``contextvars``) and every call here is a function call that returns a shared no-op object.
+not one ``opentelemetry`` module is imported (cold start: this module imports only ``os``) and
+every call here is a function call that returns a shared no-op object.
 
 What is traced (``docs/observability.md`` lists every span and attribute):
 
@@ -27,8 +27,6 @@ and counts. Errors are recorded as ``error.type`` (a stable code), never an exce
 
 from __future__ import annotations
 
-import contextvars
-import hashlib
 import os
 
 TYPE_CHECKING = False  # not typing's: this module stays on the cold path of every command
@@ -49,10 +47,12 @@ class _State:
 
     tracer: Any = _UNSET
     provider: Any = None
+    forced: Any = None
+    """The ids the next root span is given (a ContextVar, made with the first provider: contextvars and
+    hashlib stay off the cold path)."""
 
 
 _state = _State()
-_forced: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("corral_forced_ids", default=None)
 
 
 def configured(environ: Mapping[str, str] | None = None) -> bool:
@@ -112,9 +112,11 @@ def _provider_from_env() -> Any:
 
 def _exporter(name: str) -> Any:
     if name == "console":
+        import sys
+
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        return ConsoleSpanExporter()
+        return ConsoleSpanExporter(out=sys.stderr)  # stdout is the command's answer (--json)
     protocol = (
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or ""
     ).strip() or "http/protobuf"
@@ -140,17 +142,23 @@ def new_provider() -> Any:
 
     from runner._version import __version__
 
+    if _state.forced is None:
+        import contextvars
+
+        _state.forced = contextvars.ContextVar("corral_forced_ids", default=None)
+    forced_ids = _state.forced
+
     class PlanIds(RandomIdGenerator):
         """Random ids, except the pair a plan's root span is given (:func:`plan_ids`)."""
 
         def generate_trace_id(self) -> int:
-            forced = _forced.get()
+            forced: tuple[int, int] | None = forced_ids.get()
             return forced[0] if forced is not None else super().generate_trace_id()
 
         def generate_span_id(self) -> int:
-            forced = _forced.get()
+            forced: tuple[int, int] | None = forced_ids.get()
             if forced is not None:
-                _forced.set(None)  # once: the plan's own span, not its children
+                forced_ids.set(None)  # once: the plan's own span, not its children
                 return forced[1]
             return super().generate_span_id()
 
@@ -228,7 +236,7 @@ class _Span:
         self._span: Any = None
 
     def __enter__(self) -> Any:
-        token = _forced.set(self._forced) if self._forced is not None else None
+        token = _state.forced.set(self._forced) if self._forced is not None and _state.forced is not None else None
         try:
             self._cm = _state.tracer.start_as_current_span(
                 self._name, record_exception=False, set_status_on_exception=False, end_on_exit=True, **self._kw
@@ -236,7 +244,7 @@ class _Span:
             self._span = self._cm.__enter__()
         finally:
             if token is not None:
-                _forced.reset(token)
+                _state.forced.reset(token)
         return self._span
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
@@ -374,6 +382,8 @@ def link_to_current() -> list[Any]:
 def plan_ids(plan_id: str, salt: str) -> tuple[int, int]:
     """The trace id and root span id of a plan: derived from its id and its content digest (``salt``),
     so every process that runs it continues one trace, and two stores' plans of one id do not meet."""
+    import hashlib
+
     digest = hashlib.sha256(f"corral plan\0{plan_id}\0{salt}".encode()).digest()
     trace_id = int.from_bytes(digest[:16], "big") or 1
     span_id = int.from_bytes(digest[16:24], "big") or 1
