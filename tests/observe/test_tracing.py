@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -343,8 +344,6 @@ def start_serve(home: Path, collector: Collector, log: Path) -> tuple[subprocess
             [sys.executable, "-m", "runner.cli", "serve", "--listen", "127.0.0.1:0"],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
         )  # fmt: skip
-    import time
-
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         found = re.search(r"serving (http://\S+)", log.read_text(errors="replace"))
@@ -371,15 +370,34 @@ def test_an_http_request_and_an_mcp_call_are_spans(tmp_path: Path, collector: Co
             assert client.get("/api/plans/nope").status_code == 404
             secret = "CREDENTIAL-NEVER-TRACED"
             client.post("/api/controllers/ctl/renew", json={}, headers={"Corral-Credential": secret})
-        spans = collector.wait_for("POST /api/controllers/{controller}/renew")
+            project = tmp_path / "project"
+            project.mkdir()
+            inputs = {"cwd": str(project), "prompt": PROMPT, "kind": "script", "timeout": 30,
+                      "authority_ref": "T-29", "authority_sha256": AUTHORITY}  # fmt: skip
+            plan = {"plan": "http-1", "recipe": "review", "controller": "ctl", "inputs": inputs}
+            assert client.post("/api/plans", json={"plan": plan}).status_code == 202
+            deadline = time.monotonic() + 60
+            while client.get("/api/plans/http-1").json()["state"] not in ("succeeded", "failed"):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        spans = collector.wait_for("plan review")
     finally:
         stop_process(proc)
     (status,) = by_name(spans, "GET /api/status")
     assert (status.trace_id, status.parent_id) == caller, "continues the caller's trace"
     assert status.kind == "SPAN_KIND_SERVER" and status.attributes["http.route"] == "/api/status"
     assert status.attributes["http.response.status_code"] == 200
-    (missing,) = by_name(spans, "GET /api/plans/{plan_id}")
-    assert missing.attributes["http.response.status_code"] == 404 and "nope" not in json.dumps(missing.attributes)
+    missing = next(
+        s for s in by_name(spans, "GET /api/plans/{plan_id}") if s.attributes["http.response.status_code"] == 404
+    )
+    assert "nope" not in json.dumps(missing.attributes)
+    (submitted,) = by_name(spans, "POST /api/plans")
+    (run,) = by_name(spans, "plan review")
+    assert run.parent_id is None and run.links == (submitted.span_id,), "the plan's own trace, linked to its request"
+    assert any(
+        s.name.startswith("invoke_agent ") and s.trace_id == run.trace_id for s in collector.wait_for("invoke_agent")
+    )
+    check_conventions([s for s in spans if SPAN_NAMES.match(s.name)], [PROMPT, secret])
 
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
