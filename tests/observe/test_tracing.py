@@ -422,3 +422,28 @@ def test_an_http_request_and_an_mcp_call_are_spans(tmp_path: Path, collector: Co
     ours = [s for s in spans if SPAN_NAMES.match(s.name)]
     check_conventions(ours, [secret])
     assert secret not in json.dumps([s.attributes for s in spans], default=str), "nor in the MCP SDK's own spans"
+
+
+def test_a_refused_transition_says_which_guard_refused_and_why(
+    service: Any, acquire: Any, memory: InMemorySpanExporter
+) -> None:
+    from runner.errors import RefusedError
+    from runner.fence import Credential
+    from runner.service.inputs.controller import RenewInput
+
+    grant = acquire("ctl", ttl=600)
+    service.controller.renew(RenewInput("ctl", grant.credential))
+    held = grant.credential
+    forged = Credential(held.controller_id, held.lease_id, held.generation, "f" * len(held.token))
+    with pytest.raises(RefusedError) as refused:
+        service.controller.renew(RenewInput("ctl", forged))
+    spans = [from_sdk(s) for s in memory.get_finished_spans()]
+    renewed, denied = by_name(spans, "transition controller:renew")
+    assert renewed.status == "" and set(renewed.attributes["corral.guard.verdicts"]) == {"pass"}
+    assert renewed.attributes["corral.state.to"] == "active"
+    assert denied.status == "ERROR" and denied.attributes["error.type"] == refused.value.code
+    assert refused.value.code in denied.attributes["corral.guard.verdicts"]
+    names, verdicts = denied.attributes["corral.guard.names"], denied.attributes["corral.guard.verdicts"]
+    assert len(names) == len(verdicts) and refused.value.details["guard"] in names
+    assert "corral.state.to" not in denied.attributes, "nothing was written"
+    check_conventions(spans, [held.token, forged.token])
