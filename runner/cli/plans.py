@@ -510,7 +510,7 @@ def recipe_list(app: App, as_json: bool) -> None:
     """The recipes on the search path."""
     from runner.service.definitions import recipe_listing
 
-    listing = recipe_listing()
+    listing = recipe_listing(app.library.checked)
     rows = listing["recipes"]
     for bad in listing["invalid"]:  # listed apart: one broken file never hides the good ones
         found = bad["diagnostics"]
