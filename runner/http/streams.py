@@ -15,7 +15,8 @@ once; every subscriber that has caught up takes them from it, so 50 subscribers 
 one JSON encoding per event, not 50. It learns of a commit within a few milliseconds
 (:meth:`runner.service.events.Events.tail`: notified on PostgreSQL, a probe that reads no table every
 ``TAIL_TICK`` on SQLite, where the store's own wait looks only every 50 ms), and reads again as soon
-as it has handed a batch over, so batches grow with the load instead of the delay. A subscriber first replays from the store on its own (its cursor up
+as it has handed a batch over, so batches grow with the load instead of the delay.
+A subscriber first replays from the store on its own (its cursor up
 to the hub's), then joins the hub; events are told apart by seq, so the hand-over has no duplicate and
 no hole.
 
