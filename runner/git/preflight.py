@@ -80,6 +80,10 @@ class GitFailed(Exception):
 _GIT_ENV = {"LC_ALL": "C", "LANGUAGE": "C"}
 
 
+# The three directories in one question (git >= 2.31 answers --git-common-dir absolute).
+DIRS = ("--show-toplevel", "--absolute-git-dir", "--path-format=absolute", "--git-common-dir")
+
+
 class Repo:
     """A worktree found from a path inside it (searching upwards, as git does): where to run git."""
 
@@ -87,17 +91,26 @@ class Repo:
         if not os.path.exists(path):
             raise GitReadError("worktree", f"{path} is not a git worktree (no such path)", path=path)
         self.working_tree_dir: str | None = None
-        try:  # one git process in a work tree (the usual case) …
-            self.git_dir, self.working_tree_dir = _run(
-                path, ["rev-parse", "--absolute-git-dir", "--show-toplevel"]
-            ).split("\n", 1)
-        except (GitFailed, ValueError):  # … else a bare repository, or inside a .git directory: no work tree
+        self.dirs: list[str] | None = None
+        """The top level, git dir and common dir (absolute) when the first question answered them."""
+        try:  # one git process in a work tree (the usual case, git >= 2.31) …
+            dirs = _run(path, ["rev-parse", *DIRS]).split("\n")
+        except GitFailed:
+            dirs = []
+        if len(dirs) == 3:
+            self.working_tree_dir, self.git_dir, _ = dirs
+            self.dirs = dirs
+        else:  # … else an older git, a path with a newline, a bare repository or a .git directory
             try:
                 self.git_dir = _run(path, ["rev-parse", "--absolute-git-dir"])
             except GitFailed:
                 raise GitReadError(
                     "worktree", f"{path} is not a git worktree (not in a git repository)", path=path
                 ) from None
+            try:
+                self.working_tree_dir = _run(path, ["rev-parse", "--show-toplevel"]) or None
+            except GitFailed:  # no work tree here
+                self.working_tree_dir = None
         # Invariant: git runs at the top of the work tree (its git dir for a bare repository), wherever
         # inside it the caller pointed, so its answers (status paths …) do not depend on the subdirectory.
         self.cwd = self.working_tree_dir or self.git_dir
@@ -149,17 +162,11 @@ def read(worktree: str, content: bool = False) -> GitFacts:
         raise GitReadError("worktree", f"{worktree} is not a directory", path=worktree)
     repo = _repo(realpath)
     try:
-        # One git process for the three directories (git >= 2.31 answers --git-common-dir absolute).
-        try:
-            answer = repo.text(
-                "rev-parse", "--show-toplevel", "--absolute-git-dir", "--path-format=absolute", "--git-common-dir"
-            )
-            dirs = answer.split("\n")
-        except GitFailed:
-            dirs = []
-        if len(dirs) != 3:  # an older git, or a path with a newline in it: one question at a time
+        # The three directories came with the repository's first question (:data:`DIRS`) …
+        dirs = repo.dirs or []
+        if len(dirs) != 3:  # … unless an older git, or a path with a newline in it: one question at a time
             # git answers --git-common-dir relative to the directory it runs in (the top level
-            # GitPython found): resolve it against that directory.
+            # found above): resolve it against that directory.
             common = repo.text("rev-parse", "--git-common-dir")
             base = repo.working_tree_dir or realpath
             dirs = [
@@ -272,14 +279,15 @@ def _default_branch(repo: Repo) -> str | None:
 
 def _protected_default(repo: Repo, default: str | None) -> tuple[str, ...]:
     found = {default} if default else set()
-    for name in CONVENTIONAL_DEFAULTS:
-        for ref in (f"refs/heads/{name}", f"refs/remotes/origin/{name}"):
-            try:
-                repo.text("show-ref", "--verify", "-q", ref)
-            except GitFailed:
-                continue
-            found.add(name)
-            break
+    wanted = {
+        ref: name for name in CONVENTIONAL_DEFAULTS for ref in (f"refs/heads/{name}", f"refs/remotes/origin/{name}")
+    }
+    # One question for all four refs; a pattern also matches refs below it, so only exact names count.
+    try:
+        listed = repo.text("for-each-ref", "--format=%(refname)", *wanted).split("\n")
+    except GitFailed as exc:  # refs git cannot list: refuse, never guess them unprotected
+        raise GitReadError("worktree", f"git could not list the branches: {exc.stderr or exc}") from None
+    found |= {wanted[ref] for ref in listed if ref in wanted}
     return tuple(sorted(found))
 
 
@@ -409,6 +417,8 @@ def common_dir(path: str) -> str:
     """
     realpath = os.path.realpath(path)
     repo = _repo(realpath)
+    if repo.dirs is not None:
+        return os.path.realpath(repo.dirs[2])
     try:
         found = repo.text("rev-parse", "--path-format=absolute", "--git-common-dir")
     except GitFailed as exc:
