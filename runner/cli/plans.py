@@ -550,7 +550,7 @@ def recipe_show(app: App, name: str, resolved: bool, as_json: bool) -> None:
     """A recipe as written, or (--resolved) as it runs."""
     from runner.service.definitions import recipe_document
 
-    doc = recipe_document(name, resolved)
+    doc = recipe_document(name, resolved, app.library.checked)
     if as_json:
         render.emit_result("recipe show", doc)
     elif resolved:

@@ -218,11 +218,12 @@ def recipe_listing(checked: Any = None) -> dict[str, Any]:
     return {"recipes": rows, "invalid": invalid}
 
 
-def recipe_document(name: str, resolved: bool) -> dict[str, Any]:
-    """One recipe: as it runs (``resolved``), or as written (its file's path and text)."""
+def recipe_document(name: str, resolved: bool, checked: Any = None) -> dict[str, Any]:
+    """One recipe: as it runs (``resolved``), or as written (its file's path and text). ``checked``:
+    as :func:`recipe_listing`'s."""
     from runner.definitions.recipes import RecipeLibrary
 
-    library = RecipeLibrary()
+    library = RecipeLibrary(checked=checked)
     recipe = library.get(name)  # validated, with its bases
     if resolved:
         return dict(recipe.to_json())
