@@ -65,7 +65,7 @@ def test_a_damaged_entry_is_rebuilt_and_counted(tmp_path: Path) -> None:
     assert len(entries) == 2, entries  # the parse and the schema verdict
     for entry in entries:
         head, _, body = entry.read_bytes().partition(b"\n")
-        entry.write_bytes(head + b"\n" + body.replace(b"}", b", \"x\": 1}", 1))  # the digest no longer matches
+        entry.write_bytes(head + b"\n" + body.replace(b"}", b', "x": 1}', 1))  # the digest no longer matches
     again = corral(home, tmp_path, "validate", str(good), "--json")
     assert again[0] == 0 and json.loads(again[1]) == json.loads(first[1])
     assert again[2] == ["jsonschema", "yaml"]  # checked afresh, not trusted
