@@ -26,13 +26,15 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.agents.abc import AgentKindError, StartOptions
-from runner.agents.drivers import RunSpec
 from runner.cache import ContentCache, key_for
 from runner.data import data_dir
 from runner.errors import InputError, InvalidError, SpecError
+
+if TYPE_CHECKING:
+    from runner.agents.drivers import RunSpec  # the drivers load only to run a prompt (cold start)
 
 # Every kind's agents get these (if set): what a command needs to run and print, nothing of corral's.
 BASE_ENV: tuple[str, ...] = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_*", "TERM", "TMPDIR", "SHELL", "TZ")

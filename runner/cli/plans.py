@@ -510,7 +510,7 @@ def recipe_list(app: App, as_json: bool) -> None:
     """The recipes on the search path."""
     from runner.service.definitions import recipe_listing
 
-    listing = recipe_listing()
+    listing = recipe_listing(app.library.checked)
     rows = listing["recipes"]
     for bad in listing["invalid"]:  # listed apart: one broken file never hides the good ones
         found = bad["diagnostics"]
@@ -550,7 +550,7 @@ def recipe_show(app: App, name: str, resolved: bool, as_json: bool) -> None:
     """A recipe as written, or (--resolved) as it runs."""
     from runner.service.definitions import recipe_document
 
-    doc = recipe_document(name, resolved)
+    doc = recipe_document(name, resolved, app.library.checked)
     if as_json:
         render.emit_result("recipe show", doc)
     elif resolved:

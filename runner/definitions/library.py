@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.cache import ContentCache, key_for, rebuilds
 from runner.data import data_dir
@@ -27,6 +27,9 @@ from runner.definitions.model import MachineSpec
 from runner.definitions.table import TransitionTable
 from runner.errors import Diagnostic, NotFoundError, SpecError
 from runner.log import get_logger
+
+if TYPE_CHECKING:
+    from runner.documents.checked import Checked
 
 logger = get_logger(__name__)  # imports logging only to log (cold start)
 
@@ -45,10 +48,15 @@ class Report:
         return not any(d.severity == "error" for d in self.diagnostics)
 
 
-def validate_file(path: Path) -> tuple[Report, MachineSpec | None]:
-    """Parse, schema-check and lint one definition file; never raises for a bad definition."""
+def validate_file(path: Path, checked: Checked | None = None) -> tuple[Report, MachineSpec | None]:
+    """Parse, schema-check and lint one definition file; never raises for a bad definition.
+
+    With ``checked``, the parse and a passing schema verdict come from the content cache when these
+    bytes were seen before (:mod:`runner.documents.checked`); the lint runs every time."""
     from runner.definitions import lint
-    from runner.documents import schema, yamlsource  # jsonschema and PyYAML: only when validating
+    from runner.documents.checked import Checked, schema_bytes
+
+    checked = checked if checked is not None else Checked(None)
 
     shown = _display(path)
     try:
@@ -56,7 +64,7 @@ def validate_file(path: Path) -> tuple[Report, MachineSpec | None]:
     except OSError as exc:
         return Report(shown, "unknown", None, [Diagnostic("spec_unreadable", "error", str(exc), shown)]), None
     try:
-        source = yamlsource.parse(yamlsource.decode(raw, shown), shown)
+        source = checked.source(raw, shown)
     except SpecError as exc:
         return Report(shown, "unknown", None, exc.diagnostics), None
     doc = source.data
@@ -66,7 +74,13 @@ def validate_file(path: Path) -> tuple[Report, MachineSpec | None]:
     if kind != "machine":
         message = "not a corral definition: expected a top-level 'machine', 'recipe' or 'plan' key"
         return Report(shown, kind, None, [source.diagnostic("spec_unknown_kind", message)]), None
-    diagnostics = schema.check(source, "machine")
+    diagnostics = []
+    if not checked.passes("schema:machine", schema_bytes(), raw):
+        from runner.documents import schema  # jsonschema: only for bytes not checked before
+
+        diagnostics = schema.check(source, "machine")
+        if not diagnostics:
+            checked.passed("schema:machine", schema_bytes(), raw)
     name = doc.get("machine") if isinstance(doc.get("machine"), str) else None
     if diagnostics:
         return Report(shown, kind, name, diagnostics), None
@@ -105,6 +119,13 @@ class Library:
 
     def __post_init__(self) -> None:
         self._cache = ContentCache(self.cache_dir)
+
+    @cached_property
+    def checked(self) -> Checked:
+        """Parses and schema verdicts by content, beside the spec cache (``cache/checked``)."""
+        from runner.documents.checked import Checked
+
+        return Checked(self.cache_dir.parent / "checked" if self.cache_dir is not None else None)
 
     @classmethod
     def default(cls, cache_dir: Path | None) -> Library:
@@ -165,7 +186,7 @@ class Library:
             return spec
         spec = self._read_cache(key, path, hashlib.sha256(raw).hexdigest())
         if spec is None:
-            report, spec = validate_file(path)
+            report, spec = validate_file(path, self.checked)
             if spec is None:
                 raise SpecError(report.diagnostics)
             self._cache.put(key, {**spec.to_json(), "sha256": spec.sha256})

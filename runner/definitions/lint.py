@@ -35,7 +35,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from runner.documents.yamlsource import SCHEMA_COMMENT, Source
+from runner.documents.source import SCHEMA_COMMENT, Source
 from runner.effects import EFFECTS
 from runner.errors import Diagnostic
 from runner.guards import GUARDS

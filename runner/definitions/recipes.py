@@ -20,11 +20,14 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.data import data_dir
 from runner.definitions import operations as catalogue
 from runner.errors import Diagnostic, InputError, NotFoundError, SpecError
+
+if TYPE_CHECKING:
+    from runner.documents.checked import Checked
 
 REFERENCE = re.compile(r"\$\{([^}]*)\}")
 REFERENCE_BODY = re.compile(
@@ -132,7 +135,12 @@ class _Raw:
 class RecipeLibrary:
     """Recipes by name along the search path."""
 
-    def __init__(self, directories: list[Path] | None = None) -> None:
+    def __init__(self, directories: list[Path] | None = None, checked: Checked | None = None) -> None:
+        """``checked``: parses and schema verdicts from the content cache (the runtime's library's
+        :attr:`~runner.definitions.library.Library.checked`); None checks every file afresh."""
+        from runner.documents.checked import Checked
+
+        self.checked = checked if checked is not None else Checked(None)
         builtin = data_dir("recipes")
         local = (
             directories
@@ -175,16 +183,24 @@ class RecipeLibrary:
         self._raw[name] = raw
         return raw
 
-    @staticmethod
-    def _parse(path: Path) -> _Raw:
+    def _parse(self, path: Path) -> _Raw:
         from runner.definitions.library import _display
-        from runner.documents import schema, yamlsource
+        from runner.documents.checked import schema_bytes
 
         shown = _display(path)
-        source = yamlsource.load(path, shown)
-        diagnostics = schema.check(source, "recipe")
-        if diagnostics:
-            raise SpecError(diagnostics)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            why = exc.strerror or type(exc).__name__
+            raise SpecError([Diagnostic("spec_unreadable", "error", f"cannot read the file: {why}", shown)]) from None
+        source = self.checked.source(raw, shown)
+        if not self.checked.passes("schema:recipe", schema_bytes(), raw):
+            from runner.documents import schema  # jsonschema: only for bytes not checked before
+
+            diagnostics = schema.check(source, "recipe")
+            if diagnostics:
+                raise SpecError(diagnostics)
+            self.checked.passed("schema:recipe", schema_bytes(), raw)
         if source.data["recipe"] != path.stem:
             raise SpecError(
                 [
@@ -212,7 +228,7 @@ class RecipeLibrary:
                 [source.diagnostic("recipe_cycle", f"recipes extend each other in a cycle: {cycle}", "/extends")]
             )
         inputs = _inputs(doc.get("inputs"))
-        wrong = _schema_problem(inputs)
+        wrong = _schema_problem(inputs, self.checked)
         if wrong is not None:
             pointer, message = wrong
             raise SpecError(
@@ -295,18 +311,24 @@ class RecipeLibrary:
         return []
 
 
-def _schema_problem(inputs: dict[str, Any]) -> tuple[str, str] | None:
+def _schema_problem(inputs: dict[str, Any], checked: Checked) -> tuple[str, str] | None:
     """Where the recipe's ``inputs`` break the JSON Schema metaschema (a pointer into the recipe file,
-    and what is wrong), or None: a typo such as ``type: strin`` is found here, not when a plan runs."""
+    and what is wrong), or None: a typo such as ``type: strin`` is found here, not when a plan runs.
+    A passing verdict is kept by content (:mod:`runner.documents.checked`)."""
+    from runner.documents.checked import canonical
+
+    if checked.passes("metaschema:inputs", canonical(inputs)):
+        return None
     import jsonschema
 
-    from runner.documents.yamlsource import pointer_of
+    from runner.documents.source import pointer_of
 
     try:
         jsonschema.Draft202012Validator.check_schema(inputs)
     except jsonschema.exceptions.SchemaError as exc:
         best = jsonschema.exceptions.best_match([exc]) if exc.context else exc  # type: ignore[list-item]  # reason: best_match ranks any of its errors
         return "/inputs" + pointer_of(best.absolute_path), best.message
+    checked.passed("metaschema:inputs", canonical(inputs))
     return None
 
 

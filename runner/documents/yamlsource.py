@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import yaml
 
 from runner import jsonvalues
+from runner.documents.source import SCHEMA_COMMENT, Source, decode, escape, pointer_of
 from runner.errors import Diagnostic, SpecError
+
+__all__ = ["SCHEMA_COMMENT", "Source", "decode", "escape", "load", "parse", "pointer_of"]
 
 try:  # libyaml is several times faster; the pure loader is a correct fallback.
     _Base: type[Any] = yaml.CSafeLoader
@@ -56,62 +58,10 @@ _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
 
-SCHEMA_COMMENT = "# yaml-language-server: $schema="
 MAX_EXPANDED_NODES = 100_000
 MAX_DEPTH = jsonvalues.MAX_DEPTH  # lists and mappings; the walk and jsonschema recurse per level
 _INT_TAG = "tag:yaml.org,2002:int"
 _PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
-
-
-@dataclass
-class Source:
-    """A parsed document, the file it came from, and the position of every value in it."""
-
-    path: str
-    text: str
-    data: Any
-    positions: dict[str, tuple[int, int]] = field(default_factory=dict)
-
-    def locate(self, pointer: str) -> tuple[int | None, int | None]:
-        """The line and column of ``pointer``, or of its nearest ancestor that has one."""
-        while True:
-            if pointer in self.positions:
-                return self.positions[pointer]
-            if not pointer:
-                return None, None
-            pointer = pointer.rsplit("/", 1)[0]
-
-    def diagnostic(self, code: str, message: str, pointer: str = "", severity: str = "error") -> Diagnostic:
-        """A diagnostic for this file, positioned at ``pointer``."""
-        line, column = self.locate(pointer)
-        return Diagnostic(code, severity, message, self.path, line, column, pointer)
-
-
-def escape(token: str) -> str:
-    """Escape one JSON pointer reference token (RFC 6901)."""
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def pointer_of(parts: Any) -> str:
-    """Join path parts (keys and indexes) into a JSON pointer."""
-    return "".join("/" + escape(str(p)) for p in parts)
-
-
-def decode(raw: bytes, path: str) -> str:
-    """The UTF-8 text of ``raw`` (the bytes of ``path``); a byte order mark is dropped.
-
-    Raises:
-        SpecError: ``spec_encoding`` naming the first byte that is not UTF-8, with its line and
-            column, instead of guessing an encoding or replacing the byte.
-    """
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        before = raw[: exc.start]
-        line = before.count(b"\n") + 1
-        column = len(before) - (before.rfind(b"\n") + 1) + 1
-        message = f"not UTF-8 at byte {exc.start} (0x{raw[exc.start]:02x}): save the file as UTF-8"
-        raise SpecError([Diagnostic("spec_encoding", "error", message, path, line, column)]) from None
 
 
 def load(path: Any, shown: str | None = None) -> Source:

@@ -1,1 +1,1 @@
-"""Git preflight with GitPython: the facts a writer lane is gated on (``runner.git.preflight``)."""
+"""Git preflight (the git command, run directly): the facts a writer lane is gated on (``runner.git.preflight``)."""

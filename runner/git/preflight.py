@@ -1,6 +1,7 @@
 """Git preflight: the facts about a worktree that a writer lane is gated on, read afresh each time.
 
-Everything comes from git itself, through GitPython, never from the caller:
+Everything comes from git itself (the ``git`` command, run directly: a process per question, as
+GitPython ran it, without the ~0.1 s GitPython costs to import), never from the caller:
 
 ===================  ========================================================================
 fact                 how
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -66,15 +68,84 @@ class GitReadError(InputError):
     default_code = "git_unreadable"
 
 
-def _repo(path: str) -> Any:
-    import git  # GitPython costs ~0.2 s to import: only writer operations pay it
+class GitFailed(Exception):
+    """``git`` exited with a non-zero status (``status``) and said ``stderr`` (stripped)."""
 
+    def __init__(self, argv: list[str], status: int, stderr: str) -> None:
+        super().__init__(f"{' '.join(argv)} exited with status {status}: {stderr}")
+        self.status, self.stderr = status, stderr
+
+
+# git's messages in English whatever the user's locale (as GitPython ran it): they go into errors.
+_GIT_ENV = {"LC_ALL": "C", "LANGUAGE": "C"}
+
+
+# The three directories in one question (git >= 2.31 answers --git-common-dir absolute).
+DIRS = ("--show-toplevel", "--absolute-git-dir", "--path-format=absolute", "--git-common-dir")
+
+
+class Repo:
+    """A worktree found from a path inside it (searching upwards, as git does): where to run git."""
+
+    def __init__(self, path: str) -> None:
+        if not os.path.exists(path):
+            raise GitReadError("worktree", f"{path} is not a git worktree (no such path)", path=path)
+        self.working_tree_dir: str | None = None
+        self.dirs: list[str] | None = None
+        """The top level, git dir and common dir (absolute) when the first question answered them."""
+        try:  # one git process in a work tree (the usual case, git >= 2.31) …
+            dirs = _run(path, ["rev-parse", *DIRS]).split("\n")
+        except GitFailed:
+            dirs = []
+        if len(dirs) == 3:
+            self.working_tree_dir, self.git_dir, _ = dirs
+            self.dirs = dirs
+        else:  # … else an older git, a path with a newline, a bare repository or a .git directory
+            try:
+                self.git_dir = _run(path, ["rev-parse", "--absolute-git-dir"])
+            except GitFailed:
+                raise GitReadError(
+                    "worktree", f"{path} is not a git worktree (not in a git repository)", path=path
+                ) from None
+            try:
+                self.working_tree_dir = _run(path, ["rev-parse", "--show-toplevel"]) or None
+            except GitFailed:  # no work tree here
+                self.working_tree_dir = None
+        # Invariant: git runs at the top of the work tree (its git dir for a bare repository), wherever
+        # inside it the caller pointed, so its answers (status paths …) do not depend on the subdirectory.
+        self.cwd = self.working_tree_dir or self.git_dir
+
+    def text(self, *args: str) -> str:
+        """git's answer as text, one trailing newline stripped."""
+        return _run(self.cwd, list(args))
+
+    def data(self, *args: str) -> bytes:
+        """git's answer, byte for byte."""
+        return _run_bytes(self.cwd, list(args))
+
+
+def _run_bytes(cwd: str, args: list[str]) -> bytes:
+    argv = ["git", *args]
     try:
-        # Search upwards: a subdirectory must be *read* (and then refused by the top-level guard),
-        # not mistaken for an unreadable path.
-        return git.Repo(path, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
-        raise GitReadError("worktree", f"{path} is not a git worktree ({type(exc).__name__})", path=path) from None
+        done = subprocess.run(
+            argv, cwd=cwd, env=os.environ | _GIT_ENV, stdin=subprocess.DEVNULL, capture_output=True, check=False
+        )
+    except OSError as exc:  # no git, or the directory vanished
+        raise GitFailed(argv, -1, exc.strerror or str(exc)) from None
+    if done.returncode != 0:
+        raise GitFailed(argv, done.returncode, done.stderr.decode("utf-8", "replace").strip())
+    return done.stdout
+
+
+def _run(cwd: str, args: list[str]) -> str:
+    out = _run_bytes(cwd, args).decode("utf-8", "surrogateescape")
+    return out[:-1] if out.endswith("\n") else out
+
+
+def _repo(path: str) -> Repo:
+    # Search upwards: a subdirectory must be *read* (and then refused by the top-level guard),
+    # not mistaken for an unreadable path.
+    return Repo(path)
 
 
 def read(worktree: str, content: bool = False) -> GitFacts:
@@ -84,50 +155,34 @@ def read(worktree: str, content: bool = False) -> GitFacts:
     Raises:
         GitReadError: ``git_unreadable`` when git cannot read it at all.
     """
-    import git
-
     if not os.path.isabs(worktree):
         raise InputError("worktree", f"{worktree!r} is not an absolute path", code="git_worktree_invalid")
     realpath = os.path.realpath(worktree)
     if not os.path.isdir(realpath):
         raise GitReadError("worktree", f"{worktree} is not a directory", path=worktree)
     repo = _repo(realpath)
-    cmd = repo.git
     try:
-        # One git process for the three directories (git >= 2.31 answers --git-common-dir absolute).
-        try:
-            answer = cmd.rev_parse(
-                "--show-toplevel", "--absolute-git-dir", "--path-format=absolute", "--git-common-dir"
-            )
-            dirs = answer.split("\n")
-        except git.GitCommandError:
-            dirs = []
-        if len(dirs) != 3:  # an older git, or a path with a newline in it: one question at a time
+        # The three directories came with the repository's first question (:data:`DIRS`) …
+        dirs = repo.dirs or []
+        if len(dirs) != 3:  # … unless an older git, or a path with a newline in it: one question at a time
             # git answers --git-common-dir relative to the directory it runs in (the top level
-            # GitPython found): resolve it against that directory.
-            common = cmd.rev_parse("--git-common-dir")
+            # found above): resolve it against that directory.
+            common = repo.text("rev-parse", "--git-common-dir")
             base = repo.working_tree_dir or realpath
             dirs = [
-                cmd.rev_parse("--show-toplevel"),
-                cmd.rev_parse("--absolute-git-dir"),
+                repo.text("rev-parse", "--show-toplevel"),
+                repo.text("rev-parse", "--absolute-git-dir"),
                 common if os.path.isabs(common) else os.path.join(base, common),
             ]
         toplevel, git_dir, common_dir = (os.path.realpath(d) for d in dirs)
         try:
-            branch: str | None = cmd.symbolic_ref("--short", "-q", "HEAD") or None
-        except git.GitCommandError:
+            branch: str | None = repo.text("symbolic-ref", "--short", "-q", "HEAD") or None
+        except GitFailed:
             branch = None
-        head = cmd.rev_parse("HEAD")
-        status = cmd.execute(
-            ["git", "status", "--porcelain=v1", "--untracked-files=all"],
-            stdout_as_string=False,
-            strip_newline_in_stdout=False,
-        )
-    except git.GitCommandError as exc:
-        raise GitReadError(
-            "worktree", f"git could not read {worktree}: {exc.stderr.strip() or exc}", path=worktree
-        ) from None
-    assert isinstance(status, bytes)
+        head = repo.text("rev-parse", "HEAD")
+        status = repo.data("status", "--porcelain=v1", "--untracked-files=all")
+    except GitFailed as exc:
+        raise GitReadError("worktree", f"git could not read {worktree}: {exc.stderr or exc}", path=worktree) from None
     default = _default_branch(repo)
     return GitFacts(
         worktree=worktree,
@@ -205,37 +260,34 @@ def _entry(full: str, path: str) -> tuple[bytes, bytes]:
 CONVENTIONAL_DEFAULTS = ("main", "master")
 
 
-def _default_branch(repo: Any) -> str | None:
+def _default_branch(repo: Repo) -> str | None:
     """origin's HEAD, else ``init.defaultBranch``. Never the main checkout's *current* branch: that is
     wherever somebody happens to stand, and guessing from it left ``main`` unprotected while the main
     checkout sat on a topic branch."""
-    import git
-
     try:
-        ref = repo.git.symbolic_ref("--short", "-q", "refs/remotes/origin/HEAD")
+        ref = repo.text("symbolic-ref", "--short", "-q", "refs/remotes/origin/HEAD")
         if ref:
-            return str(ref).split("/", 1)[1] if "/" in ref else str(ref)
-    except git.GitCommandError:
+            return ref.split("/", 1)[1] if "/" in ref else ref
+    except GitFailed:
         pass
     try:
-        configured = str(repo.git.config("--get", "init.defaultBranch")).strip()
-    except git.GitCommandError:  # exit 1: not set
+        configured = repo.text("config", "--get", "init.defaultBranch").strip()
+    except GitFailed:  # exit 1: not set
         return None
     return configured or None
 
 
-def _protected_default(repo: Any, default: str | None) -> tuple[str, ...]:
-    import git
-
+def _protected_default(repo: Repo, default: str | None) -> tuple[str, ...]:
     found = {default} if default else set()
-    for name in CONVENTIONAL_DEFAULTS:
-        for ref in (f"refs/heads/{name}", f"refs/remotes/origin/{name}"):
-            try:
-                repo.git.show_ref("--verify", "-q", ref)
-            except git.GitCommandError:
-                continue
-            found.add(name)
-            break
+    wanted = {
+        ref: name for name in CONVENTIONAL_DEFAULTS for ref in (f"refs/heads/{name}", f"refs/remotes/origin/{name}")
+    }
+    # One question for all four refs; a pattern also matches refs below it, so only exact names count.
+    try:
+        listed = repo.text("for-each-ref", "--format=%(refname)", *wanted).split("\n")
+    except GitFailed as exc:  # refs git cannot list: refuse, never guess them unprotected
+        raise GitReadError("worktree", f"git could not list the branches: {exc.stderr or exc}") from None
+    found |= {wanted[ref] for ref in listed if ref in wanted}
     return tuple(sorted(found))
 
 
@@ -248,20 +300,15 @@ def scope_links(worktree: str, head: str, scopes: list[str]) -> list[dict[str, A
     would reach files corral never judged. Each entry: ``scope``, ``link`` (the component, repo-relative),
     ``target`` (what it points to, as stored) and ``where`` (``worktree``, ``head`` or both).
     """
-    import git
-
     realpath = os.path.realpath(worktree)
     prefixes = sorted({"/".join(s.split("/")[: i + 1]) for s in scopes for i in range(s.count("/") + 1)})
     tracked: dict[str, str] = {}
     if prefixes:
         repo = _repo(realpath)
         try:
-            listing = repo.git.execute(
-                ["git", "ls-tree", "-z", head, "--", *prefixes], stdout_as_string=False, strip_newline_in_stdout=False
-            )
-        except git.GitCommandError as exc:
+            listing = repo.data("ls-tree", "-z", head, "--", *prefixes)
+        except GitFailed as exc:
             raise GitReadError("worktree", f"git could not list {head} in {worktree}: {exc}", path=worktree) from None
-        assert isinstance(listing, bytes)
         for entry in listing.split(b"\0"):
             meta, _, name = entry.partition(b"\t")
             fields = meta.split()
@@ -285,66 +332,46 @@ def scope_links(worktree: str, head: str, scopes: list[str]) -> list[dict[str, A
 
 def is_ancestor(worktree: str, ancestor: str, descendant: str) -> bool:
     """Whether commit ``ancestor`` is an ancestor of (or equal to) ``descendant``."""
-    import git
-
     repo = _repo(os.path.realpath(worktree))
     try:
-        repo.git.merge_base("--is-ancestor", ancestor, descendant)
-    except git.GitCommandError as exc:
+        repo.text("merge-base", "--is-ancestor", ancestor, descendant)
+    except GitFailed as exc:
         if exc.status == 1:
             return False
         raise GitReadError(
-            "base_commit", f"git cannot compare {ancestor} with {descendant}: {exc.stderr.strip()}", path=worktree
+            "base_commit", f"git cannot compare {ancestor} with {descendant}: {exc.stderr}", path=worktree
         ) from None
     return True
 
 
 def file_at(worktree: str, commit: str, path: str) -> bytes | None:
     """The bytes of ``path`` at ``commit`` (None when the file does not exist there)."""
-    import git
-
     repo = _repo(os.path.realpath(worktree))
     try:
-        data = repo.git.execute(
-            ["git", "show", f"{commit}:{path}"], stdout_as_string=False, strip_newline_in_stdout=False
-        )
-    except git.GitCommandError:
+        return repo.data("show", f"{commit}:{path}")
+    except GitFailed:
         return None
-    assert isinstance(data, bytes)
-    return data
 
 
 def regular_file_at(worktree: str, commit: str, path: str) -> bytes | None:
     """The bytes of ``path`` at ``commit`` when it is a regular file there (mode 100644 or 100755);
     None when it is missing, a symlink (mode 120000), a directory or a submodule, or lies below one."""
-    import git
-
     repo = _repo(os.path.realpath(worktree))
     try:
-        listed = repo.git.execute(["git", "ls-tree", "-z", commit, "--", path], strip_newline_in_stdout=False)
-    except git.GitCommandError:
+        listed = repo.data("ls-tree", "-z", commit, "--", path).decode("utf-8", "surrogateescape")
+    except GitFailed:
         return None
-    assert isinstance(listed, str)
     entry, _, name = listed.rstrip("\0").partition("\t")
     fields = entry.split()
     if name != path or len(fields) != 3 or fields[0] not in ("100644", "100755") or fields[1] != "blob":
         return None
-    data = repo.git.execute(
-        ["git", "cat-file", "blob", fields[2]], stdout_as_string=False, strip_newline_in_stdout=False
-    )
-    assert isinstance(data, bytes)
-    return data
+    return repo.data("cat-file", "blob", fields[2])
 
 
 def listed_files(worktree: str) -> list[str]:
     """Tracked and untracked, not ignored, files of the worktree (what a snapshot copies)."""
     repo = _repo(os.path.realpath(worktree))
-    out = repo.git.execute(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        stdout_as_string=False,
-        strip_newline_in_stdout=False,
-    )
-    assert isinstance(out, bytes)
+    out = repo.data("ls-files", "-z", "--cached", "--others", "--exclude-standard")
     return sorted({p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p})
 
 
@@ -357,23 +384,16 @@ def changed_files(directory: str) -> list[str]:
     Raises:
         GitReadError: ``git_unreadable`` when git cannot read the directory.
     """
-    import git
-
     realpath = os.path.realpath(directory)
     if not os.path.isdir(realpath):
         raise GitReadError("directory", f"{directory} is not a directory", path=directory)
     repo = _repo(realpath)
     try:
-        out = repo.git.execute(
-            ["git", "-C", realpath, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", "."],
-            stdout_as_string=False,
-            strip_newline_in_stdout=False,
-        )
-    except git.GitCommandError as exc:
+        out = repo.data("-C", realpath, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".")
+    except GitFailed as exc:
         raise GitReadError(
-            "directory", f"git could not read {directory}: {exc.stderr.strip() or exc}", path=directory
+            "directory", f"git could not read {directory}: {exc.stderr or exc}", path=directory
         ) from None
-    assert isinstance(out, bytes)
     entries = out.split(b"\0")
     paths: set[str] = set()
     index = 0
@@ -395,14 +415,14 @@ def common_dir(path: str) -> str:
     Raises:
         GitReadError: ``git_unreadable`` when ``path`` is not in a git repository.
     """
-    import git
-
     realpath = os.path.realpath(path)
     repo = _repo(realpath)
+    if repo.dirs is not None:
+        return os.path.realpath(repo.dirs[2])
     try:
-        found = repo.git.rev_parse("--path-format=absolute", "--git-common-dir")
-    except git.GitCommandError as exc:
-        raise GitReadError("repository", f"git could not read {path}: {exc.stderr.strip() or exc}", path=path) from None
+        found = repo.text("rev-parse", "--path-format=absolute", "--git-common-dir")
+    except GitFailed as exc:
+        raise GitReadError("repository", f"git could not read {path}: {exc.stderr or exc}", path=path) from None
     return os.path.realpath(found if os.path.isabs(found) else os.path.join(repo.working_tree_dir or realpath, found))
 
 

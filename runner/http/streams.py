@@ -12,7 +12,11 @@ durable, resumed by a snapshot; :mod:`runner.http.progress`) unless asked ``?pro
 
 **One tail per server** (:class:`Hub`): a single reader follows the log's new events and encodes each
 once; every subscriber that has caught up takes them from it, so 50 subscribers cost one store read and
-one JSON encoding per event, not 50. A subscriber first replays from the store on its own (its cursor up
+one JSON encoding per event, not 50. It learns of a commit within a few milliseconds
+(:meth:`runner.service.events.Events.tail`: notified on PostgreSQL, a probe that reads no table every
+``TAIL_TICK`` on SQLite, where the store's own wait looks only every 50 ms), and reads again as soon
+as it has handed a batch over, so batches grow with the load instead of the delay.
+A subscriber first replays from the store on its own (its cursor up
 to the hub's), then joins the hub; events are told apart by seq, so the hand-over has no duplicate and
 no hole.
 
@@ -126,7 +130,7 @@ class Hub:
         try:
             while self.subscribers:
                 try:
-                    found = await anyio.to_thread.run_sync(service.events.wait, self.head, POLL_SECONDS, PAGE)
+                    found = await anyio.to_thread.run_sync(service.events.tail, self.head, POLL_SECONDS, PAGE)
                 except EventsPrunedError:
                     for sub in list(self.subscribers):  # they replay from their cursors, and get their gap there
                         self._drop(sub)

@@ -15,11 +15,10 @@ import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any, TypeVar, TypeVarTuple
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple
 
 from runner import fence
 from runner.agents.abc import GONE, AgentGoneError, AgentHost, StartOptions
-from runner.agents.kinds import Kinds
 from runner.context import Instance
 from runner.definitions.library import Library
 from runner.engine import Engine, Request, Result
@@ -31,6 +30,9 @@ from runner.service.views.leases import AgentLeaseView, CloseResult
 from runner.service.views.pages import Page
 from runner.service.views.receipts import ReceiptView
 from runner.store.abc import Store
+
+if TYPE_CHECKING:
+    from runner.agents.kinds import Kinds
 
 AGENT_MACHINES = frozenset({"reviewer", "writer", "adopted", "pane"})  # machines whose instances are agent leases
 
@@ -88,7 +90,9 @@ class Core:
 
     @property
     def kinds(self) -> Kinds:
-        """The agent kinds, loaded on first use."""
+        """The agent kinds, loaded on first use (imported then: a renew never needs them)."""
+        from runner.agents.kinds import Kinds
+
         if self._kinds is None:
             self._kinds = Kinds.load([])
         elif not isinstance(self._kinds, Kinds):

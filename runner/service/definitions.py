@@ -39,7 +39,7 @@ def validate(library: Library, inp: ValidateInput) -> list[Report]:
     from runner.definitions.recipes import RecipeLibrary
     from runner.errors import CorralError, Diagnostic
 
-    recipes = RecipeLibrary()
+    recipes = RecipeLibrary(checked=library.checked)
     paths = list(inp.paths)
     if not paths:
         examples = [d / "examples" for d in recipes.directories if (d / "examples").is_dir()]
@@ -65,7 +65,7 @@ def validate(library: Library, inp: ValidateInput) -> list[Report]:
             )
             continue
         try:
-            report = _validate_one(path, recipes)
+            report = _validate_one(path, recipes, library.checked)
         except CorralError as exc:  # each file gets its own verdict: one bad file never hides the rest
             report = Report(str(path), "unknown", None, [Diagnostic(exc.code, "error", exc.message, str(path))])
         except Exception as exc:  # a bug, reported as this file's verdict (exit 1), not the whole run's
@@ -86,32 +86,47 @@ def validate(library: Library, inp: ValidateInput) -> list[Report]:
     return reports
 
 
-def _validate_one(path: Path, recipes: Any) -> Report:
+def _validate_one(path: Path, recipes: Any, checked: Any) -> Report:
     """One file's report, by the kind its top-level key declares."""
     from runner.definitions.library import validate_file
 
-    report, _ = validate_file(path)
+    report, _ = validate_file(path, checked)
     if report.kind == "recipe":
         return Report(report.path, "recipe", path.stem, recipes.validate_file(path))
     if report.kind == "plan":
-        return Report(report.path, "plan", path.stem, _check_plan(path, recipes))
+        return Report(report.path, "plan", path.stem, _check_plan(path, recipes, checked))
     return report
 
 
-def _check_plan(path: Path, recipes: Any) -> list[Any]:
-    """A plan file: its schema, its recipe, and its inputs against the recipe's."""
+def _check_plan(path: Path, recipes: Any, checked: Any) -> list[Any]:
+    """A plan file: its schema, its recipe, and its inputs against the recipe's (a passing verdict is
+    kept by the plan's bytes and the recipe's inputs schema: :mod:`runner.documents.checked`)."""
     from runner.definitions.plans import check_plan_document
     from runner.definitions.recipes import validate_inputs
-    from runner.documents import yamlsource
-    from runner.errors import CorralError
+    from runner.documents.checked import canonical, schema_bytes
+    from runner.errors import CorralError, Diagnostic
 
     try:
-        source = yamlsource.load(path)
+        raw = path.read_bytes()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        return [Diagnostic("spec_unreadable", "error", f"cannot read the file: {why}", str(path))]
+    try:
+        source = checked.source(raw, str(path))
     except SpecError as exc:
         return list(exc.diagnostics)
+    name = source.data.get("recipe") if isinstance(source.data, dict) else None
+    try:
+        recipe = recipes.get(name) if isinstance(name, str) else None
+    except CorralError:  # said below, in the order the checks have always run
+        recipe = None
+    parts = (schema_bytes(), raw, canonical(recipe.inputs if recipe is not None else None))
+    if recipe is not None and checked.passes("plan", *parts):
+        return []
     try:
         doc = check_plan_document(source.data)
         validate_inputs(recipes.get(doc["recipe"]), dict(doc.get("inputs") or {}))
+        checked.passed("plan", *parts)
     except SpecError as exc:
         return list(exc.diagnostics)
     except CorralError as exc:
@@ -166,14 +181,15 @@ def recipe_rows() -> list[dict[str, Any]]:
     return list(recipe_listing()["recipes"])
 
 
-def recipe_listing() -> dict[str, Any]:
+def recipe_listing(checked: Any = None) -> dict[str, Any]:
     """``recipes``: every recipe on the search path that validates (:func:`recipe_rows`' rows);
     ``invalid``: each one that does not, ``{recipe, path, diagnostics}``, so one broken local file
-    never hides the others."""
+    never hides the others. ``checked``: parses and schema verdicts from the content cache
+    (:attr:`runner.definitions.library.Library.checked`)."""
     from runner.definitions.recipes import RecipeLibrary
     from runner.errors import SpecError
 
-    library = RecipeLibrary()
+    library = RecipeLibrary(checked=checked)
     rows: list[dict[str, Any]] = []
     invalid: list[dict[str, Any]] = []
     paths = library.paths()
@@ -202,11 +218,12 @@ def recipe_listing() -> dict[str, Any]:
     return {"recipes": rows, "invalid": invalid}
 
 
-def recipe_document(name: str, resolved: bool) -> dict[str, Any]:
-    """One recipe: as it runs (``resolved``), or as written (its file's path and text)."""
+def recipe_document(name: str, resolved: bool, checked: Any = None) -> dict[str, Any]:
+    """One recipe: as it runs (``resolved``), or as written (its file's path and text). ``checked``:
+    as :func:`recipe_listing`'s."""
     from runner.definitions.recipes import RecipeLibrary
 
-    library = RecipeLibrary()
+    library = RecipeLibrary(checked=checked)
     recipe = library.get(name)  # validated, with its bases
     if resolved:
         return dict(recipe.to_json())

@@ -20,6 +20,8 @@ from runner.service.core import Core
 from runner.service.inputs.events import EventsInput
 from runner.store.abc import Pruned
 
+TAIL_TICK = 0.005
+"""How often :meth:`Events.tail` probes a store that cannot notify (a pragma, no table read)."""
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -168,6 +170,38 @@ class Events:
             EventsPrunedError: ``since`` is (or while waiting falls) below the retention floor.
         """
         return self.core.store.wait_events(since, timeout, limit)
+
+    def tail(self, since: int, timeout: float, limit: int | None = None, tick: float = TAIL_TICK) -> list[Event]:
+        """:meth:`wait` for a live tail that must see a commit within ``tick`` s: the events after
+        ``since`` (at most ``limit``), waiting up to ``timeout`` s for the first one.
+
+        A store that is notified of commits (PostgreSQL) waits as :meth:`wait` does. One that must
+        poll and offers a change probe reading no table (SQLite: ``data_version``) is probed every
+        ``tick`` and read only when the probe moved, so the tail learns of a commit within ``tick``
+        (the store's own wait looks every 50 ms) at the cost of a pragma per tick, not a query.
+
+        Raises:
+            EventsPrunedError: ``since`` is (or while waiting falls) below the retention floor.
+        """
+        store = self.core.store
+        probe = getattr(store, "data_version", None)
+        if probe is None:
+            return store.wait_events(since, timeout, limit)
+        import time
+
+        deadline = time.monotonic() + timeout
+        seen = None
+        while True:
+            version = probe()
+            if version != seen:
+                seen = version
+                found = store.events(since, limit)
+                if found:
+                    return found
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            time.sleep(min(tick, remaining))
 
     def store_id(self) -> str:
         """The store's identity (an epoch a stream's cursor carries: a cursor of another store, or of a

@@ -357,10 +357,10 @@ def test_a_bug_on_one_file_is_that_files_verdict_and_exit_1(
     root = Path(__file__).resolve().parents[2] / "machines"
     real = library.validate_file
 
-    def buggy(path: Path) -> Any:
+    def buggy(path: Path, *rest: Any) -> Any:
         if path.name == "receipt.yaml":
             raise RuntimeError("simulated bug")
-        return real(path)
+        return real(path, *rest)
 
     monkeypatch.setattr(library, "validate_file", buggy)
     monkeypatch.setenv("CORRAL_HOME", str(tmp_path / "home"))
