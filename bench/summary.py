@@ -125,6 +125,13 @@ ROWS = (
     ),
     # Issue 27: proof (make chaos's checker).
     Row("chaos checker time per 10,000 operations", "< 1 s", ("chaos_check.py",)),
+    # Issue 28: group commit across the writers of one process.
+    Row(
+        "group commit: 64 concurrent renews on one store, transactions/s / the bare one-commit-per-transaction"
+        " rate, synchronous=FULL",
+        ">= 5x, every acknowledged write durable (the SIGKILL test of tests/store/test_group_commit.py)",
+        ("groupcommit.py",),
+    ),
 )
 
 

@@ -52,8 +52,8 @@ from runner.sql.store_sqlite_file import (
     is_corruption,
     recognise,
 )
-from runner.sql.store_sqlite_schema import MIGRATIONS, SCHEMA_VERSION, TABLES_BY_VERSION
 from runner.sql.store_sqlite_group import Group, GroupCommit
+from runner.sql.store_sqlite_schema import MIGRATIONS, SCHEMA_VERSION, TABLES_BY_VERSION
 from runner.sql.store_sqlite_writelock import Place, QueueTimeout, WriteQueue
 from runner.store import sqlite_path
 from runner.store.abc import (
@@ -342,7 +342,7 @@ class _Immediate:
             else:
                 conn.execute("ROLLBACK TO corral_writer")
                 conn.execute("RELEASE corral_writer")
-        except BaseException as exc:  # handed on below: the group must be left whatever happened
+        except BaseException as exc:  # noqa: BLE001 - reason: re-raised below, once the group is left
             own = exc
         lost = None
         if not conn.in_transaction:  # SQLite ended the whole transaction: the members before us are gone
