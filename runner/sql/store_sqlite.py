@@ -286,8 +286,10 @@ class _Immediate:
 
     Written by hand rather than with ``contextlib`` (generator layers and retry closures were a fifth
     of an uncontended write's CPU). Uncontended, a write is a group of one: the queue's three system
-    calls, ``BEGIN IMMEDIATE``, ``SAVEPOINT``, ``RELEASE`` and ``COMMIT``; only a busy answer from
-    SQLite falls into ``_retry``'s loop, on the budget the queue started.
+    calls, ``BEGIN IMMEDIATE`` and ``COMMIT``; only a busy answer from SQLite falls into ``_retry``'s
+    loop, on the budget the queue started. The first member of a group needs no savepoint (nothing
+    is before it in the transaction): if it fails, the whole transaction rolls back, and the writers
+    waiting to join start again in a new group, before any of them ran.
 
     Invariant: a writer's ``__exit__`` returns normally only after the ``COMMIT`` holding its writes
     returned; a body that raised rolled back to its savepoint, and nothing of it commits. A nested
@@ -296,12 +298,13 @@ class _Immediate:
     ``store_sqlite_file.corruption_refused`` does.
     """
 
-    __slots__ = ("_clock", "_group", "_store")
+    __slots__ = ("_clock", "_group", "_saved", "_store")
 
     def __init__(self, store: SQLiteStore, clock: Clock | None) -> None:
         self._store = store
         self._clock = clock  # None: no Transaction object (migrations, pruning)
         self._group: Group | None = None
+        self._saved = False  # this writer's writes are in a savepoint (it is not its group's first)
 
     def __enter__(self) -> Any:
         store = self._store
@@ -316,14 +319,19 @@ class _Immediate:
                 raise corrupt(store.path, str(exc)) from None
             raise
         writing.depth = 1
-        try:
-            store._conn.execute("SAVEPOINT corral_writer")
-        except BaseException as exc:
-            writing.depth = 0
-            store._groups.leave(group, _lost(store, exc) if not store._conn.in_transaction else None)
-            if type(exc) is sqlite3.DatabaseError and is_corruption(exc):
-                raise corrupt(store.path, str(exc)) from None
-            raise
+        # Invariant: only the turn's holder touches ``ran``; 0 means nothing is in the transaction yet.
+        saved = group.ran > 0
+        group.ran += 1
+        if saved:
+            try:
+                store._conn.execute("SAVEPOINT corral_writer")
+            except BaseException as exc:
+                writing.depth = 0
+                store._groups.leave(group, _lost(store, exc) if not store._conn.in_transaction else None)
+                if type(exc) is sqlite3.DatabaseError and is_corruption(exc):
+                    raise corrupt(store.path, str(exc)) from None
+                raise
+        self._saved = saved
         self._group = group
         clock = self._clock
         return None if clock is None else _Transaction(store._conn, store.path, store._known, clock())
@@ -336,18 +344,22 @@ class _Immediate:
         self._group = None
         store._writing.depth = 0
         own: BaseException | None = None
-        try:
-            if kind is None:
-                conn.execute("RELEASE corral_writer")
-            else:
-                conn.execute("ROLLBACK TO corral_writer")
-                conn.execute("RELEASE corral_writer")
-        except BaseException as exc:  # noqa: BLE001 - reason: re-raised below, once the group is left
-            own = exc
         lost = None
-        if not conn.in_transaction:  # SQLite ended the whole transaction: the members before us are gone
+        if not self._saved:
+            if kind is not None:  # the first member: its rollback is the whole transaction's
+                lost = _lost(store, error or sqlite3.OperationalError("the first writer failed"))
+        else:
+            try:
+                if kind is None:
+                    conn.execute("RELEASE corral_writer")
+                else:
+                    conn.execute("ROLLBACK TO corral_writer")
+                    conn.execute("RELEASE corral_writer")
+            except BaseException as exc:  # noqa: BLE001 - reason: re-raised below, once the group is left
+                own = exc
+        if lost is None and not conn.in_transaction:  # SQLite ended it all: the members before us are gone
             lost = _lost(store, own or error or sqlite3.OperationalError("the transaction was rolled back"))
-        elif own is not None and kind is None:
+        elif lost is None and own is not None and kind is None:
             # Our savepoint could not be released: take our writes out, or the group's commit is lost.
             try:
                 conn.execute("ROLLBACK TO corral_writer")

@@ -4,7 +4,8 @@ One fsync per transaction caps a store at the disk's flush rate, however many wr
 hosts (``corral serve`` with many coordinators, a runner with many plans). Here the writers of one
 :class:`~runner.sql.store_sqlite.SQLiteStore` that arrive while another's transaction is open or
 committing join one **group**: one ``BEGIN IMMEDIATE`` … ``COMMIT`` on the store's write connection,
-in which each writer's transaction is its own ``SAVEPOINT``, run one at a time, in arrival order.
+in which each writer's transaction is its own ``SAVEPOINT`` (the first's is the transaction itself),
+run one at a time, in arrival order.
 The group commits once, when its last member is done and nobody waits to join; every member's
 ``write()`` returns only after that ``COMMIT`` did (so after its fsync, with ``synchronous=FULL``).
 
@@ -14,6 +15,8 @@ What a writer may rely on (the store port's contract, ``runner.store.abc.Store.w
   members before it in its group (released savepoints): a compare-and-set, a fence or a cursor is
   judged against the state as committed-so-far, at the moment of the write, as without groups.
 * A body that raises rolls back to its savepoint: none of its writes commit, and the others' stand.
+  (The first member's failure rolls the transaction back: nobody else has written in it yet, and
+  the writers waiting to join start again in a new group.)
 * Its ``write()`` returns only once the group's ``COMMIT`` has returned. If the group cannot commit
   (a disk error, a full disk, SQLite ending the transaction), every member that was done raises
   (``store_unavailable``, or ``store_corrupt``; ``store_busy`` past the budget): nothing of theirs
@@ -44,11 +47,12 @@ class Group:
     waiter, released by the member before it); the last one commits for all.
     """
 
-    __slots__ = ("_acked", "dead", "failure", "place", "size", "turns")
+    __slots__ = ("_acked", "dead", "failure", "place", "ran", "size", "turns")
 
     def __init__(self) -> None:
         self.turns: deque[threading.Lock] = deque()  # members waiting for their turn, in arrival order
         self.size = 1
+        self.ran = 0  # members that had their turn (the first needs no savepoint)
         self.dead = False  # no transaction to join (it never began, or was lost): the waiters start again
         # Why the members that were done were not committed (None: committed, or not yet decided).
         self.failure: Callable[[], BaseException] | None = None
