@@ -367,7 +367,7 @@ class _Immediate:
             except sqlite3.Error as exc:
                 lost = _lost(store, exc)
         committed_here = store._groups.leave(group, lost)
-        if own is not None:
+        if own is not None and kind is None:
             if type(own) is sqlite3.DatabaseError and is_corruption(own):
                 raise corrupt(store.path, str(own)) from None
             raise own

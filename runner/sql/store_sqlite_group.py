@@ -31,7 +31,9 @@ commit before its ``BEGIN``): the members that come during an fsync share the ne
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 
@@ -70,6 +72,20 @@ class Group:
         self._acked.release()
 
 
+_EVERY: weakref.WeakSet[GroupCommit] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    # A forked child has only the forking thread: a group open in another thread of the parent would
+    # never be handed on or committed there, so the child starts with none.
+    for groups in list(_EVERY):
+        groups._gate = threading.Lock()
+        groups._open = groups._last = None
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 class GroupCommit:
     """Forms the groups of one store's writers (thread-safe).
 
@@ -80,7 +96,7 @@ class GroupCommit:
             failure of its own on the group.
     """
 
-    __slots__ = ("_begin", "_end", "_gate", "_last", "_open")
+    __slots__ = ("__weakref__", "_begin", "_end", "_gate", "_last", "_open")
 
     def __init__(self, begin: Callable[[], object], end: Callable[[Group], None]) -> None:
         self._begin = begin
@@ -88,6 +104,7 @@ class GroupCommit:
         self._gate = threading.Lock()
         self._open: Group | None = None  # the group new writers join
         self._last: Group | None = None  # the newest group: the next leader waits for its commit
+        _EVERY.add(self)
 
     def join(self) -> Group:
         """Wait for this thread's turn in a group whose transaction is open; return the group."""
