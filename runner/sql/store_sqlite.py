@@ -10,6 +10,11 @@ handling, for programs that write the file without our lock file: a short busy t
 retries with full jitter (a random sleep below an exponentially growing cap). Queue and retries
 share one busy budget (``busy_deadline``); ``store_busy`` reports it and the time waited.
 
+Within one process, the writers of one store object share commits (``runner.sql.store_sqlite_group``):
+a group of them is one ``BEGIN IMMEDIATE`` … ``COMMIT`` on the write connection, each writer its own
+savepoint, one place in the queue and one fsync for all, each acknowledged after the ``COMMIT``.
+Reads have a connection of their own, so a snapshot never sees a group's writes before they commit.
+
 The schema is versioned in ``PRAGMA user_version`` and migrated forward on open; a database whose
 version is newer than this code knows is refused rather than misread. The file is created whole
 and recognised before anything is written to it (``runner.sql.store_sqlite_file``): an empty, damaged
