@@ -131,6 +131,13 @@ ROWS = (
         "<= 10x, the slowest three with their imports",
         ("coldstart.py",),
     ),
+    # Issue 28: group commit across the writers of one process.
+    Row(
+        "group commit: 64 concurrent renews on one store, transactions/s / the bare one-commit-per-transaction"
+        " rate, synchronous=FULL",
+        ">= 5x, every acknowledged write durable (the SIGKILL test of tests/store/test_group_commit.py)",
+        ("groupcommit.py",),
+    ),
 )
 
 

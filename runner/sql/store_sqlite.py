@@ -10,6 +10,11 @@ handling, for programs that write the file without our lock file: a short busy t
 retries with full jitter (a random sleep below an exponentially growing cap). Queue and retries
 share one busy budget (``busy_deadline``); ``store_busy`` reports it and the time waited.
 
+Within one process, the writers of one store object share commits (``runner.sql.store_sqlite_group``):
+a group of them is one ``BEGIN IMMEDIATE`` … ``COMMIT`` on the write connection, each writer its own
+savepoint, one place in the queue and one fsync for all, each acknowledged after the ``COMMIT``.
+Reads have a connection of their own, so a snapshot never sees a group's writes before they commit.
+
 The schema is versioned in ``PRAGMA user_version`` and migrated forward on open; a database whose
 version is newer than this code knows is refused rather than misread. The file is created whole
 and recognised before anything is written to it (``runner.sql.store_sqlite_file``): an empty, damaged
@@ -53,6 +58,7 @@ from runner.sql.store_sqlite_file import (
     is_corruption,
     recognise,
 )
+from runner.sql.store_sqlite_group import Group, GroupCommit
 from runner.sql.store_sqlite_schema import MIGRATIONS, SCHEMA_VERSION, TABLES_BY_VERSION
 from runner.sql.store_sqlite_writelock import Place, QueueTimeout, WriteQueue
 from runner.store import sqlite_path
@@ -281,94 +287,119 @@ def _remember(known: dict[str, tuple[str, dict[str, Any]]], instance_id: str, te
 
 
 class _Immediate:
-    """One ``BEGIN IMMEDIATE`` transaction of an :class:`SQLiteStore`, as a context manager.
+    """One writer's transaction of an :class:`SQLiteStore`, as a context manager: a ``SAVEPOINT`` in
+    the group transaction it joins (``runner.sql.store_sqlite_group``).
 
-    Written by hand rather than with ``contextlib`` (three generator layers and two retry closures
-    were a fifth of an uncontended write's CPU). Uncontended, it costs the queue's three system
-    calls, ``BEGIN IMMEDIATE`` and ``COMMIT`` tried once each; only a busy answer from SQLite falls
-    into ``_retry``'s loop, on the budget the queue started.
+    Written by hand rather than with ``contextlib`` (generator layers and retry closures were a fifth
+    of an uncontended write's CPU). Uncontended, a write is a group of one: the queue's three system
+    calls, ``BEGIN IMMEDIATE`` and ``COMMIT``; only a busy answer from SQLite falls into ``_retry``'s
+    loop, on the budget the queue started. The first member of a group needs no savepoint (nothing
+    is before it in the transaction): if it fails, the whole transaction rolls back, and the writers
+    waiting to join start again in a new group, before any of them ran.
 
-    Invariant: the queue is entered before the connection's lock is taken, so threads of this
-    process wait their turn in the kernel like other processes do, and readers are not held up
-    meanwhile; it is left after COMMIT or ROLLBACK, never inside the transaction. A nested write (this
-    thread is already writing) skips the queue and reaches ``BEGIN IMMEDIATE``, which SQLite refuses.
-    SQLite's "malformed" / "not a database" errors anywhere inside become ``store_corrupt``, as
+    Invariant: a writer's ``__exit__`` returns normally only after the ``COMMIT`` holding its writes
+    returned; a body that raised rolled back to its savepoint, and nothing of it commits. A nested
+    write (this thread is already writing) is refused, as SQLite refuses a nested ``BEGIN``. SQLite's
+    "malformed" / "not a database" errors anywhere inside become ``store_corrupt``, as
     ``store_sqlite_file.corruption_refused`` does.
     """
 
-    __slots__ = ("_clock", "_place", "_store")
+    __slots__ = ("_clock", "_group", "_saved", "_store")
 
     def __init__(self, store: SQLiteStore, clock: Clock | None) -> None:
         self._store = store
         self._clock = clock  # None: no Transaction object (migrations, pruning)
-        self._place: Place | None = None
+        self._group: Group | None = None
+        self._saved = False  # this writer's writes are in a savepoint (it is not its group's first)
 
     def __enter__(self) -> Any:
         store = self._store
         writing = store._writing
-        depth = getattr(writing, "depth", 0)
-        started = time.monotonic()
-        place = None
+        if getattr(writing, "depth", 0):
+            raise sqlite3.OperationalError("cannot start a transaction within a transaction (a nested write)")
+        store._started.at = time.monotonic()  # the busy budget starts at the door, for a leader's wait
         try:
-            if depth == 0:
-                place = store._enter_queue(started)
-            writing.depth = depth + 1
-            store._lock.acquire()  # released by __exit__, or here if BEGIN fails
-            try:
-                try:
-                    store._conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as exc:
-                    if not _is_busy(exc):
-                        raise
-                    begin = lambda: store._conn.execute("BEGIN IMMEDIATE")  # noqa: E731 - reason: one statement, retried
-                    tries = place.attempts + 1 if place is not None else 1
-                    store._retry(begin, started=started, deadline=started + store._deadline, tries=tries)
-            except BaseException:
-                store._lock.release()
-                raise
-        except BaseException as exc:
-            writing.depth = depth
-            if place is not None:
-                store._queue.release(place)  # type: ignore[union-attr]  # reason: a place implies a queue
+            group = store._groups.join()
+        except sqlite3.DatabaseError as exc:
             if type(exc) is sqlite3.DatabaseError and is_corruption(exc):
                 raise corrupt(store.path, str(exc)) from None
             raise
-        self._place = place
+        writing.depth = 1
+        # Invariant: only the turn's holder touches ``ran``; 0 means nothing is in the transaction yet.
+        saved = group.ran > 0
+        group.ran += 1
+        if saved:
+            try:
+                store._conn.execute("SAVEPOINT corral_writer")
+            except BaseException as exc:
+                writing.depth = 0
+                store._groups.leave(group, _lost(store, exc) if not store._conn.in_transaction else None)
+                if type(exc) is sqlite3.DatabaseError and is_corruption(exc):
+                    raise corrupt(store.path, str(exc)) from None
+                raise
+        self._saved = saved
+        self._group = group
         clock = self._clock
         return None if clock is None else _Transaction(store._conn, store.path, store._known, clock())
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, _tb: object) -> None:
         store = self._store
         conn = store._conn
-        try:
+        group = self._group
+        assert group is not None, "__exit__ without __enter__"
+        self._group = None
+        store._writing.depth = 0
+        own: BaseException | None = None
+        lost = None
+        if not self._saved:
+            if kind is not None:  # the first member: its rollback is the whole transaction's
+                lost = _lost(store, error or sqlite3.OperationalError("the first writer failed"))
+        else:
             try:
                 if kind is None:
-                    try:
-                        conn.execute("COMMIT")
-                    except sqlite3.OperationalError as exc:
-                        if not _is_busy(exc):
-                            raise
-                        store._retry(lambda: conn.execute("COMMIT"), tries=1)
+                    conn.execute("RELEASE corral_writer")
                 else:
-                    conn.execute("ROLLBACK")
-            except BaseException:
-                if kind is None and conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            finally:
-                store._lock.release()
-        except sqlite3.DatabaseError as exc:
-            if type(exc) is sqlite3.DatabaseError and is_corruption(exc):
-                raise corrupt(store.path, str(exc)) from None
-            raise
-        finally:
-            store._writing.depth -= 1
-            place = self._place
-            if place is not None:
-                self._place = None
-                store._queue.release(place)  # type: ignore[union-attr]  # reason: a place implies a queue
-        if error is not None and type(error) is sqlite3.DatabaseError and is_corruption(error):
-            raise corrupt(store.path, str(error)) from None
+                    conn.execute("ROLLBACK TO corral_writer")
+                    conn.execute("RELEASE corral_writer")
+            except BaseException as exc:  # noqa: BLE001 - reason: re-raised below, once the group is left
+                own = exc
+        if lost is None and not conn.in_transaction:  # SQLite ended it all: the members before us are gone
+            lost = _lost(store, own or error or sqlite3.OperationalError("the transaction was rolled back"))
+        elif lost is None and own is not None and kind is None:
+            # Our savepoint could not be released: take our writes out, or the group's commit is lost.
+            try:
+                conn.execute("ROLLBACK TO corral_writer")
+                conn.execute("RELEASE corral_writer")
+            except sqlite3.Error as exc:
+                lost = _lost(store, exc)
+        committed_here = store._groups.leave(group, lost)
+        if own is not None and kind is None:
+            if type(own) is sqlite3.DatabaseError and is_corruption(own):
+                raise corrupt(store.path, str(own)) from None
+            raise own
+        if kind is not None:
+            if error is not None and type(error) is sqlite3.DatabaseError and is_corruption(error):
+                raise corrupt(store.path, str(error)) from None
+            return  # the body's own exception goes on; nothing of it was written
+        if not committed_here:
+            group.wait_decided()
+        if group.failure is not None:
+            raise group.failure()
+
+
+def _lost(store: SQLiteStore, exc: BaseException) -> Callable[[], BaseException]:
+    """What each member of a group that cannot commit raises (a fresh error each: they are raised in
+    several threads): ``store_corrupt``, ``store_busy`` as it was, else ``store_unavailable``."""
+    if isinstance(exc, StoreBusyError):
+        details = dict(exc.details)
+        return lambda: StoreBusyError(str(exc), **details)
+    if isinstance(exc, sqlite3.DatabaseError) and is_corruption(exc):
+        return lambda: corrupt(store.path, str(exc))
+    message = (
+        f"the store {store.path} could not commit a group of writes ({type(exc).__name__}: {exc});"
+        " nothing of this transaction was written: re-read the state and retry"
+    )
+    return lambda: StoreUnavailableError(message, path=str(store.path), outcome="not_written")
 
 
 class SQLiteStore(Store):
@@ -387,8 +418,14 @@ class SQLiteStore(Store):
         self.url = f"sqlite://{self.path}"
         self._clock = clock or _wall_clock
         self._deadline = busy_deadline
-        self._lock = threading.RLock()  # one connection; transactions on it must not interleave
-        self._writing = threading.local()  # depth of this thread's write transactions (a nested one skips the queue)
+        # Two connections: ``_conn`` writes (its groups take turns on it, ``store_sqlite_group``) and
+        # ``_reads`` (opened at the first read) serves snapshots, so a read never sees a group's
+        # writes before they commit, and never waits for a group.
+        self._lock = threading.RLock()  # guards the read connection: its snapshots must not interleave
+        self._reads: sqlite3.Connection | None = None
+        self._writing = threading.local()  # 1 while this thread is in a write (a nested one is refused)
+        self._started = threading.local()  # when this thread's write began: its busy budget's start
+        self._groups = GroupCommit(self._group_begin, self._group_end)
         self._queue: WriteQueue | None = None  # opened at the first write: readers never make a lock file
         self._queue_opened = False
         self._queue_guard = threading.Lock()
@@ -526,6 +563,54 @@ class SQLiteStore(Store):
                 f"the write queue {queue.path} of the store failed: {exc}", path=str(self.path)
             ) from None
 
+    def _group_begin(self) -> Place | None:
+        """Open a group's transaction: our turn in the write queue, then ``BEGIN IMMEDIATE``."""
+        started = self._started.at
+        place = self._enter_queue(started)
+        conn = self._conn
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+                begin = lambda: conn.execute("BEGIN IMMEDIATE")  # noqa: E731 - reason: one statement, retried
+                tries = place.attempts + 1 if place is not None else 1
+                self._retry(begin, started=started, deadline=started + self._deadline, tries=tries)
+        except BaseException:
+            if place is not None:
+                self._queue.release(place)  # type: ignore[union-attr]  # reason: a place implies a queue
+            raise
+        return place
+
+    def _group_end(self, group: Group) -> None:
+        """Commit a group (roll it back if it failed) and give its place in the write queue up."""
+        conn = self._conn
+        try:
+            if group.failure is None:
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise
+                    self._retry(lambda: conn.execute("COMMIT"), tries=1)
+            elif conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except BaseException as exc:
+            group.failure = _lost(self, exc)
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    logger.warning("rolling back a failed group commit of %s failed", self.path, exc_info=True)
+            if not isinstance(exc, Exception):
+                raise  # cancellation and interrupts go on (the members were told above)
+        finally:
+            place = group.place
+            if place is not None:
+                group.place = None
+                self._queue.release(place)  # type: ignore[union-attr, arg-type]  # reason: a place implies a queue
+
     def _immediate(self) -> _Immediate:
         """A ``BEGIN IMMEDIATE`` transaction on the store's connection (``with``; yields None)."""
         return _Immediate(self, None)
@@ -533,41 +618,63 @@ class SQLiteStore(Store):
     def write(self) -> AbstractContextManager[Transaction]:
         return _Immediate(self, self._clock)
 
+    def _reader(self) -> sqlite3.Connection:
+        """The read connection (call it holding ``_lock``), opened at the first read."""
+        conn = self._reads
+        if conn is None:
+            try:
+                conn = sqlite3.connect(
+                    str(self.path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+                )
+            except sqlite3.Error as exc:
+                raise StoreUnavailableError(
+                    f"cannot open the SQLite store at {self.path}: {exc}", path=str(self.path)
+                ) from None
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._reads = conn
+        return conn
+
     @contextmanager
     def read(self) -> Iterator[Reader]:
         with self._lock, corruption_refused(self.path):
-            self._conn.execute("BEGIN")  # deferred: a snapshot from the first read on, no write lock
+            conn = self._reader()
+            conn.execute("BEGIN")  # deferred: a snapshot from the first read on, no write lock
             try:
-                yield _Reader(self._conn, self.path, self._known)
+                yield _Reader(conn, self.path, self._known)
             finally:
-                self._conn.execute("COMMIT")
+                conn.execute("COMMIT")
 
     def now(self) -> datetime:
         return self._clock()
 
     @contextmanager
     def _snapshot(self) -> Iterator[sqlite3.Connection]:
-        """One read snapshot for a few statements (inside a transaction already open: that one)."""
+        """One read snapshot for a few statements (inside this thread's write: that transaction)."""
+        if getattr(self._writing, "depth", 0):
+            with corruption_refused(self.path):
+                yield self._conn
+            return
         with self._lock, corruption_refused(self.path):
-            if self._conn.in_transaction:
-                yield self._conn
+            conn = self._reader()
+            if conn.in_transaction:  # a snapshot of this thread already open (a reentrant read)
+                yield conn
                 return
-            self._conn.execute("BEGIN")  # deferred: a snapshot from the first read on, no write lock
+            conn.execute("BEGIN")  # deferred: a snapshot from the first read on, no write lock
             try:
-                yield self._conn
+                yield conn
             finally:
-                self._conn.execute("COMMIT")
+                conn.execute("COMMIT")
 
     def _meta(self, conn: sqlite3.Connection, key: str) -> Any:
         return _meta(conn, self.path, key)
 
     def _sql(self) -> _SQL:
-        """The shared SQL on the store's connection (use it inside one of its snapshots or transactions)."""
+        """The shared SQL on the write connection (use it inside one of the store's writes)."""
         return _SQL(self._conn, self.path)
 
     def events(self, since: int = 0, limit: int | None = None, instance_id: str | None = None) -> list[Event]:
-        sql = self._sql()
-        with self._snapshot():  # the floor and the rows from one snapshot: no silent hole
+        with self._snapshot() as conn:  # the floor and the rows from one snapshot: no silent hole
+            sql = _SQL(conn, self.path)
             rows = shared.event_rows(sql, since, limit, instance_id)
         return [sql.event(row) for row in rows]
 
@@ -579,7 +686,7 @@ class SQLiteStore(Store):
         seen = None
         while True:
             with self._lock:
-                version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+                version = self._reader().execute("PRAGMA data_version").fetchone()[0]
             if version != seen:
                 seen = version
                 found = self.events(since, limit)
@@ -592,11 +699,13 @@ class SQLiteStore(Store):
 
     def data_version(self) -> tuple[int, int]:
         """A probe of "did anything commit?" that reads no table and opens no transaction (the
-        process host's waits take it every tick): ``PRAGMA data_version``, which moves when another
-        connection (any process) has committed since this one last asked, with this connection's own
-        ``total_changes`` (its own commits do not move the pragma). Equal values: no commit between."""
+        process host's waits take it every tick): ``PRAGMA data_version`` on the read connection,
+        which moves when another connection (any process, and this store's write connection) has
+        committed since it last asked. Equal values: no commit between. (The second number stays
+        for callers that compare pairs: the read connection's own ``total_changes``, always 0.)"""
         with self._lock, corruption_refused(self.path):
-            return int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._conn.total_changes
+            conn = self._reader()
+            return int(conn.execute("PRAGMA data_version").fetchone()[0]), conn.total_changes
 
     def retention_floor(self) -> int:
         with self._snapshot() as conn:
@@ -613,8 +722,8 @@ class SQLiteStore(Store):
     ) -> Pruned:
         shared.check_prune(keep, before, recorded_before, batch)
         # The target is chosen in one read snapshot; the batches below never go past it.
-        with self._snapshot():
-            floor, target, count = shared.prune_plan(self._sql(), keep, before, recorded_before)
+        with self._snapshot() as conn:
+            floor, target, count = shared.prune_plan(_SQL(conn, self.path), keep, before, recorded_before)
         if dry_run:
             return Pruned(floor, target, count, dry_run=True)
         current, deleted, batches = shared.prune_batches(self._batch, target, batch)
@@ -769,10 +878,12 @@ class SQLiteStore(Store):
     def integrity(self) -> str:
         """SQLite's own ``integrity_check`` verdict (``ok`` when the file is sound)."""
         with self._lock:
-            return str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])
+            return str(self._reader().execute("PRAGMA integrity_check").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:
+            if self._reads is not None:
+                self._reads.close()
             self._conn.close()
             if self._queue is not None:
                 self._queue.close()

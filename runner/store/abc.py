@@ -325,9 +325,26 @@ class Store(ABC):
     def write(self) -> AbstractContextManager[Transaction]:
         """A serialized writing transaction; commits on a clean exit, rolls back on an exception.
 
+        Many threads of one process may write through one store object at once; an adapter may
+        then commit their transactions together (SQLite's group commit, one fsync for many: see
+        ``runner.sql.store_sqlite_group``). Whatever it does, callers may rely on this:
+
+        * Each transaction is its own unit: its body runs alone against everything committed
+          before it and the writes of the transactions serialized before it (so a compare-and-set,
+          a fence or a cursor is judged against the state committed so far, at the moment of the
+          write); a body that raises writes nothing and takes no other transaction's writes down.
+        * The ``with`` block returns only once the commit holding its writes has returned (is
+          durable, where the adapter's durability setting makes commits so): a write that returned
+          survives a crash of the process.
+        * A commit that fails raises in every transaction it held (``store_unavailable``, or
+          ``store_corrupt`` / ``store_busy``); none of their writes stand.
+        * A nested write (this thread already writing) is refused; reads (:meth:`read`) never see
+          a transaction's writes before they commit.
+
         Raises:
             StoreBusyError: when the store stays locked past the adapter's busy budget; its details
                 carry ``budget_seconds`` (that budget), ``waited_seconds`` and ``attempts``.
+            StoreUnavailableError: the commit holding this transaction failed; nothing was written.
         """
 
     @abstractmethod
