@@ -125,6 +125,13 @@ ROWS = (
     ),
     # Issue 27: proof (make chaos's checker).
     Row("chaos checker time per 10,000 operations", "< 1 s", ("chaos_check.py",)),
+    # Issue 29: the dashboard at scale, in Chromium.
+    Row(
+        "dashboard first render, a plan of 10,000 events and 1,000 instances (Chromium)",
+        "< 1000 ms",
+        ("dashboard.py",),
+    ),
+    Row("dashboard filter, a plan of 10,000 events and 1,000 instances (Chromium)", "< 100 ms", ("dashboard.py",)),
 )
 
 

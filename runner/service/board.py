@@ -27,6 +27,10 @@ ATTENTION_KINDS = (
 )
 """What can need a person, in the order the dashboard lists them."""
 
+CREATES_NOTHING = ("flow.", "human.", "git.", "wait.")
+"""The step operations (by namespace) that create no instance: their attempts' keys are never looked up
+(a plan of 10,000 ``flow.pass`` steps would cost 90,000 key derivations and reads for nothing)."""
+
 _DECISION_KIND = {"plan": "decision", "agent": "agent_blocked", "receipt": "receipt_ambiguous"}
 
 
@@ -130,6 +134,8 @@ class Board:
         paused on (``kind``, ``since``, ``until``), the person's ``decision``, the ``error`` code, and
         what its agent runs spent (``tokens``, ``cost_usd``, ``turns``: summed over the receipts the
         attempt created; None where no driven run recorded any). ``retries``: attempts after the first.
+        A plan none of whose steps was retried is drawn from its step records alone; otherwise from its
+        events (``from_events``), which alone hold a retried attempt's start.
 
         Raises:
             NotFoundError: ``plan_unknown``.
@@ -137,13 +143,21 @@ class Board:
         plans = self.service.plans
         plan = plans.plan(plan_id)
         summary = plans.summary(plan)
-        _, events = self.service.events.history(plan.id)
         attempts: dict[str, dict[int, dict[str, Any]]] = {}
-        for event in events:
-            for entry in (event.payload.get("params") or {}).get("records") or ():
-                if isinstance(entry, Mapping) and isinstance(entry.get("record"), Mapping):
-                    _apply(attempts.setdefault(str(entry.get("step_id")), {}), entry["record"], event.at)
-        spent = self._spend_by_attempt(plan_id, attempts)
+        retried = any(int(step.get("attempt") or 1) > 1 for step in summary["steps"])
+        if retried:
+            # Only the events know a retried attempt's start (its record holds the last attempt's).
+            _, events = self.service.events.history(plan.id)
+            for event in events:
+                for entry in (event.payload.get("params") or {}).get("records") or ():
+                    if isinstance(entry, Mapping) and isinstance(entry.get("record"), Mapping):
+                        _apply(attempts.setdefault(str(entry.get("step_id")), {}), entry["record"], event.at)
+        else:
+            # One attempt each: its record says it all (a plan of 10,000 steps decodes no event).
+            for step in summary["steps"]:
+                if step.get("state") != "pending" and isinstance(step.get("at"), str):
+                    _apply_record(attempts.setdefault(str(step["id"]), {}), step)
+        spent = self._spend_by_attempt(plan_id, attempts, {s["id"]: s.get("do") for s in summary["steps"]})
         steps = []
         for step in summary["steps"]:
             runs = [
@@ -170,13 +184,13 @@ class Board:
             "paused_reason": summary["paused_reason"],
             "started_at": min(starts) if starts else None,
             "ended_at": max(ends) if ends and plan.state in ("succeeded", "failed", "cancelled") else None,
-            "events": len(events),
+            "from_events": retried,
             "steps": steps,
             **_totals([run for s in steps for run in s["attempts"]]),
         }
 
     def _spend_by_attempt(
-        self, plan_id: str, attempts: Mapping[str, Mapping[int, Any]]
+        self, plan_id: str, attempts: Mapping[str, Mapping[int, Any]], dos: Mapping[str, Any]
     ) -> dict[tuple[str, int], dict[str, Any]]:
         """What the agent runs of each attempt spent, read from the receipts it created (by key)."""
         from runner.service.steps import attempt_keys
@@ -184,6 +198,8 @@ class Board:
         out: dict[tuple[str, int], dict[str, Any]] = {}
         with self.service.store.read() as reader:
             for step_id, runs in attempts.items():
+                if str(dos.get(step_id) or "").startswith(CREATES_NOTHING):
+                    continue
                 for number in runs:
                     found = [
                         r
@@ -244,6 +260,8 @@ class Board:
         plan = self.service.plans.plan(plan_id)
         keys = {plan.id}
         for step_id, record in (plan.data.get("steps") or {}).items():
+            if str(record.get("do") or "").startswith(CREATES_NOTHING):
+                continue
             for number in range(1, max(int(record.get("attempt") or 1), 1) + 1):
                 keys |= attempt_keys(plan_id, step_id, number)
         return keys
@@ -312,6 +330,38 @@ def _apply(runs: dict[int, dict[str, Any]], record: Mapping[str, Any], at: str) 
 
 def _between(start: str, end: str) -> float:
     return max((parse_time(end) - parse_time(start)).total_seconds(), 0.0)
+
+
+def _apply_record(runs: dict[int, dict[str, Any]], record: Mapping[str, Any]) -> None:
+    """A step's one attempt from its record alone: ``at`` is when the record was last written (its
+    end once it has ``seconds``, which it then started that long before; its start while it runs)."""
+    from datetime import timedelta
+
+    from runner.context import format_time
+
+    at = str(record["at"])
+    seconds = record.get("seconds")
+    ended = isinstance(seconds, (int, float)) and record.get("state") not in ("running", "waiting")
+    started = format_time(parse_time(at) - timedelta(seconds=float(seconds))) if ended else at  # type: ignore[arg-type]
+    run: dict[str, Any] = {
+        "attempt": int(record.get("attempt") or 1),
+        "state": record.get("state"),
+        "started_at": started,
+        "ended_at": at if ended else None,
+        "seconds": float(seconds) if ended else None,  # type: ignore[arg-type]
+        "wait": None,
+        "decision": None,
+        "error": (record.get("error") or {}).get("code") if isinstance(record.get("error"), Mapping) else None,
+    }
+    waiting = record.get("waiting_on")
+    if record.get("state") == "waiting" and isinstance(waiting, Mapping):
+        run["wait"] = {"kind": waiting.get("kind"), "since": waiting.get("since") or at, "until": None}
+    decision = record.get("decision")
+    if isinstance(decision, Mapping):
+        run["decision"] = {k: decision.get(k) for k in ("approve", "reason", "actor", "at")}
+        kind = waiting.get("kind") if isinstance(waiting, Mapping) else None
+        run["wait"] = {"kind": kind or "person", "since": started, "until": decision.get("at")}
+    runs[run["attempt"]] = run
 
 
 def _totals(runs: list[dict[str, Any]]) -> dict[str, Any]:

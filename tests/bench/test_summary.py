@@ -52,7 +52,7 @@ def test_every_row_is_shown_measured_or_with_the_reason_it_is_not(tmp_path: Path
     assert "bench/summary.py: row 2 is not measured" in done.stderr
     doc = json.loads(done.stdout)
     rows = {entry["row"]: entry for entry in doc["rows"]}
-    assert sorted(rows) == list(range(1, 30))
+    assert sorted(rows) == list(range(1, 32))
     assert rows[5]["status"] == "met" and rows[5]["value"] == 2.1 and rows[5]["script"] == "transition.py"
     assert rows[3]["status"] == "met" and rows[3]["figure"] == "commits per step of a plan"
     assert rows[2]["status"] == "not measured" and "no figure" in rows[2]["reason"]
@@ -71,6 +71,7 @@ def test_every_row_is_shown_measured_or_with_the_reason_it_is_not(tmp_path: Path
     assert rows[27]["status"] == "not measured" and "has no --quick/--json figures" in rows[27]["reason"]  # issue 23
     assert rows[28]["status"] == "not measured" and "does not exist" in rows[28]["reason"]  # bench/check.py
     assert rows[29]["status"] == "not measured" and "does not exist" in rows[29]["reason"]  # bench/chaos_check.py
+    assert all("does not exist" in rows[n]["reason"] for n in (30, 31))  # issue 29's: bench/dashboard.py
     scripts = doc["scripts"]
     assert scripts["coldstart.py"]["status"] == "timeout" and scripts["agents.py"]["status"] == "unsupported"
     # With --only, the rows of the scripts left out do not count: row 5 is met, so even --strict passes.
@@ -85,7 +86,7 @@ def test_the_text_table_says_met_and_not_met(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     (row,) = [line for line in lines if line.startswith(" 5 ")]
     assert "3.9x" in row and row.rstrip().endswith("NOT MET")
-    assert lines[-1] == "0 met, 1 not met, 28 not measured"
+    assert lines[-1] == "0 met, 1 not met, 30 not measured"
     strict = _summary(tmp_path, "--only", "transition.py", "--strict")
     assert strict.returncode == 1 and "row 5 is not met (--strict)" in strict.stderr
 

@@ -5,6 +5,10 @@ With ``CORRAL_UPDATE_SCREENSHOTS=1`` each test also writes its view's screenshot
 (the pictures of ``docs/dashboard.md``).
 """
 
+# ruff: noqa: F811
+# (the fixtures browser and serve are imported from test_dashboard: each test's parameter of that name
+# is the fixture, which F811 takes for a redefinition)
+
 from __future__ import annotations
 
 import json
@@ -110,7 +114,7 @@ def test_what_needs_a_person_comes_first_with_the_command_that_settles_it(
     first = page.locator("main > section:not([hidden])").first
     assert first.get_attribute("id") == "panel-attention"
     assert item.locator("form.decide").count() == 0  # no token: the command, never a button
-    page.click('#decisions button.copy')
+    page.click("#decisions button.copy")
     assert page.locator("#decisions button.copy").inner_text() in ("copied", "selected")
     shoot(tab, "attention", "#panel-attention")
     assert tab.errors == []
@@ -142,7 +146,7 @@ def test_a_filter_goes_into_the_url_and_a_shared_url_restores_it(serve: Served, 
     assert float(page.evaluate("document.body.dataset.filterMs")) >= 0
 
     # The link, opened in another tab, restores the filters and what they show.
-    other = open_tab(browser, shared.split("#")[0].rstrip("/"))
+    other = open_tab(browser, shared.split("#", maxsplit=1)[0].rstrip("/"))
     other.page.goto(shared)
     wait_live(other)
     other.page.wait_for_selector('#controllers tr[data-key="alpha-1"]', timeout=LIVE_TIMEOUT_MS)
@@ -234,7 +238,9 @@ def test_the_agent_detail_shows_its_lease_conversation_live_progress_and_receipt
     )  # fmt: skip
     receipt = json.loads(relay.stdout)["receipt"]["token"]
     detail = f'#agent .agent-detail[data-pane="{pane}"]'
-    page.wait_for_selector(f'{detail} .progress[data-running="true"] li:text-is("file /tmp/out.txt")', timeout=LIVE_TIMEOUT_MS)
+    page.wait_for_selector(
+        f'{detail} .progress[data-running="true"] li:text-is("file /tmp/out.txt")', timeout=LIVE_TIMEOUT_MS
+    )
     assert page.locator(f"{detail} .progress-lines li").all_inner_texts() == [
         "tool Read lib.py",
         "tool Write /tmp/out.txt",

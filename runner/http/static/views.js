@@ -48,21 +48,29 @@ export function attentionItem(item, form) {
 
 // --- a plan's timeline ------------------------------------------------------------------------------------
 
-/** The plan's steps as a waterfall: one track per step, one bar per attempt, its wait hatched. */
-export function timeline(doc, now = Date.now()) {
+const STEPS_DRAWN = 500; // a plan of 10,000 steps draws the first 500 the filters let through
+
+/** The plan's steps as a waterfall: one track per step, one bar per attempt, its wait hatched; only the
+ * steps `match` lets through ({text, state}), at most STEPS_DRAWN of them (the scale is the whole plan's). */
+export function timeline(doc, match = () => true, now = Date.now()) {
   const attempts = doc.steps.flatMap((s) => s.attempts);
   const startOf = (a) => Date.parse(a.started_at);
   const endOf = (a) => (a.ended_at ? Date.parse(a.ended_at) : now);
-  const known = attempts.filter((a) => a.started_at);
-  const t0 = known.length ? Math.min(...known.map(startOf)) : now;
-  const t1 = known.length ? Math.max(...known.map(endOf)) : now;
+  let t0 = Infinity, t1 = -Infinity; // (a loop: spreading 10,000 values into Math.min may overflow the stack)
+  for (const a of attempts) {
+    if (!a.started_at) continue;
+    t0 = Math.min(t0, startOf(a));
+    t1 = Math.max(t1, endOf(a));
+  }
+  if (t0 === Infinity) t0 = t1 = now;
   const total = Math.max(t1 - t0, 1);
   const pct = (t) => `${((t - t0) / total) * 100}%`;
   const width = (a, b) => `${Math.max(((b - a) / total) * 100, 0.4)}%`;
   const grid = el("div", { class: "waterfall timeline", role: "table", "aria-label": `timeline of ${doc.plan}` },
     el("div", { class: "muted", text: "step" }), el("div", { class: "muted", text: `0 → ${duration(total / 1000)}` }),
     el("div", { class: "muted", text: "state · time · spend" }));
-  for (const step of doc.steps) {
+  const matched = doc.steps.filter((s) => match({ text: `${s.id} ${s.do || ""} ${s.state}`.toLowerCase(), state: s.state }));
+  for (const step of matched.slice(0, STEPS_DRAWN)) {
     const track = el("div", { class: "track" });
     for (const a of step.attempts) {
       if (!a.started_at) continue;
@@ -95,10 +103,13 @@ export function timeline(doc, now = Date.now()) {
     grid.append(el("div", { class: "mono", text: step.id, data: { step: step.id } }), track,
       el("div", { class: `state state-${step.state}`, data: { facts: step.id }, text: facts.filter(Boolean).join(" · ") }));
   }
-  if (!doc.steps.length) grid.append(el("div", { class: "muted", text: "no step" }));
+  if (!matched.length) grid.append(el("div", { class: "muted", text: doc.steps.length ? "no step matches the filters" : "no step" }));
+  if (matched.length > STEPS_DRAWN) {
+    grid.append(el("div", { class: "muted more", text: `and ${matched.length - STEPS_DRAWN} more steps match: narrow the filters` }));
+  }
   const spentText = doc.tokens === null ? "spend: —" : `spend: ${doc.tokens} tok · ${dollars(doc.cost_usd)} · ${doc.turns} turns`;
   const head = el("p", { class: "muted" },
-    `${doc.recipe || ""} · ${doc.state} · ${doc.events} events · started ${doc.started_at || dash}`
+    `${doc.recipe || ""} · ${doc.state} · ${doc.steps.length} steps · started ${doc.started_at || dash}`
     + ` · ${doc.ended_at ? `ended ${doc.ended_at}` : "not ended"} · ${spentText}`);
   return el("div", { class: "plan-timeline", data: { plan: doc.plan } }, head, grid);
 }
