@@ -334,6 +334,7 @@ async function plans() {
 // --- the selected plan's timeline, the selected agent's detail ---------------------------------------------
 
 const ENDED = ["succeeded", "cancelled"]; // (a failed plan may be retried)
+let timelineStale = true; // the selected plan had an event since its timeline was read
 let timelineDoc = null; // the selected plan's last timeline: a filter change redraws it without a request
 
 function drawTimeline() {
@@ -348,11 +349,15 @@ async function planTimeline() {
   panel.hidden = !view.plan;
   if (!view.plan) return;
   $("timeline-title").textContent = view.plan;
-  if (timelineDoc && timelineDoc.plan === view.plan && ENDED.includes(timelineDoc.state)) return; // it changes no more
+  // Asked again only when that plan's instance had an event since (a plan of 10,000 steps is a large
+  // answer: a burst of other events must not fetch it again and again), and never once it has ended.
+  if (timelineDoc && timelineDoc.plan === view.plan && (!timelineStale || ENDED.includes(timelineDoc.state))) return;
   try {
+    timelineStale = false; // (before the answer: an event while it is on its way marks it stale again)
     timelineDoc = await get(`/api/dashboard/plans/${encodeURIComponent(view.plan)}/timeline`);
     drawTimeline();
   } catch (error) {
+    timelineStale = true; // asked again by the next refresh
     if (!(error instanceof ApiError) || error.status === 401) throw error;
     $("timeline").replaceChildren(el("p", { class: "muted", text: `${error.message} [${error.code}]` }));
   }
@@ -467,6 +472,7 @@ function onEvent(event) {
   while (tbody.rows.length > EVENTS_SHOWN) tbody.deleteRow(-1);
   instanceSeen(e.machine, e.instance);
   search.add(e, (ev) => ev.instance === `plan/${view.plan}`);
+  if (view.plan && e.instance === `plan/${view.plan}`) timelineStale = true;
   schedule();
 }
 
@@ -573,6 +579,7 @@ function onFilterInput() {
 
 /** Select a plan or an agent (a history entry, so Back returns), or clear it (value ""). */
 function select(key, value) {
+  if (key === "plan") timelineStale = true;
   view = { ...view, [key]: value || undefined };
   if (!value) delete view[key];
   writeState(view, true);
@@ -582,6 +589,7 @@ function select(key, value) {
 }
 
 function onHashChange() {
+  timelineStale = true;
   view = readState();
   showFilters();
   applyFilters();
@@ -653,6 +661,20 @@ function start() {
   showToken();
   setInterval(tick, 1000);
   schedule();
+  startStream();
+}
+
+// The stream (which replays the log from its start: the machines' instance lists are drawn from it)
+// begins once the first refresh is done, so a long log's replay never delays the first render. It
+// misses nothing: it replays whatever happened in between.
+let streaming = false;
+function startStream() {
+  if (streaming) return;
+  if (!document.body.dataset.refreshed) {
+    setTimeout(startStream, 50);
+    return;
+  }
+  streaming = true;
   follow(onEvent, onState);
 }
 
