@@ -499,14 +499,13 @@ async function refresh() {
       $("store").textContent = `v${doc.version} · store ${doc.store_id}`;
     }).catch(() => {});
   }
-  if (!machinesLoaded) {
-    try {
-      await loadMachines();
-      machinesLoaded = true;
-    } catch {
-      // unauthorized or unreachable: the next refresh tries again
-    }
-  }
+  // The machines' list is asked beside the panels, not before them (its first answer is slow: the
+  // server loads every definition), and awaited before their drawings.
+  const machinesListed = machinesLoaded ? null : loadMachines().then(() => {
+    machinesLoaded = true;
+  }, () => {
+    // unauthorized or unreachable: the next refresh tries again
+  });
   const panels = [attention, controllers, agents, receipts, writers, plans, planTimeline];
   // The event search (up to 20,000 events) loads once the rest is drawn: rendered incrementally, it
   // never holds up what needs a person.
@@ -524,6 +523,7 @@ async function refresh() {
   const failed = results.filter((r) => r.status === "rejected" && r.reason.status !== 401);
   problem(failed.length ? `could not refresh: ${failed.map((r) => r.reason.message).join("; ")}` : "");
   if (results.every((r) => r.status === "fulfilled")) $("auth-needed").hidden = true;
+  await machinesListed;
   await Promise.allSettled([...machines].filter(([, m]) => m.dirty).map(([name]) => drawMachine(name)));
   document.body.dataset.refreshed = String(Date.now());
   tick();
