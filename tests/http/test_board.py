@@ -8,15 +8,17 @@ with a stable code; nothing secret may appear in any answer.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runner.http.routes import VIEWS
-from tests.http.conftest import Served, acquire, server_env
+from tests.http.conftest import SHA, Served, acquire, server_env
 
 pytestmark = pytest.mark.slow  # the real executable
 
@@ -194,3 +196,64 @@ def test_the_views_need_the_bearer_token_and_show_no_credential(serve: Any, tmp_
             assert credential not in answer.text
             assert credential.rsplit(".", 1)[1] not in answer.text  # nor its token part
             assert token not in answer.text
+
+
+STUCK = """\
+recipe: stuck
+version: 1
+description: one prompt that waits until a file exists
+inputs: {type: object, properties: {cwd: {type: string}, text: {type: string}}}
+steps:
+  - id: acquire
+    do: controller.acquire
+    with: {authority_ref: T-29, authority_sha256: "SHA"}
+  - id: start
+    do: reviewer.start
+    with: {name: rev, kind: streamer, cwd: "${inputs.cwd}"}
+  - id: ask
+    do: receipt.ask
+    with: {target: rev, text: "${inputs.text}", timeout: 120}
+""".replace("SHA", SHA)
+
+
+def test_a_plan_whose_runner_died_is_listed_as_a_stale_runner(state_home: Path, serve: Any, tmp_path: Path) -> None:
+    from tests.support import stream_agent
+
+    (state_home / "agents.yaml").write_text(stream_agent.kind_yaml())
+    (state_home / "recipes").mkdir()
+    (state_home / "recipes" / "stuck.yaml").write_text(STUCK)
+    project = tmp_path / "project"
+    project.mkdir()
+    go = project / "go"
+    plan = tmp_path / "dead.yaml"
+    plan.write_text(
+        f"plan: p-dead\nrecipe: stuck\ncontroller: ctl-dead\ninputs: {{cwd: {project}, text: 'wait {go}'}}\n"
+    )
+    env = server_env(state_home, CORRAL_RECIPES=str(state_home / "recipes"))
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "runner.cli", "run", str(plan), "--json"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    served = serve()
+    try:
+        give_up = time.monotonic() + 60
+        while True:  # until the plan waits in its ask step (the agent waits for the file)
+            shown = get(served, "/api/plans/p-dead")
+            steps = {s["id"]: s for s in shown.json().get("steps", [])} if shown.status_code == 200 else {}
+            if steps.get("ask", {}).get("state") == "running":
+                break
+            assert time.monotonic() < give_up, shown.text
+            time.sleep(0.1)
+        assert get(served, "/api/dashboard/attention").json()["counts"]["runner_stale"] == 0  # alive: nothing
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=30)
+        doc = get(served, "/api/dashboard/attention").json()
+        [item] = [i for i in doc["items"] if i["kind"] == "runner_stale"]
+        assert item["subject"] == {"plan": "p-dead"}
+        assert item["command"] == "corral plans resume p-dead"
+        assert f"pid {runner.pid}" in item["title"]
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait(timeout=30)
+        go.write_text("")  # the agent ends its run
