@@ -138,6 +138,13 @@ ROWS = (
         ">= 5x, every acknowledged write durable (the SIGKILL test of tests/store/test_group_commit.py)",
         ("groupcommit.py",),
     ),
+    # Issue 29: the dashboard at scale, in Chromium.
+    Row(
+        "dashboard first render, a plan of 10,000 events and 1,000 instances (Chromium)",
+        "< 1000 ms",
+        ("dashboard.py",),
+    ),
+    Row("dashboard filter, a plan of 10,000 events and 1,000 instances (Chromium)", "< 100 ms", ("dashboard.py",)),
 )
 
 

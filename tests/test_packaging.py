@@ -29,7 +29,19 @@ def test_wheel_ships_definitions_and_works_outside_the_checkout(tmp_path: Path) 
         assert expected in names
     assert any(n.startswith("runner/recipes/") for n in names)
     # The dashboard corral serve shows at / (no build step: the files themselves ship).
-    for page in ("index.html", "dashboard.css", "dashboard.js", "api.js", "stream.js", "machine.js"):
+    for page in (
+        "index.html",
+        "dashboard.css",
+        "dashboard.js",
+        "api.js",
+        "stream.js",
+        "machine.js",
+        "dom.js",
+        "filters.js",
+        "views.js",
+        "search.js",
+        "vlist.js",
+    ):
         assert f"runner/http/static/{page}" in names
 
     target = tmp_path / "site"

@@ -155,6 +155,34 @@ def _endpoint(server: Server, route: Any) -> Any:
     return endpoint
 
 
+def _view_endpoint(server: Server, view: Any) -> Any:
+    """A dashboard view (:data:`runner.http.routes.VIEWS`): its path and query arguments, one call of
+    ``service.board.<view>`` in a worker thread, its document; an error as every route answers one."""
+    import functools
+    import importlib
+
+    async def endpoint(request: Any) -> Any:
+        try:
+            args = [request.path_params[param] for param in view.path_args]
+            if view.query is not None:
+                module, _, name = view.query.rpartition(".")
+                query_input = getattr(importlib.import_module(f"runner.service.inputs.{module}"), name)
+                args.append(query_input.from_query(request.query_params))
+            elif request.query_params:
+                raise InputError(next(iter(request.query_params)), f"{view.path} takes no query")
+            method = getattr(server.service.board, view.view)
+            result = await anyio.to_thread.run_sync(functools.partial(method, *args))
+        except CorralError as exc:
+            return error_response(exc)
+        except Exception as exc:  # noqa: BLE001 - reported as internal, never a traceback
+            from runner.mcp.server import unexpected
+
+            return error_response(unexpected(exc))
+        return _json_response(result)
+
+    return endpoint
+
+
 def _agent_token(tool: Any, args: dict[str, Any], header: str | None) -> None:
     """A mesh tool's ``agent_token`` from the ``Corral-Agent-Token`` header (never the body or query)."""
     if "agent_token" not in tool.input_schema["properties"]:
@@ -219,7 +247,7 @@ def build_app(runtime: Runtime, options: Options) -> Any:
 
     from runner.http import streams
     from runner.http.openapi import document
-    from runner.http.routes import ROUTES
+    from runner.http.routes import ROUTES, VIEWS
 
     server = Server(runtime, options)
 
@@ -273,6 +301,7 @@ def build_app(runtime: Runtime, options: Options) -> Any:
         Route("/api/decisions/{id:path}", decide, methods=["POST"]),
     ]
     routes += [Route(r.path, _endpoint(server, r), methods=[r.method]) for r in ROUTES]
+    routes += [Route(v.path, _view_endpoint(server, v), methods=["GET"]) for v in VIEWS]
     routes += _dashboard_routes()
     from runner.http.observability import Traced, metrics_routes
 

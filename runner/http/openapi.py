@@ -128,6 +128,7 @@ def document() -> dict[str, Any]:
             operation["parameters"] = parameters
         paths.setdefault(route.path, {})[route.method.lower()] = operation
     paths.update(_extra_paths())
+    paths.update(_view_paths())
     return {
         "openapi": "3.1.0",
         "info": {
@@ -274,3 +275,43 @@ def _extra_paths() -> dict[str, Any]:
             }
         },
     }
+
+
+def _view_paths() -> dict[str, Any]:
+    """The dashboard's read-only views (:data:`runner.http.routes.VIEWS`): their path and query
+    parameters from the view's Input, each answering a JSON object."""
+    import dataclasses
+    import importlib
+
+    from runner.http.routes import VIEWS
+
+    out: dict[str, Any] = {}
+    for view in VIEWS:
+        parameters: list[dict[str, Any]] = [
+            {"name": param, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+            for param in view.path_args
+        ]
+        if view.query is not None:
+            module, _, name = view.query.rpartition(".")
+            query_input = getattr(importlib.import_module(f"runner.service.inputs.{module}"), name)
+            for f in dataclasses.fields(query_input):
+                kind = "integer" if f.name in ("since", "limit") else "string"
+                parameters.append(
+                    {
+                        "name": f.metadata["arg"],
+                        "in": "query",
+                        "required": False,
+                        "description": f.metadata["doc"],
+                        "schema": {"type": kind},
+                    }
+                )
+        operation: dict[str, Any] = {
+            "operationId": "dashboard_" + view.view,
+            "summary": view.summary,
+            "description": "Read-only, for the dashboard; its document is in docs/http.md.",
+            "responses": {"200": _json({"type": "object"}), **_errors()},
+        }
+        if parameters:
+            operation["parameters"] = parameters
+        out[view.path] = {"get": operation}
+    return out

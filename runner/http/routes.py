@@ -139,3 +139,31 @@ class OwnRoute:
 OWN_ROUTES: tuple[OwnRoute, ...] = (
     OwnRoute("GET", "/metrics", "Prometheus metrics, text exposition format", extra="metrics"),
 )
+
+
+@dataclass(frozen=True)
+class View:
+    """``GET path`` -> a read-only view of :class:`runner.service.board.Board` (``board.<view>``), for the
+    dashboard: no tool of the operation table (it is no operation a coordinator scripts), a JSON document.
+
+    ``path_args`` maps a path parameter to the view's argument; ``query`` names the Input whose
+    ``from_query`` reads the query string (None: the view takes no query)."""
+
+    path: str
+    view: str
+    summary: str
+    path_args: dict[str, str] = field(default_factory=dict)
+    query: str | None = None
+    """``module.Class`` under :mod:`runner.service.inputs`."""
+
+
+VIEWS: tuple[View, ...] = (
+    View("/api/dashboard/attention", "attention", "What needs a person, each with the command that settles it"),
+    View(
+        "/api/dashboard/plans/{plan_id}/timeline",
+        "timeline",
+        "A plan's steps as a waterfall: attempts, waits, decisions, spend",
+        path_args={"plan_id": "plan_id"},
+    ),
+    View("/api/dashboard/events", "events", "A search of the event log", query="board.EventSearchInput"),
+)

@@ -23,6 +23,7 @@ from runner.service.core import Core
 if TYPE_CHECKING:
     from runner.agents.kinds import Kinds
     from runner.service.adopted import Adopted
+    from runner.service.board import Board
     from runner.service.controller import Controller
     from runner.service.decisions import Decisions
     from runner.service.definitions import Definitions
@@ -121,6 +122,13 @@ class Service:
         from runner.service.decisions import Decisions
 
         return Decisions(self.core, lambda: self.plans)
+
+    @cached_property
+    def board(self) -> Board:
+        """The dashboard's read views: what needs a person, a plan's timeline, a search of the events."""
+        from runner.service.board import Board
+
+        return Board(self)
 
     @cached_property
     def mesh(self) -> Mesh:

@@ -255,11 +255,9 @@ class Inventory:
         states = [s for (m, s) in by_pair if m == spec.name and not (s in spec.states and spec.states[s].terminal)]
         return self.core.store.find(spec.name, states) if states else []
 
-    def _attention(self) -> list[dict[str, Any]]:
-        """What else waits on a person, each with the command to run next: an expired controller that
-        still holds live leases or receipts, a plan whose runner died or that is paused, a blocked agent."""
-        from runner import lockstatus
-
+    def expired_controllers(self) -> list[dict[str, Any]]:
+        """Each active controller lease that has expired while it still holds live leases or open
+        receipts (``kind`` ``controller_expired``), with how many it holds and the command to run next."""
         items: list[dict[str, Any]] = []
         now = self.core.store.now()
         held: dict[str, int] = {}
@@ -285,6 +283,14 @@ class Inventory:
                         "`corral controller list` shows>",
                     }
                 )
+        return items
+
+    def _attention(self) -> list[dict[str, Any]]:
+        """What else waits on a person, each with the command to run next: an expired controller that
+        still holds live leases or receipts, a plan whose runner died or that is paused, a blocked agent."""
+        from runner import lockstatus
+
+        items: list[dict[str, Any]] = self.expired_controllers()
         for plan in self.core.store.find("plan", ["running", "paused"]):
             plan_id = str(plan.data.get("plan_id"))
             if plan.state == "paused":

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from runner.http.routes import ROUTES
+from runner.http.routes import ROUTES, VIEWS
 from tests.http.conftest import SHA, Served
 
 # The routes build_app adds beside the route table (streams, ping, OpenAPI, decisions, the dashboard).
@@ -38,7 +38,7 @@ BODY = json.dumps({"authority_ref": "T-REBIND", "authority_sha256": SHA, "ttl_se
 
 
 def every_route() -> list[tuple[str, str]]:
-    table = [(r.method, r.path) for r in ROUTES] + list(EXTRA)
+    table = [(r.method, r.path) for r in ROUTES] + [("GET", v.path) for v in VIEWS] + list(EXTRA)
     return [(method, re.sub(r"\{[^}]+\}", "x1", path)) for method, path in table]
 
 

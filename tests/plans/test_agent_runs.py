@@ -90,7 +90,12 @@ class Rig:
         kinds = Kinds.load([config])
         host = ProcessHost(self.store, root / "agents", kinds)
         self.service = Service(
-            self.store, Library(cache_dir=root / "cache"), actor="test", hosts=lambda name: host, kinds=kinds
+            self.store,
+            Library(cache_dir=root / "cache"),
+            actor="test",
+            hosts=lambda name: host,
+            kinds=kinds,
+            plans=lambda service: self.plans,  # (built below; asked for only later, by service.board)
         )
         (root / "scratch").mkdir()
         self.plans = Plans(
@@ -144,6 +149,20 @@ def test_a_plans_own_budget_overrides_its_recipes_limit_by_limit(rig: Rig) -> No
     stopped = rig.run(rig.twice("spend-3", budget={"usd": 0.25}))
     assert stopped.data["failure"]["code"] == "budget_exhausted"
     assert rig.plans.spend(stopped)["reached"]["limit"] == "usd"
+
+
+def test_the_timeline_shows_what_each_step_spent_and_a_dash_where_no_agent_ran(rig: Rig) -> None:
+    rig.run(rig.twice("spend-t", budget={"tokens": 1000, "usd": 5}))
+    timeline = rig.service.board.timeline("spend-t")
+    steps = {step["id"]: step for step in timeline["steps"]}
+    for asked in ("one", "two"):  # each ask: one driven run of 120 tokens, $0.25, one turn
+        assert (steps[asked]["tokens"], steps[asked]["cost_usd"], steps[asked]["turns"]) == (120, 0.25, 1)
+        [attempt] = steps[asked]["attempts"]
+        assert attempt["tokens"] == 120 and attempt["state"] == "succeeded"
+    for other in ("acquire", "start", "close"):  # no driven run: unknown, never zero
+        assert steps[other]["tokens"] is None and steps[other]["cost_usd"] is None
+    assert (timeline["tokens"], timeline["cost_usd"], timeline["turns"]) == (240, 0.5, 2)
+    assert timeline["tokens"] == rig.plans.spend(rig.plans.plan("spend-t"))["total"]["tokens"]
 
 
 def test_a_bad_budget_is_refused_before_anything_is_recorded(rig: Rig) -> None:

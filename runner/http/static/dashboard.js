@@ -3,41 +3,65 @@
 // the page has a bearer token (pasted by the user, kept in sessionStorage).
 
 import { ApiError, get, post, setToken, token, whenUnauthorized } from "./api.js";
+import { $, el } from "./dom.js";
+import { FILTER_KEYS, matcher, readState, writeState } from "./filters.js";
 import { draw } from "./machine.js";
+import { EventSearch } from "./search.js";
 import { follow } from "./stream.js";
+import { agentDetail, attentionItem, timeline } from "./views.js";
 
 const EVENTS_SHOWN = 200;
 const PLANS_DRAWN = 8;
+const ROWS_SHOWN = 500; // a table's most rows drawn at once: past it, a line says how many more match
 const DEBOUNCE_MS = 100;
-const $ = (id) => document.getElementById(id);
-
-// --- small DOM helpers (text only: nothing the server sends is ever parsed as HTML) ----------------------
-
-function el(tag, props = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(props)) {
-    if (value === undefined || value === null) continue;
-    if (key === "class") node.className = value;
-    else if (key === "data") Object.assign(node.dataset, value);
-    else if (key === "text") node.textContent = value;
-    else node.setAttribute(key, value);
-  }
-  for (const child of children) node.append(child instanceof Node ? child : String(child ?? ""));
-  return node;
-}
 
 const stateCell = (state) => el("td", { class: `state state-${state}`, text: state ?? "" });
 
+// --- filtered tables --------------------------------------------------------------------------------------
+// Each table keeps its last listing; a filter change redraws from it without asking the server, and a
+// row's element is kept while its data is unchanged, so filtering 1,000 rows builds none of them again.
+
+let view = readState(); // the filters and selections, as the URL's hash holds them
+const tables = new Map(); // tbody id -> {items, columns, empty, built: Map(key -> {sig, tr})}
+
 function rows(tbody, items, columns, empty, key) {
+  const known = tables.get(tbody.id) || { built: new Map() };
+  tables.set(tbody.id, { ...known, items, columns, empty, key });
+  drawTable(tbody.id);
+}
+
+function drawTable(id) {
+  const tbody = $(id);
+  const { items, columns, empty, built } = tables.get(id);
   if (!items.length) {
     tbody.replaceChildren(el("tr", {}, el("td", { class: "empty", colspan: String(columns), text: empty })));
+    tbody.dataset.matched = "0";
     return;
   }
-  tbody.replaceChildren(...items.map((item) => {
-    const tr = el("tr", key ? { data: { key: key(item) } } : {});
-    tr.append(...item.cells);
+  const match = matcher(view);
+  const matched = items.filter((item) => !item.facets || match(item.facets));
+  const next = new Map();
+  const shown = matched.slice(0, ROWS_SHOWN).map((item) => {
+    const old = built.get(item.id);
+    const sig = item.sig ?? null;
+    if (old && sig !== null && old.sig === sig) {
+      next.set(item.id, old);
+      return old.tr;
+    }
+    const tr = el("tr", { data: { key: item.id } });
+    tr.append(...(typeof item.cells === "function" ? item.cells() : item.cells));
+    next.set(item.id, { sig, tr });
     return tr;
-  }));
+  });
+  for (const [k, v] of built) if (!next.has(k) && items.some((i) => i.id === k)) next.set(k, v);
+  tables.get(id).built = next;
+  if (!matched.length) shown.push(el("tr", {}, el("td", { class: "empty", colspan: String(columns), text: "nothing matches the filters" })));
+  if (matched.length > ROWS_SHOWN) {
+    shown.push(el("tr", {}, el("td", { class: "more muted", colspan: String(columns),
+      text: `and ${matched.length - ROWS_SHOWN} more match: narrow the filters` })));
+  }
+  tbody.replaceChildren(...shown);
+  tbody.dataset.matched = String(matched.length);
 }
 
 function problem(text) {
@@ -70,10 +94,13 @@ async function controllers() {
   const doc = await get("/api/controllers?all=false");
   rows($("controllers"), (doc.leases || []).map((l) => ({
     id: l.controller_id,
-    cells: [el("td", { class: "mono", text: l.controller_id }), el("td", { text: l.holder }),
+    sig: JSON.stringify(l),
+    facets: { text: `${l.controller_id} ${l.holder} ${l.state}`.toLowerCase(), controller: l.controller_id,
+      state: l.expired ? "expired" : l.state },
+    cells: () => [el("td", { class: "mono", text: l.controller_id }), el("td", { text: l.holder }),
       el("td", { text: l.generation }), stateCell(l.expired ? "expired" : l.state),
       el("td", {}, l.expires_at ? expiry(l.expires_at) : "")],
-  })), 5, "no controller lease is held", (r) => r.id);
+  })), 5, "no controller lease is held");
 }
 
 // What a driven agent spent against its lease's budget: "120 tok / 1000 · $0.25 / $1 · 1 turn / 5".
@@ -102,6 +129,7 @@ function onProgress(update) {
   activity.set(update.pane_id, known);
   const row = $("agents").querySelector(`tr[data-key="${CSS.escape(update.pane_id)}"]`);
   if (row) row.querySelector("td.activity")?.replaceWith(activityCell(update.pane_id));
+  if (view.pane === update.pane_id) agentPanel();
   if (!known.running) schedule(); // the run ended: its spend and status changed
 }
 
@@ -121,26 +149,47 @@ function activityCell(paneId) {
   return cell;
 }
 
+let agentRows = []; // the last listing of /api/agents: the agent detail reads its agent there
+let receiptRows = []; // the last listing of /api/receipts?all=true
+
+function selectLink(text, key, value, props = {}) {
+  const link = el("a", { href: `#${new URLSearchParams({ ...selection(), [key]: value })}`, ...props, text });
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    select(key, value);
+  });
+  return link;
+}
+
 async function agents() {
   const doc = await get("/api/agents");
-  rows($("agents"), (doc.agents || []).map((a) => ({
+  agentRows = doc.agents || [];
+  rows($("agents"), agentRows.map((a) => ({
     id: a.pane_id,
-    cells: [el("td", { class: "mono", text: a.name || a.pane_id, title: a.cwd }), el("td", { text: a.kind }),
-      stateCell(a.status), el("td", { class: "mono", text: a.seq ?? "" }),
+    sig: JSON.stringify(a),
+    facets: { text: `${a.name} ${a.pane_id} ${a.kind} ${a.status} ${a.lease} ${a.session_id}`.toLowerCase(),
+      agent: `${a.name || ""} ${a.pane_id}`, state: a.status, controller: a.controller_id || a.controller || "" },
+    cells: () => [el("td", { class: "mono", title: a.cwd }, selectLink(a.name || a.pane_id, "pane", a.pane_id, { class: "agent-link" })),
+      el("td", { text: a.kind }), stateCell(a.status), el("td", { class: "mono", text: a.seq ?? "" }),
       el("td", { class: "mono ident", text: a.lease ? `${a.lease} (${a.lease_state})` : "—" }),
       el("td", { class: "mono session", text: a.session_id || "—" }),
       el("td", { class: "mono spend", text: spendText(a.spend, a.budget) }),
       activityCell(a.pane_id)],
-  })), 8, "no agent on this host", (r) => r.id);
+  })), 8, "no agent on this host");
 }
 
 async function receipts() {
-  const doc = await get("/api/receipts");
-  rows($("receipts"), (doc.receipts || []).map((r) => ({
+  const doc = await get("/api/receipts?all=true");
+  receiptRows = doc.receipts || [];
+  const newest = [...receiptRows].reverse();
+  rows($("receipts"), newest.map((r) => ({
     id: r.token || r.id,
-    cells: [el("td", { class: "mono ident", text: r.token || r.id }), el("td", { text: r.name || r.target || r.pane_id || "" }),
+    sig: JSON.stringify([r.state, r.version]),
+    facets: { text: `${r.token} ${r.name} ${r.pane_id} ${r.state} ${r.controller_id}`.toLowerCase(),
+      controller: r.controller_id, agent: `${r.name || ""} ${r.pane_id || ""}`, state: r.state, at: r.reserved_at },
+    cells: () => [el("td", { class: "mono ident", text: r.token || r.id }), el("td", { text: r.name || r.target || r.pane_id || "" }),
       stateCell(r.state), el("td", { class: "mono", text: r.controller_id || "" })],
-  })), 4, "no open receipt", (r) => r.id);
+  })), 4, "no receipt");
 }
 
 const scopes = (list) => (Array.isArray(list) && list.length ? list.join(", ") : "—");
@@ -149,12 +198,14 @@ async function writers() {
   const doc = await get("/api/writers");
   rows($("writers"), (doc.writers || []).map((w) => ({
     id: w.id,
-    cells: [el("td", { class: "mono", text: w.name || w.id, title: w.worktree || w.cwd }), stateCell(w.state),
+    sig: JSON.stringify(w),
+    facets: { text: `${w.name} ${w.id} ${w.state} ${scopes(w.owned_scopes)}`.toLowerCase(), agent: w.name,
+      controller: w.controller_id, state: w.state },
+    cells: () => [el("td", { class: "mono", text: w.name || w.id, title: w.worktree || w.cwd }), stateCell(w.state),
       el("td", { class: "mono", text: scopes(w.owned_scopes) }), el("td", { class: "mono", text: scopes(w.locked_scopes) })],
-  })), 4, "no writer lane", (r) => r.id);
+  })), 4, "no writer lane");
 }
 
-const decisionId = (d) => String(d.id ?? d.decision ?? d.decision_id ?? "");
 
 function decideForm(id) {
   const reason = el("input", { type: "text", placeholder: "reason (recorded)", "aria-label": `reason for ${id}` });
@@ -181,19 +232,13 @@ function decideForm(id) {
   return form;
 }
 
-async function decisions() {
+// What needs a person, first on the page: every item with the command that settles it, and the decide
+// form (POST /api/decisions/ID, the page's one action) only for a plan's decision and only with a token.
+async function attention() {
   const box = $("decisions");
-  let doc;
-  try {
-    doc = await get("/api/decisions");
-  } catch (error) {
-    if (error instanceof ApiError && (error.status === 404 || error.status === 405)) {
-      box.replaceChildren(el("p", { class: "muted", text: "this server lists no decisions" }));
-      return;
-    }
-    throw error;
-  }
-  const listed = Array.isArray(doc) ? doc : doc.decisions || [];
+  const doc = await get("/api/dashboard/attention");
+  const listed = doc.items || [];
+  $("attention-count").textContent = listed.length ? `(${listed.length})` : "";
   if (!listed.length) {
     box.replaceChildren(el("p", { class: "muted", text: "nothing waits on a person" }));
     return;
@@ -201,33 +246,16 @@ async function decisions() {
   // An item whose decision has not changed is kept as it is: a refresh (any event brings one) must
   // never wipe a reason someone is typing, or move the focus out of it.
   const kept = new Map([...box.querySelectorAll(":scope > .decision")].map((node) => [node.dataset.decision, node]));
-  const items = listed.map((d) => {
-    const id = decisionId(d);
-    const signature = JSON.stringify([d, Boolean(token())]);
-    const old = kept.get(id);
+  const items = listed.map((item) => {
+    const signature = JSON.stringify([item, Boolean(token())]);
+    const old = kept.get(item.id);
     if (old && old.dataset.signature === signature) return old;
-    const item = decisionItem(d, id);
-    item.dataset.signature = signature;
-    return item;
+    const node = attentionItem(item, item.decision && token() ? decideForm(item.decision) : null);
+    node.dataset.signature = signature;
+    return node;
   });
   const same = items.length === box.children.length && items.every((item, i) => box.children[i] === item);
   if (!same) box.replaceChildren(...items);
-}
-
-/** One decision's item: what waits, where, and how it is settled (the form only with a token). */
-function decisionItem(d, id) {
-  const what = d.prompt || d.why || d.message || "";
-  const where = [d.plan && `plan ${d.plan}`, d.step && `step ${d.step}`, d.target && `agent ${d.target}`,
-    d.receipt && `receipt ${d.receipt}`, d.since && `since ${d.since}`].filter(Boolean).join(", ");
-  const kind = [d.kind, d.waits_on].filter(Boolean).join(": ");
-  const item = el("div", { class: "decision", data: { decision: id } },
-    el("div", {}, el("code", { text: id }), " ", el("span", { class: "muted", text: kind })),
-    el("div", { text: what }), where ? el("div", { class: "muted", text: where }) : "");
-  // Decided here only what `decide` settles (a plan's step), and only with a token; the rest says how.
-  const settle = d.settle || { decide: true };
-  if (settle.decide && token()) item.append(decideForm(id));
-  else if (settle.cli) item.append(el("div", { class: "muted mono", text: settle.cli }));
-  return item;
 }
 
 function waterfall(plan) {
@@ -271,22 +299,82 @@ function runnerNote(runner) {
   return ` · runner ${runner.status}: pid ${runner.pid} on ${runner.host}, lease until ${runner.expires_at || "-"}`;
 }
 
+const planFacets = (p) => ({ text: `${p.plan} ${p.recipe} ${p.state} ${p.controller}`.toLowerCase(),
+  controller: p.controller, state: p.state });
+
 async function plans() {
-  const doc = await get("/api/plans");
+  const doc = await get("/api/plans?all=true");
   const listed = doc.plans || [];
+  rows($("plan-list"), [...listed].reverse().map((p) => ({
+    id: p.plan,
+    sig: JSON.stringify([p.state, p.steps, p.paused_reason]),
+    facets: planFacets(p),
+    cells: () => [el("td", { class: "mono" }, selectLink(p.plan, "plan", p.plan, { class: "plan-link" })),
+      el("td", { text: p.recipe || "" }), stateCell(p.state), el("td", { class: "mono", text: p.controller || "" }),
+      el("td", { text: p.paused_reason || (p.failure && p.failure.code) || "" })],
+  })), 5, "no plan");
+  // Drawn: the first plans not ended (succeeded or cancelled) that the filters let through.
+  const match = matcher(view);
+  const live = listed.filter((p) => !["succeeded", "cancelled"].includes(p.state) && match(planFacets(p)));
   const box = $("plans");
-  if (!listed.length) {
+  if (!live.length) {
     box.replaceChildren(el("p", { class: "muted", text: "no plan is running" }));
     return;
   }
-  const shown = await Promise.all(listed.slice(0, PLANS_DRAWN).map((p) => get(`/api/plans/${encodeURIComponent(p.plan)}`)));
+  const shown = await Promise.all(live.slice(0, PLANS_DRAWN).map((p) => get(`/api/plans/${encodeURIComponent(p.plan)}`)));
   box.replaceChildren(...shown.map((plan) => el("div", { class: "plan", data: { plan: plan.plan } },
-    el("h3", {}, el("code", { text: plan.plan }), " ", el("span", { class: "muted", text: plan.recipe || "" }), " ",
+    el("h3", {}, el("code", {}, selectLink(plan.plan, "plan", plan.plan)), " ", el("span", { class: "muted", text: plan.recipe || "" }), " ",
       el("span", { class: `state state-${plan.state}`, text: plan.state }),
       plan.paused_reason ? el("span", { class: "muted", text: ` — ${plan.paused_reason}` }) : "",
       plan.runner ? el("span", { class: `muted runner runner-${plan.runner.status}`, text: runnerNote(plan.runner) }) : ""),
     waterfall(plan))));
-  if (listed.length > PLANS_DRAWN) box.append(el("p", { class: "muted", text: `and ${listed.length - PLANS_DRAWN} more` }));
+  if (live.length > PLANS_DRAWN) box.append(el("p", { class: "muted", text: `and ${live.length - PLANS_DRAWN} more` }));
+}
+
+// --- the selected plan's timeline, the selected agent's detail ---------------------------------------------
+
+const ENDED = ["succeeded", "cancelled"]; // (a failed plan may be retried)
+let timelineStale = true; // the selected plan had an event since its timeline was read
+let timelineDoc = null; // the selected plan's last timeline: a filter change redraws it without a request
+
+function drawTimeline() {
+  if (timelineDoc && view.plan === timelineDoc.plan) {
+    // only the text and the state: a step has no controller or agent of its own to filter by
+    $("timeline").replaceChildren(timeline(timelineDoc, matcher({ q: view.q, state: view.state })));
+  }
+}
+
+async function planTimeline() {
+  const panel = $("panel-timeline");
+  panel.hidden = !view.plan;
+  if (!view.plan) return;
+  $("timeline-title").textContent = view.plan;
+  // Asked again only when that plan's instance had an event since (a plan of 10,000 steps is a large
+  // answer: a burst of other events must not fetch it again and again), and never once it has ended.
+  if (timelineDoc && timelineDoc.plan === view.plan && (!timelineStale || ENDED.includes(timelineDoc.state))) return;
+  try {
+    timelineStale = false; // (before the answer: an event while it is on its way marks it stale again)
+    timelineDoc = await get(`/api/dashboard/plans/${encodeURIComponent(view.plan)}/timeline`);
+    drawTimeline();
+  } catch (error) {
+    timelineStale = true; // asked again by the next refresh
+    if (!(error instanceof ApiError) || error.status === 401) throw error;
+    $("timeline").replaceChildren(el("p", { class: "muted", text: `${error.message} [${error.code}]` }));
+  }
+}
+
+function agentPanel() {
+  const panel = $("panel-agent");
+  panel.hidden = !view.pane;
+  if (!view.pane) return;
+  const agent = agentRows.find((a) => a.pane_id === view.pane);
+  $("agent-title").textContent = agent ? agent.name || agent.pane_id : view.pane;
+  if (!agent) {
+    $("agent").replaceChildren(el("p", { class: "muted", text: `no agent ${view.pane} on this host now` }));
+    return;
+  }
+  const mine = receiptRows.filter((r) => r.pane_id === agent.pane_id).reverse();
+  $("agent").replaceChildren(agentDetail(agent, mine, activity.get(agent.pane_id), spendText(agent.spend, agent.budget)));
 }
 
 // --- machines ---------------------------------------------------------------------------------------------
@@ -383,6 +471,8 @@ function onEvent(event) {
   tbody.prepend(tr);
   while (tbody.rows.length > EVENTS_SHOWN) tbody.deleteRow(-1);
   instanceSeen(e.machine, e.instance);
+  search.add(e, (ev) => ev.instance === `plan/${view.plan}`);
+  if (view.plan && e.instance === `plan/${view.plan}`) timelineStale = true;
   schedule();
 }
 
@@ -409,22 +499,102 @@ async function refresh() {
       $("store").textContent = `v${doc.version} · store ${doc.store_id}`;
     }).catch(() => {});
   }
-  if (!machinesLoaded) {
-    try {
-      await loadMachines();
-      machinesLoaded = true;
-    } catch {
-      // unauthorized or unreachable: the next refresh tries again
-    }
-  }
-  const panels = [controllers, agents, receipts, writers, decisions, plans];
+  // The machines' list is asked beside the panels, not before them (its first answer is slow: the
+  // server loads every definition), and awaited before their drawings.
+  const machinesListed = machinesLoaded ? null : loadMachines().then(() => {
+    machinesLoaded = true;
+  }, () => {
+    // unauthorized or unreachable: the next refresh tries again
+  });
+  const panels = [attention, controllers, agents, receipts, writers, plans, planTimeline];
+  // The event search (up to 20,000 events) loads once the rest is drawn: rendered incrementally, it
+  // never holds up what needs a person.
+  if (document.body.dataset.firstRender && searchFor !== (view.plan || null)) panels.push(loadSearch);
   const results = await Promise.allSettled(panels.map((panel) => panel()));
+  agentPanel();
+  if (search.dirty) search.show();
+  if (!document.body.dataset.firstRender && results.every((r) => r.status === "fulfilled")) {
+    // from navigation start to every data panel drawn once, the machines' drawings aside (they come
+    // after, one by one); bench/dashboard.py reads it
+    void document.body.offsetHeight;
+    document.body.dataset.firstRender = performance.now().toFixed(1);
+  }
+  if (searchFor !== (view.plan || null)) again = true; // its first load: the refresh right after this one
   const failed = results.filter((r) => r.status === "rejected" && r.reason.status !== 401);
   problem(failed.length ? `could not refresh: ${failed.map((r) => r.reason.message).join("; ")}` : "");
   if (results.every((r) => r.status === "fulfilled")) $("auth-needed").hidden = true;
+  await machinesListed;
   await Promise.allSettled([...machines].filter(([, m]) => m.dirty).map(([name]) => drawMachine(name)));
   document.body.dataset.refreshed = String(Date.now());
   tick();
+}
+
+// --- the event search -------------------------------------------------------------------------------------
+
+let search = null;
+let searchFor; // the plan whose events the search holds (null: the whole log), undefined: not loaded
+
+async function loadSearch() {
+  const plan = view.plan || null;
+  await search.load(plan);
+  searchFor = plan; // only once loaded: a refused load (no token yet) is asked again by the next refresh
+  search.filter(filtersOf(view));
+  document.body.dataset.searchLoaded = performance.now().toFixed(1);
+}
+
+// --- filters and selections: the URL's hash ---------------------------------------------------------------
+
+const filtersOf = (state) => Object.fromEntries(FILTER_KEYS.filter((k) => state[k]).map((k) => [k, state[k]]));
+const selection = () => Object.fromEntries(Object.entries(view).filter(([k]) => !FILTER_KEYS.includes(k)));
+
+function showFilters() {
+  for (const key of FILTER_KEYS) {
+    const input = $(`filter-${key}`);
+    if (input.value !== (view[key] || "")) input.value = view[key] || "";
+  }
+}
+
+/** Redraw what the filters govern from what the page holds (no request), and time it. */
+function applyFilters() {
+  const t0 = performance.now();
+  for (const id of tables.keys()) drawTable(id);
+  drawTimeline();
+  search.filter(filtersOf(view));
+  void document.body.offsetHeight; // the layout is part of the cost a reader waits for
+  document.body.dataset.filterMs = (performance.now() - t0).toFixed(1);
+  document.body.dataset.filtered = String(Number(document.body.dataset.filtered || 0) + 1);
+}
+
+function onFilterInput() {
+  const next = { ...selection() };
+  for (const key of FILTER_KEYS) {
+    const value = $(`filter-${key}`).value.trim();
+    if (value) next[key] = value;
+  }
+  view = next;
+  writeState(view);
+  applyFilters();
+  schedule(); // the drawn plans follow the filters too
+}
+
+/** Select a plan or an agent (a history entry, so Back returns), or clear it (value ""). */
+function select(key, value) {
+  if (key === "plan") timelineStale = true;
+  view = { ...view, [key]: value || undefined };
+  if (!value) delete view[key];
+  writeState(view, true);
+  planTimeline().catch(() => {});
+  agentPanel();
+  schedule();
+}
+
+function onHashChange() {
+  timelineStale = true;
+  view = readState();
+  showFilters();
+  applyFilters();
+  agentPanel();
+  schedule();
 }
 
 /** Refresh soon: many events in a burst make one refresh; one running makes one more after it. */
@@ -476,9 +646,35 @@ function start() {
   $("gap-dismiss").addEventListener("click", () => {
     $("gap").hidden = true;
   });
+  search = new EventSearch($("search-list"), $("search-count"));
+  for (const key of FILTER_KEYS) $(`filter-${key}`).addEventListener("input", onFilterInput);
+  $("filters").addEventListener("submit", (event) => event.preventDefault());
+  $("filters-clear").addEventListener("click", () => {
+    for (const key of FILTER_KEYS) $(`filter-${key}`).value = "";
+    onFilterInput();
+  });
+  $("timeline-close").addEventListener("click", () => select("plan", ""));
+  $("agent-close").addEventListener("click", () => select("pane", ""));
+  window.addEventListener("hashchange", onHashChange);
+  window.addEventListener("popstate", onHashChange);
+  showFilters();
   showToken();
   setInterval(tick, 1000);
   schedule();
+  startStream();
+}
+
+// The stream (which replays the log from its start: the machines' instance lists are drawn from it)
+// begins once the first refresh is done, so a long log's replay never delays the first render. It
+// misses nothing: it replays whatever happened in between.
+let streaming = false;
+function startStream() {
+  if (streaming) return;
+  if (!document.body.dataset.refreshed) {
+    setTimeout(startStream, 50);
+    return;
+  }
+  streaming = true;
   follow(onEvent, onState);
 }
 
