@@ -125,7 +125,12 @@ class PlanRun:
             self._replayable = False
 
     def _is_pure(self, step: Step) -> bool:
-        """Whether ``step``'s operation is declared pure (an uninstalled one is not)."""
+        """Whether ``step`` is batched as pure: its operation is declared pure (an uninstalled one is
+        not) and it has no ``retry`` policy. A retried step's attempts are each recorded (a ``running``
+        record per attempt, as an effectful step's), so the event log and the timeline hold every
+        attempt; its backoff dwarfs the commits that costs."""
+        if step.retry is not None:
+            return False
         pure = self._pure.get(step.do)
         if pure is None:
             implementation = self.plans.operations.get(step.do)

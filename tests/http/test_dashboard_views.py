@@ -115,7 +115,11 @@ def test_what_needs_a_person_comes_first_with_the_command_that_settles_it(
     assert first.get_attribute("id") == "panel-attention"
     assert item.locator("form.decide").count() == 0  # no token: the command, never a button
     page.click("#decisions button.copy")
-    assert page.locator("#decisions button.copy").inner_text() in ("copied", "selected")
+    # The button says what happened once the clipboard's promise settles (copied, or selected without one).
+    page.wait_for_function(
+        "() => ['copied', 'selected'].includes(document.querySelector('#decisions button.copy').textContent)",
+        timeout=LIVE_TIMEOUT_MS,
+    )
     shoot(tab, "attention", "#panel-attention")
     assert tab.errors == []
     assert tab.refused == []

@@ -194,7 +194,9 @@ def _run_probe(service: Service, recipes: RecipeLibrary, plan_id: str = "p1", mo
     return anyio.run(plans.run, PlanRunInput(plan_id))
 
 
-def _crash_in_step(service: Service, recipes: RecipeLibrary, plan_id: str, step: str) -> Instance:
+def _crash_in_step(
+    service: Service, recipes: RecipeLibrary, plan_id: str, step: str, recipe: str = "drawprobe"
+) -> Instance:
     """Run until ``step`` has started, then die as a runner would (its start is recorded, its end never)."""
 
     class Crash(BaseException):
@@ -205,7 +207,7 @@ def _crash_in_step(service: Service, recipes: RecipeLibrary, plan_id: str, step:
             raise Crash
 
     plans = Plans(service, recipes, _NoKeeper(), STEP_OPERATIONS)
-    plans.submit(PlanSubmitInput({"plan": plan_id, "recipe": "drawprobe", "controller": "ctl"}))
+    plans.submit(PlanSubmitInput({"plan": plan_id, "recipe": recipe, "controller": "ctl"}))
     with pytest.raises(Crash):
         anyio.run(plans.run, PlanRunInput(plan_id), progress)
     return plans.plan(plan_id)  # with its step records (parts of the plan instance)
@@ -412,15 +414,44 @@ def test_plan_steps_are_coloured_by_their_recorded_state(service: Service, recip
     assert "failed" in recipe_dot(recipe, status).splitlines()[2]
 
 
-def test_a_step_in_flight_is_running(service: Service, recipes: RecipeLibrary) -> None:
-    plan = _crash_in_step(service, recipes, "p2", "recover")
+# An effectful step (a nested plan) between two pure ones: only an effectful step has a running record
+# (a pure step's outcome is committed with its start, see runner/service/plan_run.py).
+INFLIGHT_RECIPE = """\
+recipe: inflight
+version: 1
+description: A nested plan between two pure steps.
+steps:
+  - id: first
+    do: flow.pass
+  - id: nested
+    do: recipe.call
+    with: {recipe: tiny}
+  - id: last
+    do: flow.pass
+"""
+
+
+def test_a_step_in_flight_is_running(service: Service, recipes: RecipeLibrary, tmp_path: Path) -> None:
+    (tmp_path / "recipes" / "inflight.yaml").write_text(INFLIGHT_RECIPE)
+    library = RecipeLibrary([tmp_path / "recipes"])
+    plan = _crash_in_step(service, library, "p2", "nested", recipe="inflight")
     assert plan.state == "running"
     status = PlanStatus.of(plan)
-    assert status.of_step("recover") == "running" and status.of_step("end") == "pending"
-    nodes, _ = parse_dot(recipe_dot(recipes.get("drawprobe"), status))
-    assert nodes["step:recover"]["fillcolor"] == STEP_COLOURS["running"][0]
-    assert nodes["step:end"]["fillcolor"] == STEP_COLOURS["pending"][0]
-    assert "): running" in recipe_mermaid(recipes.get("drawprobe"), status).splitlines()[1]
+    assert [status.of_step(s) for s in ("first", "nested", "last")] == ["succeeded", "running", "pending"]
+    nodes, _ = parse_dot(recipe_dot(library.get("inflight"), status))
+    assert nodes["step:nested"]["fillcolor"] == STEP_COLOURS["running"][0]
+    assert nodes["step:last"]["fillcolor"] == STEP_COLOURS["pending"][0]
+    assert "): running" in recipe_mermaid(library.get("inflight"), status).splitlines()[1]
+
+
+def test_a_pure_step_has_no_running_record(service: Service, recipes: RecipeLibrary) -> None:
+    """A pure step's progress events are heard after the commit that holds its outcome (with the next
+    effectful step's start): a crash heard at its start finds it succeeded, and the only running step
+    is the effectful one whose start was committed with it."""
+    plan = _crash_in_step(service, recipes, "p3", "recover")
+    status = PlanStatus.of(plan)
+    assert status.of_step("recover") == "succeeded"
+    assert [s for s in PROBE_STATES if status.of_step(s) == "running"] == ["cleanup"]
 
 
 @pytest.mark.slow
