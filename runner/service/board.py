@@ -9,13 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from runner.context import Event, parse_time
 from runner.service.inputs.board import EventSearchInput
 
 if TYPE_CHECKING:
-    from runner.service.facade import Service
+    from runner.service.decisions import Decisions
+    from runner.service.events import Events
+    from runner.service.inventory import Inventory
+    from runner.service.plans import Plans
+    from runner.store.abc import Store
+
+
+class BoardHost(Protocol):
+    """What the board reads through (the service façade is one): its components, store and clock.
+    A port, so that the board never imports the façade that assembles it."""
+
+    @property
+    def decisions(self) -> Decisions: ...
+    @property
+    def events(self) -> Events: ...
+    @property
+    def inventory(self) -> Inventory: ...
+    @property
+    def plans(self) -> Plans: ...
+    @property
+    def store(self) -> Store: ...
+    def now(self) -> datetime: ...
+
 
 ATTENTION_KINDS = (
     "decision",
@@ -37,7 +59,7 @@ _DECISION_KIND = {"plan": "decision", "agent": "agent_blocked", "receipt": "rece
 class Board:
     """The dashboard's views over one service (its decisions, inventory, plans and events)."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: BoardHost) -> None:
         self.service = service
 
     # --- what needs a person -----------------------------------------------------------------------------
