@@ -749,14 +749,27 @@ def test_retry_runs_a_failing_safe_step_up_to_max_attempts(flows: Rig) -> None:
     plan = flows.run(flows.plan("retry-1", "flaky"))
     assert plan.state == "failed"
     assert plan.data["failure"] == {"step": "flaky", "code": "flaky", "message": "always fails"}
-    # Every step is pure: no running records, every outcome committed at once with the fail.
+    # Every step is pure, but a step with a retry policy is recorded as an effectful one: each
+    # attempt's running record (the first committed with the pure step before it), its outcome
+    # committed before a later step runs (with the skip after it), the clean-up's with the fail.
     assert flows.step_log("retry-1") == [
         ("before", "succeeded", 1),
+        ("flaky", "running", 1),
+        ("flaky", "running", 2),
+        ("flaky", "running", 3),
         ("flaky", "failed", 3),
         ("after", "skipped", None),
         ("cleanup", "succeeded", 1),
     ]
-    assert [e.trigger for e in flows.events() if e.instance_id == "plan/retry-1"] == ["submit", "start", "fail"]
+    assert [e.trigger for e in flows.events() if e.instance_id == "plan/retry-1"] == [
+        "submit",
+        "start",
+        "step",
+        "step",
+        "step",
+        "step",
+        "fail",
+    ]
     assert [(p["step"], p["attempt"]) for p in flows.kinds_of("step_started")] == [
         ("before", 1),
         ("flaky", 1),
