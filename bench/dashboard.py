@@ -5,7 +5,8 @@ private state home (on ``/dev/shm`` when it exists, so that building the store i
 chooses another place):
 
 - the store holds **a plan of 10,000 events** (``--events``: a recipe of that many ``flow.pass`` steps,
-  run by ``corral run``: each step's record is one event) and **1,000 instances** beside it
+  run by ``corral run``; each step has a ``retry`` policy, so each step's record is one event, as
+  an effectful step's is, where pure steps without one are committed 64 to an event) and **1,000 instances** beside it
   (``--instances`` live controller leases, acquired in one process);
 - the page is opened at the plan's shared link (``/#plan=p-big``: its timeline and its 10,000 events in
   the event search) in Debian's Chromium through Playwright (``executable_path``, never a browser
@@ -80,7 +81,9 @@ def build(home: Path, events: int, instances: int) -> dict[str, Any]:
     """The store: a plan of about ``events`` events (that many steps) and ``instances`` live leases."""
     recipes = home.parent / "recipes"
     recipes.mkdir(parents=True, exist_ok=True)
-    steps = "".join(f"  - {{id: s{i:05d}, do: flow.pass}}\n" for i in range(events))
+    # Each step declares a retry policy: a retried step is recorded per attempt (a pure step without
+    # one is committed in batches of 64, which would leave the plan about events / 64 events).
+    steps = "".join(f"  - {{id: s{i:05d}, do: flow.pass, retry: {{max_attempts: 1}}}}\n" for i in range(events))
     (recipes / "big.yaml").write_text(
         f"recipe: big\nversion: 1\ndescription: many steps\ninputs: {{type: object}}\nsteps:\n{steps}"
     )

@@ -190,7 +190,7 @@ class Runtime:
         scratch = self.home.root / "snapshots"
         return Plans(
             service,
-            RecipeLibrary(),
+            RecipeLibrary(checked=self.library.checked),  # parses and schema verdicts kept by content
             self.credentials.keeper(),
             OPERATIONS,
             scratch=scratch,
@@ -209,7 +209,7 @@ class Runtime:
         from runner.definitions.recipes import RecipeLibrary
         from runner.presentation.pack import write
 
-        return write(out_dir, self.library, RecipeLibrary())
+        return write(out_dir, self.library, RecipeLibrary(checked=self.library.checked))
 
     def host(self, name: str) -> AgentHost:
         """The agent host called ``name``, opened once per runtime through the host registry.

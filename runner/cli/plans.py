@@ -338,11 +338,11 @@ def plans_list(app: App, include_ended: bool, limit: int | None, after: str | No
     from runner.service.inputs.plans import PlanListInput
 
     component = _plans(app, runs=False)
-    found = component.list(PlanListInput(include_ended, after, limit))
     if as_json:
-        rows = [component.summary(p) | {"steps": len(p.data.get("steps") or {})} for p in found]
-        render.emit_json({"plans": rows, "next_after": found.next_after})
+        rows = component.list_rows(PlanListInput(include_ended, after, limit))
+        render.emit_json({"plans": list(rows), "next_after": rows.next_after})
         return
+    found = component.list(PlanListInput(include_ended, after, limit))
     render.table(
         None,
         ["plan", "recipe", "state", "controller", "steps done", "submitted"],

@@ -709,9 +709,8 @@ def _plan_show(call: Call, a: dict[str, Any]) -> dict[str, Any]:
     output=obj({"plans": array(ANY_OBJ), **PAGE}),
 )
 def _plan_list(call: Call, a: dict[str, Any]) -> dict[str, Any]:
-    found = call.plans(runs=False).list(build(_op("corral_plans_list"), call, a))
-    rows = [call.summary(p) | {"steps": len(p.data.get("steps") or {})} for p in found]
-    return {"plans": rows, "next_after": found.next_after}
+    found = call.plans(runs=False).list_rows(build(_op("corral_plans_list"), call, a))
+    return {"plans": list(found), "next_after": found.next_after}
 
 
 async def _resume_plan(

@@ -8,10 +8,10 @@ public id). Each view answers a JSON document ``corral serve`` serves under ``/a
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runner.context import Event, parse_time
+from runner.context import Event, format_time, parse_time
 from runner.service.inputs.board import EventSearchInput
 
 if TYPE_CHECKING:
@@ -357,14 +357,12 @@ def _between(start: str, end: str) -> float:
 def _apply_record(runs: dict[int, dict[str, Any]], record: Mapping[str, Any]) -> None:
     """A step's one attempt from its record alone: ``at`` is when the record was last written (its
     end once it has ``seconds``, which it then started that long before; its start while it runs)."""
-    from datetime import timedelta
-
-    from runner.context import format_time
-
     at = str(record["at"])
     seconds = record.get("seconds")
     ended = isinstance(seconds, (int, float)) and record.get("state") not in ("running", "waiting")
-    started = format_time(parse_time(at) - timedelta(seconds=float(seconds))) if ended else at  # type: ignore[arg-type]
+    started = at
+    if ended and seconds:  # (a pure step's 0 s: its start is its end, no clock arithmetic for 10,000 of them)
+        started = format_time(parse_time(at) - timedelta(seconds=float(seconds)))  # type: ignore[arg-type]
     run: dict[str, Any] = {
         "attempt": int(record.get("attempt") or 1),
         "state": record.get("state"),

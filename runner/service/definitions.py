@@ -269,7 +269,7 @@ def draw(
     else:
         from runner.definitions.recipes import RecipeLibrary
 
-        recipes = RecipeLibrary()
+        recipes = RecipeLibrary(checked=library.checked)
         status = None
         if plan_id is not None:
             plan = service.plans.plan(plan_id)
@@ -301,7 +301,9 @@ def _machine_or_plan(library: Library, name: str) -> Any:
     from runner.definitions.recipes import RecipeLibrary
     from runner.proof.recipe import plan_of
 
-    return plan_of(library.get("plan"), recipe, [s.id for s in RecipeLibrary().get(recipe).steps])
+    return plan_of(
+        library.get("plan"), recipe, [s.id for s in RecipeLibrary(checked=library.checked).get(recipe).steps]
+    )
 
 
 def check(library: Library, names: tuple[str, ...], options: Any) -> dict[str, Any]:
@@ -318,7 +320,7 @@ def check(library: Library, names: tuple[str, ...], options: Any) -> dict[str, A
     from runner.errors import NotFoundError
     from runner.proof import check_machine, result_document
 
-    recipes = RecipeLibrary()
+    recipes = RecipeLibrary(checked=library.checked)
     machine_names = sorted({p.stem for p in library.builtin_paths() + library.local_paths()})
     wanted_machines: list[Any] = []  # names or paths, in order
     wanted_recipes: list[str] = []

@@ -50,6 +50,7 @@ from runner.service.steps import (
     attempt_keys,
 )
 from runner.service.views.pages import Page
+from runner.updates.plans import STEP
 
 if TYPE_CHECKING:
     from runner.service import Service
@@ -563,6 +564,24 @@ class Plans:
         ended = [n for n, st in spec.states.items() if st.terminal]
         found, _ = self.service.core.page("plan", ended, limit=1)
         return bool(found)
+
+    def list_rows(self, inp: PlanListInput) -> Page[dict[str, Any]]:
+        """The listing the surfaces print as JSON (``plans list --json``, MCP, HTTP): each plan's
+        summary without its step records, ``steps`` the number it recorded, counted in the store
+        without reading them (a plan of 10,000 steps costs one count, not 10,000 decodes)."""
+        spec = self.service.library.builtin("plan")
+        states = None if inp.include_ended else [n for n, st in spec.states.items() if not st.terminal]
+        after = None if inp.after is None else plan_instance_id(inp.after)
+        found, more = self.service.core.page("plan", states, after=after, limit=inp.limit)
+        rows = []
+        with self.service.store.read() as reader:
+            for header in found:
+                if header.data.get("steps"):  # a plan written before its records were parts: read them all
+                    steps = len(plan_view(header, reader.parts(header.id)).data["steps"])
+                else:
+                    steps = reader.part_count(header.id, STEP)
+                rows.append(plan_summary(header) | {"steps": steps})
+        return Page(rows, str(found[-1].data.get("plan_id")) if more else None)
 
     def list(self, inp: PlanListInput) -> Page[Instance]:
         """Plans with their step records, a page of them if asked (defined last: in the class body the

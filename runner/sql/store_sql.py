@@ -198,6 +198,13 @@ class SQLReader(Reader):
         )
         return {key: sql.decode(value, "instance_parts", f"{instance_id} {key}", "value") for key, value in rows}
 
+    def part_count(self, instance_id: str, prefix: str = "") -> int:
+        row = self._sql.run(
+            "SELECT count(*) FROM instance_parts WHERE instance_id = ? AND substr(key, 1, ?) = ?",
+            (instance_id, len(prefix), prefix),
+        ).fetchone()
+        return int(row[0])
+
     def probe_claims(
         self, space: str | None, scopes: Iterable[str], probe: Callable[[str, list[str], list[str]], Iterable[Any]]
     ) -> list[Claim]:

@@ -237,6 +237,11 @@ class Reader(ABC):
         transaction keep the order of the writes. Empty for an instance with no parts (or none at all).
         """
 
+    def part_count(self, instance_id: str, prefix: str = "") -> int:
+        """How many parts of an instance have a key starting with ``prefix`` (:meth:`parts`, counted
+        without reading them)."""
+        return len(self.parts(instance_id, prefix))
+
     @abstractmethod
     def overlapping_claims(
         self,

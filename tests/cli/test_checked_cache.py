@@ -72,3 +72,33 @@ def test_a_damaged_entry_is_rebuilt_and_counted(tmp_path: Path) -> None:
     ledger = (home / "cache" / "rebuilds.log").read_text(encoding="utf-8").splitlines()
     assert len(ledger) == 2 and all(json.loads(line)["cache"] == "checked" for line in ledger)
     assert corral(home, tmp_path, "validate", str(good), "--json")[2] == []  # rewritten
+
+
+RECIPE = """\
+recipe: twostep
+version: 1
+description: Two pure steps.
+inputs: {type: object}
+steps:
+  - {id: one, do: flow.pass}
+  - {id: two, do: flow.pass}
+"""
+
+
+def test_the_plans_component_keeps_its_recipes_parses_and_verdicts_too(tmp_path: Path) -> None:
+    """A command that reads a plan loads its recipe through the same cache: after the first, showing
+    the plan imports neither PyYAML nor jsonschema (a recipe of 10,000 steps costs seconds to parse and
+    check), and answers the same."""
+    home = tmp_path / "home"
+    recipes = tmp_path / "recipes"  # ./recipes: the local recipes of the directory corral runs in
+    recipes.mkdir()
+    (recipes / "twostep.yaml").write_text(RECIPE, encoding="utf-8")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("plan: p-1\nrecipe: twostep\ncontroller: ctl\ninputs: {}\n", encoding="utf-8")
+    ran = corral(home, tmp_path, "run", str(plan), "--json")
+    assert ran[0] == 0, ran
+    shows = [corral(home, tmp_path, "plans", "show", "p-1", "--json") for _ in range(2)]
+    for status, out, _ in shows:
+        assert status == 0 and [s["state"] for s in json.loads(out)["steps"]] == ["succeeded", "succeeded"], out
+    assert json.loads(shows[0][1])["steps"] == json.loads(shows[1][1])["steps"]
+    assert shows[1][2] == [], "the recipe's parse and schema verdict came from the cache"

@@ -79,6 +79,11 @@ def test_the_old_file_migrates_and_its_plans_read_as_they_did(db: Path, tmp_path
         assert shown.plan.state == "failed" and shown.plan.data["steps"]["s1"]["error"]["code"] == "broke"
         listed = {p.data["plan_id"]: p for p in plans.list(PlanListInput())}
         assert {k: len(p.data["steps"]) for k, p in listed.items()} == {"broken": 2, "interrupted": 2}
+        rows = plans.list_rows(PlanListInput())  # the JSON listing reads an old plan's records in its data
+        assert [(r["plan"], r["state"], r["steps"]) for r in rows] == [
+            ("broken", "failed", 2),
+            ("interrupted", "running", 2),
+        ]
     data, keys = raw_plan(db, "interrupted")
     assert "s1" in data["steps"] and keys == [], "reading rewrote nothing"  # type: ignore[operator]
 

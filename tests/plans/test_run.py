@@ -39,7 +39,7 @@ from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS, OpContext, Operation, Outputs
 from runner.service import AcquireInput, Service, WriterStartInput
 from runner.service.inputs.memory import CheckpointInput, ShowInput
-from runner.service.inputs.plans import PlanCancelInput, PlanRunInput, PlanSubmitInput
+from runner.service.inputs.plans import PlanCancelInput, PlanListInput, PlanRunInput, PlanSubmitInput
 from runner.service.plans import PlanConflictError, Plans
 from runner.service.steps import RUN, Resume
 from runner.sql.store_sqlite import SQLiteStore
@@ -788,6 +788,20 @@ def test_retry_runs_a_failing_safe_step_up_to_max_attempts(flows: Rig) -> None:
     retries = flows.kinds_of("step_retrying")
     assert [(r["step"], r["attempt"]) for r in retries] == [("flaky", 1), ("flaky", 2)]
     assert all(0 <= r["delay"] <= 0.01 for r in retries)
+
+
+def test_the_json_listing_counts_each_plans_records_as_the_full_listing_has_them(flows: Rig) -> None:
+    """``list_rows`` (what ``plans list --json``, MCP and HTTP print) counts step records in the store;
+    its rows are the summaries the full listing gives, ``steps`` the number of records each holds."""
+    flows.run(flows.plan("rows-1", "flaky"))  # failed: some steps recorded, one skipped
+    flows.plans.submit(PlanSubmitInput(flows.plan("rows-2", "flaky")))  # submitted: no record yet
+    full = flows.plans.list(PlanListInput(include_ended=True))
+    expected = [flows.plans.summary(p) | {"steps": len(p.data.get("steps") or {})} for p in full]
+    rows = flows.plans.list_rows(PlanListInput(include_ended=True))
+    assert [r["steps"] for r in rows] == [4, 0]
+    assert list(rows) == expected and rows.next_after is None
+    first = flows.plans.list_rows(PlanListInput(include_ended=True, limit=1))
+    assert [r["plan"] for r in first] == ["rows-1"] and first.next_after == "rows-1"
 
 
 class Outage:

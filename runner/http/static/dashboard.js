@@ -597,8 +597,9 @@ function onHashChange() {
   schedule();
 }
 
-/** Refresh soon: many events in a burst make one refresh; one running makes one more after it. */
-function schedule() {
+/** Refresh soon: many events in a burst make one refresh; one running makes one more after it.
+ * `delay`: how soon (the page's first refresh waits for nothing). */
+function schedule(delay = DEBOUNCE_MS) {
   if (running) {
     again = true;
     return;
@@ -616,7 +617,7 @@ function schedule() {
         schedule();
       }
     }
-  }, DEBOUNCE_MS);
+  }, delay);
 }
 
 // --- the token --------------------------------------------------------------------------------------------
@@ -660,7 +661,7 @@ function start() {
   showFilters();
   showToken();
   setInterval(tick, 1000);
-  schedule();
+  schedule(0);
   startStream();
 }
 
