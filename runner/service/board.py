@@ -362,7 +362,7 @@ def _apply_record(runs: dict[int, dict[str, Any]], record: Mapping[str, Any]) ->
     ended = isinstance(seconds, (int, float)) and record.get("state") not in ("running", "waiting")
     started = at
     if ended and seconds:  # (a pure step's 0 s: its start is its end, no clock arithmetic for 10,000 of them)
-        started = format_time(parse_time(at) - timedelta(seconds=float(seconds)))  # type: ignore[arg-type]
+        started = format_time(parse_time(at) - timedelta(seconds=float(seconds)))
     run: dict[str, Any] = {
         "attempt": int(record.get("attempt") or 1),
         "state": record.get("state"),
