@@ -53,6 +53,9 @@ CREATES_NOTHING = ("flow.", "human.", "git.", "wait.")
 """The step operations (by namespace) that create no instance: their attempts' keys are never looked up
 (a plan of 10,000 ``flow.pass`` steps would cost 90,000 key derivations and reads for nothing)."""
 
+UNKNOWN_SPEND = {"tokens": None, "cost_usd": None, "turns": None}
+"""What an attempt (or a step, or a plan) spent when no driven run recorded any: unknown, not zero."""
+
 _DECISION_KIND = {"plan": "decision", "agent": "agent_blocked", "receipt": "receipt_ambiguous"}
 
 
@@ -182,18 +185,19 @@ class Board:
         spent = self._spend_by_attempt(plan_id, attempts, {s["id"]: s.get("do") for s in summary["steps"]})
         steps = []
         for step in summary["steps"]:
-            runs = [
-                {**run, **spent.get((step["id"], number), {"tokens": None, "cost_usd": None, "turns": None})}
-                for number, run in sorted(attempts.get(step["id"], {}).items())
-            ]
+            step_id = step["id"]
+            runs = []
+            for number, run in sorted(attempts.get(step_id, {}).items()):
+                run.update(spent.get((step_id, number)) or UNKNOWN_SPEND)  # (the runs are this call's own)
+                runs.append(run)
             steps.append(
                 {
-                    "id": step["id"],
+                    "id": step_id,
                     "do": step.get("do"),
                     "state": step.get("state"),
                     "attempts": runs,
                     "retries": max(len(runs) - 1, 0),
-                    **_totals(runs),
+                    **(_totals(runs) if spent else UNKNOWN_SPEND),
                 }
             )
         starts = [run["started_at"] for s in steps for run in s["attempts"] if run["started_at"]]
