@@ -569,10 +569,7 @@ class Plans:
         """The listing the surfaces print as JSON (``plans list --json``, MCP, HTTP): each plan's
         summary without its step records, ``steps`` the number it recorded, counted in the store
         without reading them (a plan of 10,000 steps costs one count, not 10,000 decodes)."""
-        spec = self.service.library.builtin("plan")
-        states = None if inp.include_ended else [n for n, st in spec.states.items() if not st.terminal]
-        after = None if inp.after is None else plan_instance_id(inp.after)
-        found, more = self.service.core.page("plan", states, after=after, limit=inp.limit)
+        found, more = self._headers(inp)
         rows = []
         with self.service.store.read() as reader:
             for header in found:
@@ -583,13 +580,17 @@ class Plans:
                 rows.append(plan_summary(header) | {"steps": steps})
         return Page(rows, str(found[-1].data.get("plan_id")) if more else None)
 
-    def list(self, inp: PlanListInput) -> Page[Instance]:
-        """Plans with their step records, a page of them if asked (defined last: in the class body the
-        name hides the builtin). A plan's records are read after its header: a listing, not a snapshot."""
+    def _headers(self, inp: PlanListInput) -> tuple[list[Instance], bool]:
+        """The page of plan headers ``inp`` asks for, and whether more follow."""
         spec = self.service.library.builtin("plan")
         states = None if inp.include_ended else [n for n, st in spec.states.items() if not st.terminal]
         after = None if inp.after is None else plan_instance_id(inp.after)
-        found, more = self.service.core.page("plan", states, after=after, limit=inp.limit)
+        return self.service.core.page("plan", states, after=after, limit=inp.limit)
+
+    def list(self, inp: PlanListInput) -> Page[Instance]:
+        """Plans with their step records, a page of them if asked (defined last: in the class body the
+        name hides the builtin). A plan's records are read after its header: a listing, not a snapshot."""
+        found, more = self._headers(inp)
         with self.service.store.read() as reader:
             plans = [plan_view(header, reader.parts(header.id)) for header in found]
         return Page(plans, str(found[-1].data.get("plan_id")) if more else None)
