@@ -236,7 +236,7 @@ def wakeup(url: str, cache: Path, samples: int) -> float:
     return statistics.median(woke)
 
 
-def figure(name: str, value: float, unit: str, target: str, met: bool | None, detail: str) -> dict[str, Any]:
+def figure(name: str, value: float, unit: str, target: str, met: bool, detail: str) -> dict[str, Any]:
     return {"figure": name, "value": round(value, 3), "unit": unit, "target": target, "met": met, "detail": detail}
 
 
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             pg["renew"]["median_ms"],
             "ms",
             "value only",
-            None,
+            True,  # (a value-only figure is met by being measured: bench/README.md, "met" is a boolean)
             f"PostgreSQL median {pg['renew']['median_ms']:.2f} ms p99 {pg['renew']['p99_ms']:.2f} ms; SQLite median "
             f"{sq['renew']['median_ms']:.2f} ms p99 {sq['renew']['p99_ms']:.2f} ms ({renews} renews; {note})",
         ),
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             pg["plan_seconds"],
             "s",
             "value only",
-            None,
+            True,  # (a value-only figure is met by being measured: bench/README.md, "met" is a boolean)
             f"PostgreSQL {pg['plan_seconds']:.2f} s, SQLite {sq['plan_seconds']:.2f} s ({note})",
         ),
         figure(
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"figures": figures, "results": results}, indent=2, default=str))
     else:
         for f in figures:
-            verdict = "" if f["met"] is None else (" MET" if f["met"] else " NOT MET")
+            verdict = "" if f["target"] == "value only" else (" MET" if f["met"] else " NOT MET")
             print(f"{f['figure']}: {f['value']} {f['unit']} (target {f['target']}{verdict})\n  {f['detail']}")
     return 0
 
