@@ -175,33 +175,14 @@ class Events:
         """:meth:`wait` for a live tail that must see a commit within ``tick`` s: the events after
         ``since`` (at most ``limit``), waiting up to ``timeout`` s for the first one.
 
-        A store that is notified of commits (PostgreSQL) waits as :meth:`wait` does. One that must
-        poll and offers a change probe reading no table (SQLite: ``data_version``) is probed every
-        ``tick`` and read only when the probe moved, so the tail learns of a commit within ``tick``
-        (the store's own wait looks every 50 ms) at the cost of a pragma per tick, not a query.
+        A store notified of commits (PostgreSQL) waits as :meth:`wait` does; one that must poll
+        (SQLite) looks every ``tick`` instead of its default 50 ms, through a probe that reads no table
+        (``data_version``), and reads the log only when the probe moved.
 
         Raises:
             EventsPrunedError: ``since`` is (or while waiting falls) below the retention floor.
         """
-        store = self.core.store
-        probe = getattr(store, "data_version", None)
-        if probe is None:
-            return store.wait_events(since, timeout, limit)
-        import time
-
-        deadline = time.monotonic() + timeout
-        seen = None
-        while True:
-            version = probe()
-            if version != seen:
-                seen = version
-                found = store.events(since, limit)
-                if found:
-                    return found
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return []
-            time.sleep(min(tick, remaining))
+        return self.core.store.wait_events(since, timeout, limit, poll=tick)
 
     def store_id(self) -> str:
         """The store's identity (an epoch a stream's cursor carries: a cursor of another store, or of a

@@ -636,7 +636,9 @@ class PostgresStore(Store):
                 self._listener = _Listener(self)
             return self._listener
 
-    def wait_events(self, since: int, timeout: float, limit: int | None = None) -> list[Event]:
+    def wait_events(
+        self, since: int, timeout: float, limit: int | None = None, *, poll: float | None = None
+    ) -> list[Event]:  # (notified of commits: ``poll`` is not needed)
         # Blocks its thread up to ``timeout``: async callers run it in a worker thread.
         deadline = time.monotonic() + timeout
         listener = self._listening()

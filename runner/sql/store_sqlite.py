@@ -84,6 +84,7 @@ logger = get_logger(__name__)  # imports logging only to log (cold start)
 BUSY_TIMEOUT_MS = 20  # SQLite's own short wait before we take over with jittered retries
 RETRY_BASE = 0.002
 RETRY_CAP = 0.1
+WAIT_POLL = 0.05  # how often wait_events looks for another connection's commit (a caller may ask sooner)
 
 # One encoder for every row and event: json.dumps with options builds a new one per call.
 encode_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
@@ -678,15 +679,17 @@ class SQLiteStore(Store):
             rows = shared.event_rows(sql, since, limit, instance_id)
         return [sql.event(row) for row in rows]
 
-    def wait_events(self, since: int, timeout: float, limit: int | None = None) -> list[Event]:
+    def wait_events(
+        self, since: int, timeout: float, limit: int | None = None, *, poll: float | None = None
+    ) -> list[Event]:
         # Blocks its thread up to ``timeout`` (like ``_retry``): async callers run it in a worker thread.
         # SQLite has no notifications across processes; PRAGMA data_version changes whenever another
-        # connection commits, so polling it is a cheap check that reads no table.
+        # connection commits, so polling it (every ``poll`` s, WAIT_POLL by default) reads no table.
+        interval = WAIT_POLL if poll is None else poll
         deadline = time.monotonic() + timeout
         seen = None
         while True:
-            with self._lock:
-                version = self._reader().execute("PRAGMA data_version").fetchone()[0]
+            version = self.data_version()
             if version != seen:
                 seen = version
                 found = self.events(since, limit)
@@ -695,7 +698,7 @@ class SQLiteStore(Store):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return []
-            time.sleep(min(0.05, remaining))
+            time.sleep(min(interval, remaining))
 
     def data_version(self) -> tuple[int, int]:
         """A probe of "did anything commit?" that reads no table and opens no transaction (the

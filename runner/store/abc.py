@@ -372,8 +372,13 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def wait_events(self, since: int, timeout: float, limit: int | None = None) -> list[Event]:
+    def wait_events(
+        self, since: int, timeout: float, limit: int | None = None, *, poll: float | None = None
+    ) -> list[Event]:
         """Events after ``since`` (at most ``limit``), waiting up to ``timeout`` s for the first to appear.
+
+        ``poll``: how often a store that must poll for commits looks (None: its own default); a store
+        notified of commits ignores it.
 
         Raises:
             EventsPrunedError: ``events_pruned`` when ``since`` is (or, while waiting, falls) below
