@@ -19,35 +19,9 @@ import pytest
 
 from runner.http.routes import VIEWS
 from tests.http.conftest import SHA, Served, acquire, server_env
+from tests.http.recipes import FLAKY, GATE
 
 pytestmark = pytest.mark.slow  # the real executable
-
-GATE = """\
-recipe: gate
-version: 1
-description: A person's approval between two steps.
-inputs: {type: object}
-steps:
-  - id: before
-    do: flow.pass
-  - id: approve
-    do: human.approve
-    with: {prompt: "Ship release 1.2?", timeout: 600}
-  - id: after
-    do: flow.pass
-"""
-FLAKY = """\
-recipe: flaky
-version: 1
-description: A step that fails each attempt.
-inputs: {type: object}
-steps:
-  - {id: before, do: flow.pass}
-  - id: flaky
-    do: flow.fail
-    with: {code: flaky, message: always fails}
-    retry: {max_attempts: 3, interval: 0.01, backoff_rate: 1}
-"""
 
 
 def run_plan(home: Path, tmp_path: Path, plan_id: str, recipe: str) -> int:

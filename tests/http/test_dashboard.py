@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.http.recipes import GATE
 from tests.support.browser import chromium
 from tests.support.plans import steps_by_id
 from tests.support.runs import stop_process
@@ -314,22 +315,6 @@ def test_without_graphviz_machines_are_listed_with_the_current_state(serve: Serv
     svg_asks = [u for u in tab.urls if "format=svg" in u]
     assert len(svg_asks) == 1, svg_asks
     assert tab.refused == []
-
-
-GATE = """\
-recipe: gate
-version: 1
-description: A person's approval between two steps.
-inputs: {type: object}
-steps:
-  - id: before
-    do: flow.pass
-  - id: approve
-    do: human.approve
-    with: {prompt: "Ship release 1.2?", timeout: 600}
-  - id: after
-    do: flow.pass
-"""
 
 
 def test_a_pending_decision_is_decided_from_the_page_only_with_a_token(

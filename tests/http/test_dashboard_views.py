@@ -21,6 +21,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
+from tests.http.recipes import FLAKY, GATE
 from tests.http.test_dashboard import (  # noqa: F401  (the fixtures: browser, serve)
     LIVE_TIMEOUT_MS,
     REPO,
@@ -33,33 +34,6 @@ from tests.http.test_dashboard import (  # noqa: F401  (the fixtures: browser, s
 )
 
 pytestmark = pytest.mark.slow
-
-GATE = """\
-recipe: gate
-version: 1
-description: A person's approval between two steps.
-inputs: {type: object}
-steps:
-  - id: before
-    do: flow.pass
-  - id: approve
-    do: human.approve
-    with: {prompt: "Ship release 1.2?", timeout: 600}
-  - id: after
-    do: flow.pass
-"""
-FLAKY = """\
-recipe: flaky
-version: 1
-description: A step that fails each attempt.
-inputs: {type: object}
-steps:
-  - {id: before, do: flow.pass}
-  - id: flaky
-    do: flow.fail
-    with: {code: flaky, message: always fails}
-    retry: {max_attempts: 3, interval: 0.05, backoff_rate: 1}
-"""
 
 
 def shoot(tab: Tab, name: str, selector: str | None = None) -> None:

@@ -28,23 +28,15 @@ import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from runner.agents.kinds import Kinds
-from runner.agents.process import ProcessHost
-from runner.definitions.library import Library
-from runner.definitions.recipes import RecipeLibrary
 from runner.observe import tracing
-from runner.plans.keeper import MemoryKeeper
-from runner.plans.ops import OPERATIONS
-from runner.service import Service
 from runner.service.inputs.plans import (
     PlanDecideInput,
     PlanResumeInput,
     PlanRunInput,
     PlanSubmitInput,
 )
-from runner.service.plans import Plans
-from runner.sql.store_sqlite import SQLiteStore
 from tests.support import stream_agent
+from tests.support.agent_plans import AgentPlans
 from tests.support.otlp import Collector, Span, from_sdk
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,26 +91,9 @@ RECIPES = {
 }
 
 
-class Rig:
+class Rig(AgentPlans):
     def __init__(self, root: Path) -> None:
-        config = root / "agents.yaml"
-        config.write_text(stream_agent.kind_yaml())
-        directory = root / "recipes"
-        directory.mkdir()
-        for name, text in RECIPES.items():
-            (directory / f"{name}.yaml").write_text(textwrap.dedent(text))
-        self.store = SQLiteStore(root / "corral.db")
-        kinds = Kinds.load([config])
-        host = ProcessHost(self.store, root / "agents", kinds)
-        self.service = Service(
-            self.store, Library(cache_dir=root / "cache"), actor="test", hosts=lambda name: host, kinds=kinds
-        )
-        (root / "scratch").mkdir()
-        self.keeper = MemoryKeeper()
-        self.plans = Plans(self.service, RecipeLibrary([directory]), self.keeper, OPERATIONS, scratch=root / "scratch")
-        self.project = root / "project"
-        self.project.mkdir()
-        (self.project / "main.py").write_text("print('hi')\n")
+        super().__init__(root, RECIPES)
 
     def review(self, plan_id: str, kind: str, prompt: str) -> Any:
         inputs = {

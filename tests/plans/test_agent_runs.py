@@ -6,7 +6,6 @@ stream-json agent (tests/support/stream_agent.py, through the claude driver) and
 from __future__ import annotations
 
 import hashlib
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,16 +17,9 @@ from runner.agents.abc import AgentError, StartOptions
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.context import Instance
-from runner.definitions.library import Library
-from runner.definitions.recipes import RecipeLibrary
 from runner.errors import InputError
-from runner.plans.keeper import MemoryKeeper
-from runner.plans.ops import OPERATIONS
-from runner.service import Service
 from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
-from runner.service.plans import Plans
-from runner.sql.store_sqlite import SQLiteStore
-from tests.support import stream_agent
+from tests.support.agent_plans import AgentPlans
 
 AUTHORITY = hashlib.sha256(b"the plan's authority").hexdigest()
 
@@ -78,32 +70,9 @@ RECIPES = {
 }
 
 
-class Rig:
+class Rig(AgentPlans):
     def __init__(self, root: Path) -> None:
-        config = root / "agents.yaml"
-        config.write_text(stream_agent.kind_yaml())
-        directory = root / "recipes"
-        directory.mkdir()
-        for name, text in RECIPES.items():
-            (directory / f"{name}.yaml").write_text(textwrap.dedent(text))
-        self.store = SQLiteStore(root / "corral.db")
-        kinds = Kinds.load([config])
-        host = ProcessHost(self.store, root / "agents", kinds)
-        self.service = Service(
-            self.store,
-            Library(cache_dir=root / "cache"),
-            actor="test",
-            hosts=lambda name: host,
-            kinds=kinds,
-            plans=lambda service: self.plans,  # (built below; asked for only later, by service.board)
-        )
-        (root / "scratch").mkdir()
-        self.plans = Plans(
-            self.service, RecipeLibrary([directory]), MemoryKeeper(), OPERATIONS, scratch=root / "scratch"
-        )
-        self.project = root / "project"
-        self.project.mkdir()
-        (self.project / "main.py").write_text("print('hi')\n")
+        super().__init__(root, RECIPES)
 
     def run(self, doc: dict[str, Any]) -> Instance:
         self.plans.submit(PlanSubmitInput(doc))
