@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import corral_executable
+from common import corral_executable, print_figures
 
 TARGET_S = 60.0
 
@@ -69,13 +69,7 @@ def main() -> None:
             "detail": per,
         },
     ]
-    doc = {"figures": figures}
-    if args.json:
-        print(json.dumps(doc, indent=2))
-        return
-    for f in figures:
-        print(f"{f['figure']}: {f['value']} {f['unit']} (target {f['target']}, {'met' if f['met'] else 'NOT met'})")
-        print(f"  {f['detail']}")
+    print_figures(figures, args.json)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import this module as ``common``.
 
 from __future__ import annotations
 
+import json
 import shutil
 import statistics
 import subprocess
@@ -76,3 +77,34 @@ class Cold:
             "max_ms": round(max(self.samples_ms), 2),
             "samples_ms": [round(s, 2) for s in self.samples_ms],
         }
+
+
+class WriteCommits:
+    """A trace callback (``sqlite3.Connection.set_trace_callback``) counting the write transactions a
+    connection commits: ``BEGIN IMMEDIATE`` ... ``COMMIT`` (a read snapshot's BEGIN/COMMIT is not
+    one, nor a rolled back write). ``count`` is the number so far."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._writing = False
+
+    def __call__(self, statement: str) -> None:
+        verb = statement.lstrip().upper()
+        if verb.startswith("BEGIN IMMEDIATE"):
+            self._writing = True
+        elif verb.startswith(("COMMIT", "ROLLBACK")):
+            self.count += self._writing and verb.startswith("COMMIT")
+            self._writing = False
+
+
+def print_figures(figures: list[dict[str, Any]], as_json: bool) -> None:
+    """A script's figures: ``{"figures": [...]}`` with ``--json`` (what ``bench/summary.py`` reads),
+    else each as a line (value, unit, target, whether met) and its detail beneath."""
+    if as_json:
+        print(json.dumps({"figures": figures}, indent=2))
+        return
+    for figure in figures:
+        verdict = "met" if figure["met"] else "NOT met"
+        print(f"{figure['figure']}: {figure['value']} {figure['unit']} (target {figure['target']}, {verdict})")
+        detail = figure["detail"]
+        print(f"    {detail if isinstance(detail, str) else json.dumps(detail)}")

@@ -37,7 +37,6 @@ same. ``--json`` prints ``{"figures": [...]}`` (bench/README.md).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -53,6 +52,8 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from common import print_figures  # noqa: E402 - bench/ runs as a script directory
 
 FIRST_RENDER_TARGET_MS = 1000.0
 FILTER_TARGET_MS = 100.0
@@ -239,12 +240,7 @@ def main() -> None:
             },
         },
     ]
-    if args.json:
-        print(json.dumps({"figures": figures}, indent=2))
-        return
-    for figure in figures:
-        print(f"{figure['figure']}: {figure['value']} {figure['unit']} ({figure['target']}, met: {figure['met']})")
-        print(f"    {json.dumps(figure['detail'])}")
+    print_figures(figures, args.json)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import re
 import selectors
@@ -37,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from common import percentile
+from common import percentile, print_figures
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -298,12 +297,7 @@ def main() -> None:
             "detail": memory,
         },
     ]
-    if args.json:
-        print(json.dumps({"figures": figures}, indent=2))
-        return
-    for figure in figures:
-        print(f"{figure['figure']}: {figure['value']} {figure['unit']} ({figure['target']})")
-        print(f"    {json.dumps(figure['detail'])}")
+    print_figures(figures, args.json)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ Targets: write p50 < 20 ms (fsync bound), search p50 < 50 ms at 100k.
 from __future__ import annotations
 
 import argparse
-import json
 import secrets
 import statistics
 import sys
@@ -28,7 +27,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from common import percentile  # noqa: E402  - reason: bench/ runs as a script directory
+from common import percentile, print_figures  # noqa: E402  - reason: bench/ runs as a script directory
 
 from runner.definitions.library import Library  # noqa: E402
 from runner.service import Service  # noqa: E402
@@ -221,13 +220,7 @@ def main() -> None:
                 root,
                 args,
             )
-    doc = {"figures": figures}
-    if args.json:
-        print(json.dumps(doc, indent=2))
-        return
-    for f in figures:
-        print(f"{f['figure']}: {f['value']} {f['unit']} (target {f['target']}, {'met' if f['met'] else 'NOT met'})")
-        print(f"  {f['detail']}")
+    print_figures(figures, args.json)
 
 
 if __name__ == "__main__":

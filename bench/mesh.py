@@ -17,7 +17,6 @@ same figures on PostgreSQL, in a scratch schema dropped at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import sys
@@ -30,7 +29,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from common import percentile  # noqa: E402 - bench scripts import their sibling as a module
+from common import percentile, print_figures  # noqa: E402 - bench scripts import their sibling as a module
 
 SEND_TARGET_MS = 10.0
 INBOX_TARGET_MS = 20.0
@@ -222,12 +221,7 @@ def main() -> None:
             figures += figures_of("postgresql", measure(url, args.quick))
         finally:
             _drop(args.postgres, schema)
-    if args.json:
-        print(json.dumps({"figures": figures}, indent=2))
-        return
-    for figure in figures:
-        print(f"{figure['figure']}: {figure['value']} {figure['unit']} ({figure['target']}; met: {figure['met']})")
-        print(f"    {json.dumps(figure['detail'])}")
+    print_figures(figures, args.json)
 
 
 if __name__ == "__main__":

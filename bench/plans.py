@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import WriteCommits
+
 SCALE = (200, 800)  # the plan sizes the CPU and bytes ratios compare
 RATE_STEPS = 200  # the plan size of the steps/s figure
 
@@ -112,25 +114,13 @@ def run_plan_steps(n: int, directory: str | Path, pure: bool = True) -> dict[str
     (root / "recipes").mkdir()
     write_recipe(root / "recipes", n)
     store = SQLiteStore(root / "corral.db")
-    commits = 0
-    writing = False
-
-    def trace(statement: str) -> None:
-        # A write transaction is BEGIN IMMEDIATE ... COMMIT (a read snapshot's BEGIN/COMMIT is not counted).
-        nonlocal commits, writing
-        verb = statement.lstrip().upper()
-        if verb.startswith("BEGIN IMMEDIATE"):
-            writing = True
-        elif verb.startswith(("COMMIT", "ROLLBACK")):
-            commits += writing and verb.startswith("COMMIT")
-            writing = False
-
+    commits = WriteCommits()
     try:
         service = Service(store, Library(cache_dir=root / "cache"), actor="bench")
         operations = OPERATIONS if pure else _Effectful()
         plans = Plans(service, RecipeLibrary([root / "recipes"]), MemoryKeeper(), operations)
         plans.submit(PlanSubmitInput({"plan": "p", "recipe": "instant", "controller": "bench"}))
-        store._conn.set_trace_callback(trace)  # the bench's own counter on the adapter's connection
+        store._conn.set_trace_callback(commits)  # the bench's own counter on the adapter's connection
         written, cpu, wall = _written(), time.process_time(), time.perf_counter()
         final = anyio.run(plans.run, PlanRunInput("p"))
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -146,7 +136,7 @@ def run_plan_steps(n: int, directory: str | Path, pure: bool = True) -> dict[str
         "steps_per_second": n / wall,
         "cpu_seconds": cpu,
         "bytes_written": None if written is None or after is None else after - written,
-        "commits": commits,
+        "commits": commits.count,
     }
 
 

@@ -172,27 +172,17 @@ def test_an_effect_runs_only_after_everything_before_it_is_committed(world: Worl
 
 
 def test_a_commit_is_counted_by_the_store_connection(world: World) -> None:
-    """The same commits, counted as the bench counts them: write transactions on the store's connection."""
-    commits = 0
-    writing = False
+    """The same commits, counted by the bench's own counter: write transactions on the store's connection."""
+    from bench.common import WriteCommits
 
-    def trace(statement: str) -> None:
-        # A write transaction is BEGIN IMMEDIATE ... COMMIT (a read snapshot's BEGIN/COMMIT is not one).
-        nonlocal commits, writing
-        verb = statement.lstrip().upper()
-        if verb.startswith("BEGIN IMMEDIATE"):
-            writing = True
-        elif verb.startswith(("COMMIT", "ROLLBACK")):
-            commits += writing and verb.startswith("COMMIT")
-            writing = False
-
+    commits = WriteCommits()
     world.plans.submit(PlanSubmitInput({"plan": "t", "recipe": "mixed", "controller": "ctl"}))
-    world.store._conn.set_trace_callback(trace)  # the adapter's connection: the test's own counter
+    world.store._conn.set_trace_callback(commits)  # the adapter's connection
     try:
         assert anyio.run(world.plans.run, PlanRunInput("t")).state == "succeeded"
     finally:
         world.store._conn.set_trace_callback(None)
-    assert commits == len(world.commits("t")) == 6  # start, two effects' starts and outcomes, finish
+    assert commits.count == len(world.commits("t")) == 6  # start, two effects' starts and outcomes, finish
 
 
 def test_a_run_of_pure_steps_is_cut_at_its_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
