@@ -643,7 +643,13 @@ class ProcessHost(AgentHost):
             self._stop(current.pid)
 
     def _stop(self, pid: int) -> None:
-        """Stop a supervisor and its command (they share a process group)."""
+        """Stop a supervisor and its command (they share a process group, led by the supervisor).
+
+        SIGTERM first, and up to 2 s for the supervisor to go; then SIGKILL to the group, whatever is
+        left of it: a member may outlive its supervisor because it ignores SIGTERM (``bwrap`` does while
+        it sets up its namespaces, and would then sleep for ever). The group's id cannot name another
+        group while any member of it lives, and none is left alive otherwise, so the SIGKILL reaches
+        this run's processes only."""
         try:
             os.killpg(pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -651,9 +657,8 @@ class ProcessHost(AgentHost):
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and _alive(pid):
             time.sleep(0.01)
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "root": str(self.root), "kinds": self.kinds.names()}

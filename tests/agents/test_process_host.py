@@ -8,6 +8,7 @@ recorded the supervisor's pid.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -110,6 +111,43 @@ def test_a_close_while_the_supervisor_starts_stops_it(
     assert slot is not None and slot.closed, "the close was not undone by the prompt"
     with pytest.raises(AgentGoneError):
         host.get(pane)
+
+
+# A supervisor stand-in: leads its own process group, starts a member that ignores SIGTERM (as bwrap
+# does while it sets up its namespaces), prints the member's pid, then waits to be stopped.
+_STUBBORN_GROUP = """
+import os, signal, subprocess, sys, time
+os.setsid()
+member = subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"],
+    stdout=subprocess.PIPE)
+member.stdout.readline()
+print(member.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_member_of_the_run_that_ignores_sigterm_is_killed_once_its_supervisor_is_gone(
+    host: ProcessHost,
+) -> None:
+    import sys
+
+    leader = subprocess.Popen([sys.executable, "-c", _STUBBORN_GROUP], stdout=subprocess.PIPE)
+    assert leader.stdout is not None
+    member = int(leader.stdout.readline())
+    try:
+        host._stop(leader.pid)
+        leader.wait(5)  # the supervisor went on SIGTERM (reaped here, its parent)
+        deadline = time.monotonic() + 5
+        while process._alive(member) and time.monotonic() < deadline:  # (a zombie has stopped)
+            time.sleep(0.01)
+        assert not process._alive(member), "a member that ignored SIGTERM outlived the stop"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(member, signal.SIGKILL)
+        leader.kill()
+        leader.wait()
+        leader.stdout.close()
 
 
 def test_a_wait_never_blocks_the_event_loop_on_the_store(host: ProcessHost, tmp_path: Path) -> None:
