@@ -354,7 +354,7 @@ def test_a_pending_decision_is_decided_from_the_page_only_with_a_token(
     page.click("#token-use")
     page.wait_for_selector(f"{decision} form.decide", timeout=LIVE_TIMEOUT_MS)
     page.click(f"{decision} button[value=approve]")  # no reason yet: refused on the page, nothing sent
-    assert "needs a reason" in page.locator("#problem").inner_text()
+    page.wait_for_selector("#problem:text-matches('needs a reason')", timeout=LIVE_TIMEOUT_MS)
     page.fill(f"{decision} input[type=text]", "release notes reviewed")
     # Something happens meanwhile (any event brings a refresh): the reason being typed is kept.
     refreshed = page.evaluate("document.body.dataset.refreshed")
@@ -365,6 +365,8 @@ def test_a_pending_decision_is_decided_from_the_page_only_with_a_token(
         assert time.monotonic() < give_up, "the refresh never ended"
         page.wait_for_timeout(50)
     assert page.input_value(f"{decision} input[type=text]") == "release notes reviewed"
+    # ...and so is what the page said about the refused click: a refresh clears only its own failures.
+    assert "needs a reason" in page.locator("#problem").inner_text()
     page.click(f"{decision} button[value=approve]")
     # The server records the decision and resumes the plan: it runs to its end and nothing waits any more.
     page.wait_for_selector(decision, state="detached", timeout=LIVE_TIMEOUT_MS)

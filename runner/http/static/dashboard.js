@@ -64,10 +64,16 @@ function drawTable(id) {
   tbody.dataset.matched = String(matched.length);
 }
 
-function problem(text) {
+// What went wrong, by where it came from: a refresh that ends clears its own failure only, never what an
+// action of the person's (a decision refused on the page, say) has just told them.
+const problems = { refresh: "", action: "" };
+
+function problem(text, source = "action") {
+  problems[source] = text || "";
+  const shown = [problems.action, problems.refresh].filter(Boolean).join(" · ");
   const box = $("problem");
-  box.hidden = !text;
-  box.textContent = text || "";
+  box.hidden = !shown;
+  box.textContent = shown;
 }
 
 // --- countdowns -------------------------------------------------------------------------------------------
@@ -521,7 +527,7 @@ async function refresh() {
   }
   if (searchFor !== (view.plan || null)) again = true; // its first load: the refresh right after this one
   const failed = results.filter((r) => r.status === "rejected" && r.reason.status !== 401);
-  problem(failed.length ? `could not refresh: ${failed.map((r) => r.reason.message).join("; ")}` : "");
+  problem(failed.length ? `could not refresh: ${failed.map((r) => r.reason.message).join("; ")}` : "", "refresh");
   if (results.every((r) => r.status === "fulfilled")) $("auth-needed").hidden = true;
   await machinesListed;
   await Promise.allSettled([...machines].filter(([, m]) => m.dirty).map(([name]) => drawMachine(name)));
