@@ -35,6 +35,7 @@ from runner.definitions.library import Library
 from runner.service import AcquireInput, Grant, Service
 from runner.store import Store
 from tests.support.gitrepo import GIT_ENV, GIT_REDIRECTS
+from tests.support.specs import shared_library
 from tests.support.stores import (  # noqa: F401 - fixtures: the session's PostgreSQL server, the suite's store kind
     _test_store_ready,
     open_test_store,
@@ -91,8 +92,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def library(tmp_path: Path) -> Library:
-    return Library(cache_dir=tmp_path / "spec-cache")
+def library() -> Library:
+    """The shipped machines over this process's shared spec cache (``tests.support.specs``)."""
+    return shared_library()
 
 
 @pytest.fixture

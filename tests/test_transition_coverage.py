@@ -30,7 +30,6 @@ import pytest
 from runner.agents.abc import AgentBusyError, AgentError, Expect, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
-from runner.definitions.library import Library
 from runner.definitions.recipes import RecipeLibrary
 from runner.errors import CorralError
 from runner.plans import plan_instance_id
@@ -52,6 +51,7 @@ from runner.service.inputs.plans import PlanCancelInput, PlanDecideInput, PlanRu
 from runner.service.plans import Plans as PlansComponent
 from runner.sql.store_sqlite import SQLiteStore
 from tests.support.gitrepo import feature_worktree
+from tests.support.specs import shared_library
 
 SHA = hashlib.sha256(b"coverage authority").hexdigest()
 
@@ -106,7 +106,7 @@ class World:
         self.host = FaultyHost(self.store, root / "agents", Kinds.load([]))
         self.service = Service(
             self.store,
-            Library(cache_dir=root / "cache"),
+            shared_library(),
             actor="test",
             hosts=lambda name: self.host,
             kinds=Kinds.load([]),

@@ -14,10 +14,10 @@ from fake_herdr import FakeHerdr
 from runner.agents.abc import StartOptions
 from runner.agents.herdr import HerdrHost
 from runner.agents.kinds import Kinds
-from runner.definitions.library import Library
 from runner.errors import CorralError
 from runner.service import AcquireInput, AdoptedCloseInput, AdoptInput, Service
 from runner.sql.store_sqlite import SQLiteStore
+from tests.support.specs import shared_library
 
 SHA = hashlib.sha256(b"adopt on herdr").hexdigest()
 
@@ -32,7 +32,7 @@ def test_adopt_on_herdr_protects_the_coordinators_pane_and_closes_through_herdr(
     mine = host.start("coord", "script", str(work), StartOptions())  # the coordinator's own pane
     stray = host.start("stray", "script", str(work), StartOptions())  # made outside corral: no lease
     store = SQLiteStore(tmp_path / "corral.db")
-    service = Service(store, Library(cache_dir=tmp_path / "cache"), actor="test", hosts=lambda name: host)
+    service = Service(store, shared_library(), actor="test", hosts=lambda name: host)
     credential = service.controller.acquire(AcquireInput("ctl", "T-10", SHA, 900, "t@h")).credential
     monkeypatch.setenv("HERDR_PANE_ID", mine.pane_id)
 

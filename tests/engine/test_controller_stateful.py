@@ -39,7 +39,6 @@ from hypothesis.stateful import (
 
 from runner import fence
 from runner.context import format_time
-from runner.definitions.library import Library
 from runner.errors import CorralError, NotFoundError, RefusedError
 from runner.fence import Credential
 from runner.service import (
@@ -56,6 +55,7 @@ from runner.service import (
     TakeoverInput,
 )
 from runner.sql.store_sqlite import SQLiteStore
+from tests.support.specs import shared_library
 
 pytestmark = pytest.mark.slow  # a Hypothesis state machine
 
@@ -109,7 +109,7 @@ class ControllerLeases(RuleBasedStateMachine):
         self.dir = Path(tempfile.mkdtemp(prefix="corral-stateful-"))
         self.clock = ManualClock()
         self.store = SQLiteStore(self.dir / "corral.db", clock=self.clock)
-        self.service = Service(self.store, Library(cache_dir=self.dir / "spec-cache"), actor="stateful")
+        self.service = Service(self.store, shared_library(), actor="stateful")
         self.model = {c: LeaseModel() for c in CONTROLLERS}
         self.wallet: dict[tuple[str, str], Credential] = {}  # what each holder last got, maybe stale by now
         self.seen: dict[tuple[str, str], str] = {}  # the lease id each holder last saw listed
@@ -461,7 +461,7 @@ TestControllerLeases = ControllerLeases.TestCase
 def _service(tmp_path: Path) -> tuple[Service, ManualClock]:
     clock = ManualClock()
     store = SQLiteStore(tmp_path / "corral.db", clock=clock)
-    return Service(store, Library(cache_dir=tmp_path / "spec-cache"), actor="test"), clock
+    return Service(store, shared_library(), actor="test"), clock
 
 
 @pytest.mark.parametrize("op", ["renew", "resume"])

@@ -21,6 +21,7 @@ from runner.definitions import operations as catalogue
 from runner.mcp.paths import NOT_PATH_ARGS, PATH_ARGS
 from tests.http.conftest import SHA, Served
 from tests.support.gitrepo import GIT_ENV
+from tests.support.specs import shared_library
 
 LOOKS_LIKE_A_PATH = re.compile(r"cwd|dir|path|worktree|repo|file|root|folder", re.IGNORECASE)
 SAYS_PATH = re.compile(r"director|\bpath\b|absolute", re.IGNORECASE)
@@ -126,7 +127,6 @@ def test_a_plan_naming_a_path_outside_the_root_is_refused_before_it_is_recorded(
 def test_a_step_whose_path_only_a_run_decides_is_checked_before_it_runs(tmp_path: Path) -> None:
     """The second line: a plan recorded without confinement (e.g. by the CLI) and run where paths are
     confined fails its step with ``path_outside_root`` before the operation acts."""
-    from runner.definitions.library import Library
     from runner.definitions.recipes import RecipeLibrary
     from runner.errors import InputError
     from runner.plans.keeper import MemoryKeeper
@@ -144,7 +144,7 @@ def test_a_step_whose_path_only_a_run_decides_is_checked_before_it_runs(tmp_path
 
     store = open_test_store(tmp_path)
     try:
-        service = Service(store, Library(cache_dir=tmp_path / "cache"), actor="test")
+        service = Service(store, shared_library(), actor="test")
         plans = Plans(service, RecipeLibrary(), MemoryKeeper(), OPERATIONS)
         plans.submit(PlanSubmitInput(_review("p-late", str(tmp_path))))
         plans.paths = confine

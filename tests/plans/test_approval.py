@@ -22,7 +22,6 @@ import anyio
 import pytest
 
 from runner.context import Instance, format_time, parse_time
-from runner.definitions.library import Library
 from runner.definitions.recipes import RecipeLibrary
 from runner.errors import InputError, RefusedError
 from runner.plans.keeper import MemoryKeeper
@@ -33,6 +32,7 @@ from runner.service.plans import Plans
 from runner.sql.store_sqlite import SQLiteStore
 from tests.conftest import FakeClock
 from tests.support.plans import step_records, steps_by_id
+from tests.support.specs import shared_library
 
 RECIPES = {
     "gate": """
@@ -122,7 +122,7 @@ class ApprovalRig:
     def __init__(self, root: Path) -> None:
         self.clock = FakeClock()
         self.store = SQLiteStore(root / "corral.db", clock=self.clock)
-        self.service = Service(self.store, Library(cache_dir=root / "cache"), actor="test")
+        self.service = Service(self.store, shared_library(), actor="test")
         self.recipes = RecipeLibrary([recipes_in(root / "recipes")])
         self.plans = Plans(self.service, self.recipes, MemoryKeeper(), OPERATIONS)
 
@@ -291,7 +291,7 @@ def test_a_paused_approval_survives_its_runner_and_a_new_process_decides_it(rig:
     rig.store.close()
     # Another process (a new store connection, a new plans component) finds it paused and decides it.
     with SQLiteStore(tmp_path / "corral.db", clock=rig.clock) as store:
-        service = Service(store, Library(cache_dir=tmp_path / "cache"), actor="ops")
+        service = Service(store, shared_library(), actor="ops")
         plans = Plans(service, rig.recipes, MemoryKeeper(), OPERATIONS)
         assert plans.plan("p9").data["waiting_on"]["kind"] == "approval"
         plans.decide(PlanDecideInput("p9", "approve", True, "fine"))
@@ -366,7 +366,7 @@ def test_racing_deciders_record_one_decision(rig: ApprovalRig, tmp_path: Path) -
     lock = threading.Lock()
 
     def decide(index: int, store: SQLiteStore) -> None:
-        plans = Plans(Service(store, Library(cache_dir=tmp_path / "cache"), actor=f"p{index}"), rig.recipes,
+        plans = Plans(Service(store, shared_library(), actor=f"p{index}"), rig.recipes,
                       MemoryKeeper(), OPERATIONS)  # fmt: skip
         start.wait()
         try:

@@ -40,12 +40,12 @@ from runner import credentials
 from runner.agents.abc import AgentError, Expect, Observation
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
-from runner.definitions.library import Library
 from runner.plans.ops import OpContext
 from runner.service import AcquireInput, DeliveryError, RelayInput, Service
 from runner.sql.store_sqlite import SQLiteStore
 from runner.sql.store_sqlite_writelock import Place, QueueTimeout, WriteQueue, lock_path
 from tests.support.plans import records_of, steps_by_id
+from tests.support.specs import shared_library
 
 pytestmark = pytest.mark.slow
 
@@ -516,9 +516,7 @@ def test_a_relay_left_reserved_pauses_the_plan_until_abandoned(tmp_path: Path, c
     with SQLiteStore(world.db) as store:
         kinds = Kinds.load([])
         host = UnconfirmedHost(store, world.home / "agents", kinds)
-        service = Service(
-            store, Library(cache_dir=world.root / "cache"), actor="test", hosts=lambda n: host, kinds=kinds
-        )
+        service = Service(store, shared_library(), actor="test", hosts=lambda n: host, kinds=kinds)
         credential = credentials.load(credentials.path_for(world.home / "credentials", "ctl"), "ctl", store.url)
         key = OpContext(cast("Any", None), world.plan_id, "relay", 1, "ctl", None).key
         with pytest.raises(DeliveryError) as caught:
@@ -572,7 +570,7 @@ def test_an_acquire_found_in_flight_with_the_lease_held_by_a_lost_credential_pau
     must neither fail nor take the lease: it pauses for a person."""
     world, _ = crash(tmp_path, cli_env, "lease", step_event("acquire", "running"), nothing_after)
     with SQLiteStore(world.db) as store:
-        service = Service(store, Library(cache_dir=world.root / "cache"), actor="cli:lost")
+        service = Service(store, shared_library(), actor="cli:lost")
         service.controller.acquire(AcquireInput("ctl", "CRASH-1", AUTHORITY, 900))
     assert not (world.home / "credentials" / "ctl.json").exists()
     again = world.corral("run", str(world.plan), "--json")

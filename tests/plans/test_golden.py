@@ -40,6 +40,7 @@ from runner.service.inputs.plans import PlanRunInput, PlanSubmitInput
 from runner.service.plans import Plans
 from runner.sql.store_sqlite import SQLiteStore
 from tests.support.plans import records_of
+from tests.support.specs import shared_library
 
 GOLDEN = Path(__file__).with_name("golden") / "review.json"
 AUTHORITY = hashlib.sha256(b"golden authority").hexdigest()
@@ -50,7 +51,7 @@ def record(root: Path) -> dict[str, Any]:
     with SQLiteStore(root / "corral.db") as store:
         kinds = Kinds.load([])
         host = ProcessHost(store, root / "agents", kinds)
-        service = Service(store, Library(cache_dir=root / "cache"), actor="golden", hosts=lambda n: host, kinds=kinds)
+        service = Service(store, shared_library(), actor="golden", hosts=lambda n: host, kinds=kinds)
         plans = Plans(service, RecipeLibrary([]), MemoryKeeper(), OPERATIONS, scratch=root)
         project = root / "project"
         project.mkdir()
@@ -158,7 +159,7 @@ def test_the_review_plan_makes_exactly_the_recorded_transitions(golden: dict[str
 
 
 def test_the_recorded_history_replays_through_the_transition_tables(golden: dict[str, Any], tmp_path: Path) -> None:
-    library = Library(cache_dir=tmp_path / "cache")
+    library = shared_library()
     finals = replay(golden["events"], library)
     assert finals == golden["final"]
     assert finals["plan#1"] == "succeeded" and library.builtin("plan").states["succeeded"].terminal
@@ -195,7 +196,7 @@ def test_the_replay_refuses_an_impossible_history(
     history = [dict(e) for e in golden["events"]]
     history[index].update(change)
     with pytest.raises(AssertionError):
-        replay(history, Library(cache_dir=tmp_path / "cache"))
+        replay(history, shared_library())
 
 
 def test_the_replay_refuses_a_wrong_outcome(golden: dict[str, Any], tmp_path: Path) -> None:
@@ -203,7 +204,7 @@ def test_the_replay_refuses_a_wrong_outcome(golden: dict[str, Any], tmp_path: Pa
     index = next(i for i, e in enumerate(history) if e["trigger"] == "relay:success")
     history[index]["to"] = "completed"
     with pytest.raises(AssertionError, match="success leads to"):
-        replay(history, Library(cache_dir=tmp_path / "cache"))
+        replay(history, shared_library())
 
 
 if __name__ == "__main__":

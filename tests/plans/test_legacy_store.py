@@ -17,7 +17,6 @@ import anyio
 import pytest
 
 from runner import lockstatus
-from runner.definitions.library import Library
 from runner.definitions.recipes import RecipeLibrary
 from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS
@@ -26,6 +25,7 @@ from runner.service.inputs.plans import PlanListInput, PlanRetryInput, PlanRunIn
 from runner.service.plans import Plans
 from runner.sql.store_sqlite import SCHEMA_VERSION, SQLiteStore
 from tests.support.plans import step_records
+from tests.support.specs import shared_library
 
 LEGACY = Path(__file__).with_name("legacy")
 
@@ -46,7 +46,7 @@ def db(tmp_path: Path) -> Path:
 
 
 def plans_over(store: SQLiteStore, tmp_path: Path) -> Plans:
-    service = Service(store, Library(cache_dir=tmp_path / "cache"), actor="tester")
+    service = Service(store, shared_library(), actor="tester")
     return Plans(service, RecipeLibrary([LEGACY / "recipes"]), MemoryKeeper(), OPERATIONS)
 
 

@@ -32,7 +32,6 @@ from typing import Any
 import anyio
 import pytest
 
-from runner.definitions.library import Library
 from runner.definitions.operations import OPERATIONS as CATALOGUE
 from runner.definitions.recipes import RecipeLibrary
 from runner.plans.keeper import MemoryKeeper
@@ -43,6 +42,7 @@ from runner.service.plans import Plans
 from runner.service.steps import RUN, OpContext, Operation, Outputs, Resume, StepOperation
 from runner.sql.store_sqlite import SQLiteStore
 from tests.support.plans import records_of
+from tests.support.specs import shared_library
 
 EFFECT = "git.preflight"  # the stand-in's name: a built-in entry that is not pure
 BLOCKS = 12  # the long plan: BLOCKS times (PURES pure steps, one effectful step)
@@ -112,7 +112,7 @@ class World:
         self.db = root / "corral.db"
         self.effects = root / "effects.txt"
         self.store = SQLiteStore(self.db)
-        self.service = Service(self.store, Library(cache_dir=root / "cache"), actor="test")
+        self.service = Service(self.store, shared_library(), actor="test")
         self.ops = Effect(self.db, self.effects, self.ids)
         self.plans = Plans(self.service, RecipeLibrary([root / "recipes"]), MemoryKeeper(), self.ops)
         self.heard: list[dict[str, Any]] = []

@@ -31,7 +31,6 @@ from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.cli.plans import _print_summary
 from runner.context import Instance
-from runner.definitions.library import Library
 from runner.definitions.operations import OPERATIONS as CATALOGUE
 from runner.definitions.recipes import RecipeLibrary
 from runner.errors import CorralError, RefusedError, StoreUnavailableError
@@ -45,6 +44,7 @@ from runner.service.steps import RUN, Resume
 from runner.sql.store_sqlite import SQLiteStore
 from tests.support.gitrepo import git, status_digest
 from tests.support.plans import step_records, steps_by_id
+from tests.support.specs import shared_library
 
 AUTHORITY = hashlib.sha256(b"the plan's authority").hexdigest()
 VALIDATE = """\
@@ -90,7 +90,7 @@ class Rig:
         self.kinds = Kinds.load([])
         self.host = ProcessHost(self.store, root / "agents", self.kinds)
         self.service = Service(
-            self.store, Library(cache_dir=root / "cache"), actor="test", hosts=lambda name: self.host, kinds=self.kinds
+            self.store, shared_library(), actor="test", hosts=lambda name: self.host, kinds=self.kinds
         )
         self.keeper = MemoryKeeper()
         self.progress: list[dict[str, Any]] = []

@@ -18,7 +18,6 @@ import anyio
 import pytest
 
 from runner.context import parse_time
-from runner.definitions.library import Library
 from runner.definitions.recipes import RecipeLibrary
 from runner.errors import RefusedError
 from runner.plans.keeper import MemoryKeeper
@@ -29,6 +28,7 @@ from runner.service.plans import Plans
 from runner.store import Store
 from tests.conftest import FakeClock
 from tests.plans.test_approval import Crash, Crashing, recipes_in
+from tests.support.specs import shared_library
 from tests.support.stores import open_test_store
 
 ELSEWHERE = {"pid": 4242, "host": "another-machine", "boot_id": "0000-elsewhere", "start_time": 7}
@@ -60,7 +60,7 @@ class Rig:
     def __init__(self, root: Path) -> None:
         self.clock = FakeClock()
         self.store: Store = open_test_store(root, clock=self.clock)
-        self.service = Service(self.store, Library(cache_dir=root / "cache"), actor="test")
+        self.service = Service(self.store, shared_library(), actor="test")
         self.recipes = RecipeLibrary([recipes_in(root / "recipes")])
 
     def plans(self, operations: Any = OPERATIONS, me: dict[str, Any] | None = None, ttl: float = 60.0) -> Plans:

@@ -13,7 +13,6 @@ import pytest
 from runner.agents.abc import AgentError, AgentHost, Expect, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
-from runner.definitions.library import Library
 from runner.errors import CorralError
 from runner.fence import Credential
 from runner.service import (
@@ -25,6 +24,7 @@ from runner.service import (
     Service,
 )
 from runner.store import Store
+from tests.support.specs import shared_library
 from tests.support.stores import open_test_store
 
 SHA = "d" * 64
@@ -40,7 +40,7 @@ class World:
         factory = host_factory or (lambda store, agents: ProcessHost(store, agents, self.kinds))
         self.host = factory(self.store, root / "agents")
         self.service = Service(
-            self.store, Library(cache_dir=root / "cache"), actor="test", hosts=lambda name: self.host, kinds=self.kinds
+            self.store, shared_library(), actor="test", hosts=lambda name: self.host, kinds=self.kinds
         )
         self.credential = self.service.controller.acquire(AcquireInput("ctl", "T-3", SHA, 900, "t@h")).credential
         self.worktree = root / "wt"

@@ -17,7 +17,6 @@ import pytest
 
 from runner.agents.kinds import Kinds
 from runner.context import Instance, format_time
-from runner.definitions.library import Library
 from runner.definitions.recipes import RecipeLibrary
 from runner.errors import InputError, NotFoundError, RefusedError
 from runner.plans.keeper import MemoryKeeper
@@ -29,6 +28,7 @@ from runner.service.plans import Plans
 from tests.conftest import FakeClock
 from tests.plans.test_approval import recipes_in
 from tests.service.agents_world import LostReplyHost, World, refused
+from tests.support.specs import shared_library
 from tests.support.stores import open_test_store
 
 
@@ -37,7 +37,7 @@ def with_plans(world: World, recipes: RecipeLibrary) -> Service:
     assembles it)."""
     return Service(
         world.store,
-        Library(cache_dir=world.root / "cache"),
+        shared_library(),
         actor="test",
         hosts=lambda name: world.host,
         kinds=world.kinds,
@@ -124,7 +124,7 @@ def test_an_expired_approval_is_listed_to_resume_not_to_decide(tmp_path: Path) -
     with open_test_store(tmp_path, clock=clock) as store:
         service = Service(
             store,
-            Library(cache_dir=tmp_path / "cache"),
+            shared_library(),
             actor="test",
             plans=lambda s: Plans(s, recipes, MemoryKeeper(), OPERATIONS),
         )

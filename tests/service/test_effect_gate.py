@@ -21,7 +21,6 @@ import pytest
 from runner.agents.abc import Expect, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
-from runner.definitions.library import Library
 from runner.errors import AuthorityMovedError, CorralError
 from runner.fence import Credential
 from runner.service import (
@@ -34,6 +33,7 @@ from runner.service import (
     ReviewerStartInput,
     Service,
 )
+from tests.support.specs import shared_library
 from tests.support.stores import open_test_store
 
 SHA = "e" * 64
@@ -73,7 +73,7 @@ class Side:
         self.kinds = Kinds.load([])
         self.host = HeldHost(self.store, root / "agents", self.kinds)
         self.service = Service(
-            self.store, Library(cache_dir=root / "cache"), actor="test", hosts=lambda name: self.host, kinds=self.kinds
+            self.store, shared_library(), actor="test", hosts=lambda name: self.host, kinds=self.kinds
         )
 
     def pane(self, name: str = "rev") -> str:

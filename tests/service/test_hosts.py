@@ -33,7 +33,6 @@ import pytest
 from runner.agents.abc import AgentError, AgentHost, Expect, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.context import Gate
-from runner.definitions.library import Library
 from runner.errors import AuthorityMovedError, CorralError
 from runner.fence import Credential
 from runner.git import hook
@@ -58,6 +57,7 @@ from runner.service import (
 )
 from tests.service.conftest import HostRig
 from tests.support.gitrepo import commit, git, head_of, status_digest
+from tests.support.specs import shared_library
 from tests.support.stores import open_test_store
 
 SHA = hashlib.sha256(b"hosts authority").hexdigest()
@@ -135,7 +135,7 @@ class World:
         self.host = HookedHost(rig.build(self.store, self.kinds))
         self.service = Service(
             self.store,
-            Library(cache_dir=self.root / "cache"),
+            shared_library(),
             actor="test",
             hosts=lambda name: self.host,
             kinds=self.kinds,

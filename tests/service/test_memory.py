@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from runner.definitions.library import Library
 from runner.errors import CorralError, InvalidError, RefusedError
 from runner.service import AcquireInput, ReleaseInput, Service
 from runner.service.inputs.memory import (
@@ -28,6 +27,7 @@ from runner.service.memory import Memory, MemoryLimits, canonical, content_sha25
 from runner.store import Store
 from runner.store.memory import memory_store
 from tests.support.gitrepo import commit, git
+from tests.support.specs import shared_library
 from tests.support.stores import StoreKind, any_store, store_kind
 
 __all__ = ["any_store", "store_kind"]  # the fixtures: every store kind
@@ -38,7 +38,7 @@ SECRET = "the-text-that-must-never-reach-the-event-log"
 
 @pytest.fixture
 def service(any_store: Store, tmp_path: Path) -> Iterator[Service]:
-    yield Service(any_store, Library(cache_dir=tmp_path / "cache"), actor="test")
+    yield Service(any_store, shared_library(), actor="test")
 
 
 def memory(service: Service, per_session: int = 500, total: int = 10_000) -> Memory:
@@ -394,9 +394,7 @@ def test_writer_release_with_a_memory_checkpoint_on_every_store(any_store: Store
 
     kinds = Kinds.load([])
     host = ProcessHost(any_store, tmp_path / "agents", kinds)
-    service = Service(
-        any_store, Library(cache_dir=tmp_path / "cache"), actor="test", hosts=lambda name: host, kinds=kinds
-    )
+    service = Service(any_store, shared_library(), actor="test", hosts=lambda name: host, kinds=kinds)
     credential = service.controller.acquire(AcquireInput("ctl", "T-7", AUTHORITY, 900, "t@h")).credential
     repo = make_repo(tmp_path / "repo")
     lane = tmp_path / "lane"

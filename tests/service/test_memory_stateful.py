@@ -25,12 +25,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from runner.definitions.library import Library
 from runner.errors import CorralError
 from runner.service import Service
 from runner.service.inputs.memory import CheckpointInput, PinInput, SessionCloseInput
 from runner.service.memory import Memory, MemoryLimits
 from runner.store.memory import OPEN_STATUSES, memory_store
+from tests.support.specs import shared_library
 from tests.support.stores import StoreKind, store_kind
 
 __all__ = ["store_kind"]
@@ -58,7 +58,7 @@ def machine_for(kind: StoreKind, root: Path) -> type[RuleBasedStateMachine]:
             super().__init__()
             directory = Path(tempfile.mkdtemp(dir=root))
             self.store = kind.open(kind.url(directory))
-            self.service = Service(self.store, Library(cache_dir=directory / "cache"), actor="hypothesis")
+            self.service = Service(self.store, shared_library(), actor="hypothesis")
             self.memory = Memory(self.service.core, MemoryLimits(PER_SESSION, TOTAL))
             self.written: dict[str, tuple[str, int]] = {}  # checkpoint id -> (session, seq)
             self.pinned: set[str] = set()

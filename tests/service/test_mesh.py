@@ -16,12 +16,12 @@ import pytest
 from runner import faults
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
-from runner.definitions.library import Library
 from runner.errors import CorralError
 from runner.service import AcquireInput, CollectInput, RelayInput, ResumeInput, ReviewerStartInput, Service
 from runner.service.inputs.mesh import AckInput, AgentsInput, CheckinInput, InboxInput, SendInput, WakeGrantInput
 from runner.service.mesh import WAKE_INTERVAL_SECONDS, WAKE_WINDOW_SECONDS, wake_prompt
 from runner.store import Store
+from tests.support.specs import shared_library
 from tests.support.stores import StoreKind, store_kind
 
 __all__ = ["store_kind"]  # the fixture: every registered store
@@ -87,7 +87,7 @@ class MeshWorld:
     def new_service(self) -> Service:
         return Service(
             self.store,
-            Library(cache_dir=self.root / "cache"),
+            shared_library(),
             actor="test",
             hosts=lambda name: self.host,
             kinds=self.kinds,

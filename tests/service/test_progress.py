@@ -14,7 +14,6 @@ import pytest
 
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
-from runner.definitions.library import Library
 from runner.errors import InputError
 from runner.service import (
     AcquireInput,
@@ -25,6 +24,7 @@ from runner.service import (
     Service,
 )
 from tests.support import stream_agent
+from tests.support.specs import shared_library
 from tests.support.stores import open_test_store
 
 SHA = "d" * 64
@@ -39,7 +39,7 @@ class StreamWorld:
         self.kinds = Kinds.load([config])
         self.host = ProcessHost(self.store, root / "agents", self.kinds)
         self.service = Service(
-            self.store, Library(cache_dir=root / "cache"), actor="test", hosts=lambda name: self.host, kinds=self.kinds
+            self.store, shared_library(), actor="test", hosts=lambda name: self.host, kinds=self.kinds
         )
         self.credential = self.service.controller.acquire(AcquireInput("ctl", "T-23", SHA, 900, "t@h")).credential
         self.work = root / "work"

@@ -25,7 +25,6 @@ from runner.agents.abc import AgentError, AgentHost, Observation, StartOptions
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
 from runner.agents.slots import slot_store
-from runner.definitions.library import Library
 from runner.errors import CorralError
 from runner.service import (
     AcquireInput,
@@ -42,6 +41,7 @@ from runner.service import (
 )
 from runner.store import Store
 from tests.support.gitrepo import commit, git, head_of, status_digest
+from tests.support.specs import shared_library
 from tests.support.stores import open_test_store, raw_rows, store_fingerprint
 
 AUTHORITY_SHA = hashlib.sha256(b"authority").hexdigest()
@@ -112,7 +112,7 @@ class Lab:
         factory = host_factory or (lambda store, agents: ProcessHost(store, agents, self.kinds))
         self.host = factory(self.store, root / "agents")
         self.service = Service(
-            self.store, Library(cache_dir=root / "cache"), actor="test", hosts=lambda name: self.host, kinds=self.kinds
+            self.store, shared_library(), actor="test", hosts=lambda name: self.host, kinds=self.kinds
         )
         self.credential = self.service.controller.acquire(
             AcquireInput("ctl", "T-7", AUTHORITY_SHA, 900, "t@h")

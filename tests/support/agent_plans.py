@@ -9,7 +9,6 @@ from pathlib import Path
 
 from runner.agents.kinds import Kinds
 from runner.agents.process import ProcessHost
-from runner.definitions.library import Library
 from runner.definitions.recipes import RecipeLibrary
 from runner.plans.keeper import MemoryKeeper
 from runner.plans.ops import OPERATIONS
@@ -17,6 +16,7 @@ from runner.service import Service
 from runner.service.plans import Plans
 from runner.sql.store_sqlite import SQLiteStore
 from tests.support import stream_agent
+from tests.support.specs import shared_library
 
 
 class AgentPlans:
@@ -36,7 +36,7 @@ class AgentPlans:
         host = ProcessHost(self.store, root / "agents", kinds)
         self.service = Service(
             self.store,
-            Library(cache_dir=root / "cache"),
+            shared_library(),
             actor="test",
             hosts=lambda name: host,
             kinds=kinds,
