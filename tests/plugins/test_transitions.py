@@ -24,12 +24,11 @@ from runner.fence import Credential
 from runner.service import AcquireInput, RenewInput, Service
 from runner.definitions.library import Library
 from runner.sql.store_sqlite import SQLiteStore
-from tests.support.specs import shared_library
 
 
 def test_acquire_and_a_refused_renew(tmp_path):
     with SQLiteStore(tmp_path / "corral.db") as store:
-        service = Service(store, shared_library(), actor="test")
+        service = Service(store, Library(cache_dir=tmp_path / "cache"), actor="test")
         grant = service.controller.acquire(AcquireInput("ctl", "T-1", "a" * 64, 60, "t@h"))
         forged = Credential("ctl", grant.credential.lease_id, grant.credential.generation, "0" * 32)
         try:
@@ -53,7 +52,7 @@ from runner.sql.store_sqlite import SQLiteStore
 
 def test_acquire_and_release(tmp_path):
     with SQLiteStore(tmp_path / "corral.db") as store:
-        service = Service(store, shared_library(), actor="test")
+        service = Service(store, Library(cache_dir=tmp_path / "cache"), actor="test")
         grant = service.controller.acquire(AcquireInput("ctl2", "T-2", "b" * 64, 60, "t@h"))
         service.controller.release(ReleaseInput("ctl2", grant.credential, "refs/heads/done", "c" * 64))
 """
