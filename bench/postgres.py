@@ -11,6 +11,10 @@ asymmetry: the test cluster does not fsync, SQLite does; the detail of each figu
 - *throughput*: N real processes (1, 2, 4, 8), each with its own connection and lease, renewing back
   to back for a window: renews per second and the p99 renew latency, per store and N. Target:
   PostgreSQL at 8 processes at least 1.5x SQLite's throughput.
+- *ceiling*: what finer locks could buy, without corral: 8 processes, each its own row, run a renew's
+  statements by hand (read, compare-and-set, the event's number, the event, NOTIFY, commit) under one
+  exclusive lock (today's discipline), under per-row locks (the store's lock shared), and under per-row
+  locks with a plain sequence and no NOTIFY (neither commit-ordered numbers nor notified waits).
 - *wake-up*: a ``wait_events`` on one connection woken by a commit on another (PostgreSQL: the
   commit's NOTIFY; SQLite: its poll), median over the samples.
 
@@ -61,6 +65,110 @@ while time.perf_counter() < stop:
 service.store.close()
 print(json.dumps(latencies), flush=True)
 """
+
+
+CEILING = r"""
+import json, sys, time
+import psycopg
+
+dsn, discipline, me, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+conn = psycopg.connect(dsn, autocommit=True)
+row = f"r{me}"
+one = "SELECT pg_advisory_xact_lock(1, 1)"  # today's shape: one exclusive lock of the store, held to commit
+# finer locks: the store's lock shared, this row's exclusive
+mine = f"SELECT pg_advisory_xact_lock_shared(1, 1); SELECT pg_advisory_xact_lock(hashtext('{row}')::bigint)"
+lock, ordered, notify = {  # the lock; the event's number from a seq row (commit order) or a sequence; NOTIFY
+    "one lock": (one, True, True),
+    "row locks": (mine, True, True),
+    "row locks, no NOTIFY": (mine, True, False),
+    "row locks, no seq row": (mine, False, True),
+    "row locks, no seq row, no NOTIFY": (mine, False, False),
+}[discipline]
+print("ready", flush=True)
+sys.stdin.readline()
+stop = time.perf_counter() + seconds
+done = 0
+while time.perf_counter() < stop:
+    conn.execute(f"BEGIN; {lock}".encode())
+    version = conn.execute("SELECT version FROM rows WHERE id = %s", (row,)).fetchone()[0]
+    cas = "UPDATE rows SET version = version + 1, data = %s WHERE id = %s AND version = %s"
+    conn.execute(cas, ("x" * 500, row, version))
+    if ordered:
+        seq = conn.execute("UPDATE meta SET last_seq = last_seq + 1 RETURNING last_seq").fetchone()[0]
+    else:
+        seq = conn.execute("SELECT nextval('seqs')").fetchone()[0]
+    conn.execute("INSERT INTO log (seq, id, payload) VALUES (%s, %s, %s)", (seq, row, "y" * 200))
+    conn.execute(b"NOTIFY bench_ceiling, 'i'; COMMIT" if notify else b"COMMIT")
+    done += 1
+conn.close()
+print(json.dumps(done), flush=True)
+"""
+CEILING_DISCIPLINES = (
+    "one lock",
+    "row locks",
+    "row locks, no NOTIFY",
+    "row locks, no seq row",
+    "row locks, no seq row, no NOTIFY",
+)
+
+
+def ceiling(url: str, processes: int, seconds: float) -> dict[str, float]:
+    """What finer locks could buy, measured without corral: N processes, each its own row, running a
+    renew's statements by hand (read, compare-and-set, the event with its number, NOTIFY, commit) under
+    each discipline of :data:`CEILING_DISCIPLINES`; transactions per second of each."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from runner.sql.store_postgres_schema import Target
+
+    dsn = Target(url).conninfo
+    schema = f"ceiling_{os.getpid()}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    dsn_in = make_conninfo(dsn, options=f"-csearch_path={schema}")
+    out: dict[str, float] = {}
+    try:
+        with psycopg.connect(dsn_in, autocommit=True) as conn:
+            conn.execute("CREATE TABLE rows (id text PRIMARY KEY, version bigint NOT NULL, data text NOT NULL)")
+            conn.execute("CREATE TABLE meta (last_seq bigint NOT NULL)")
+            conn.execute("INSERT INTO meta VALUES (0)")
+            conn.execute("CREATE SEQUENCE seqs")
+            conn.execute("CREATE TABLE log (seq bigint PRIMARY KEY, id text NOT NULL, payload text NOT NULL)")
+            for n in range(processes):
+                conn.execute("INSERT INTO rows VALUES (%s, 0, '')", (f"r{n}",))
+        for discipline in CEILING_DISCIPLINES:
+            with psycopg.connect(dsn_in, autocommit=True) as conn:  # each discipline from an empty log
+                conn.execute("TRUNCATE log")
+            procs = [
+                subprocess.Popen(
+                    [sys.executable, "-c", CEILING, dsn_in, discipline, str(n), str(seconds)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for n in range(processes)
+            ]
+            try:
+                for proc in procs:
+                    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+                for proc in procs:
+                    assert proc.stdin is not None
+                    proc.stdin.write("go\n")
+                    proc.stdin.flush()
+                total = 0
+                for proc in procs:
+                    stdout, _ = proc.communicate(timeout=seconds + 60)
+                    total += int(stdout.strip().splitlines()[-1])
+            finally:
+                for proc in procs:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+            out[discipline] = total / seconds
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    return out
 
 
 class Stores:
@@ -258,10 +366,12 @@ def main(argv: list[str] | None = None) -> int:
                 "throughput": {n: throughput(stores.url(kind), cache, n, window) for n in (1, 2, 4, 8)},
                 "wakeup_ms": wakeup(stores.url(kind), cache, wakes),
             }
+        results["ceiling"] = ceiling(stores.url("postgresql"), 8, window)
     finally:
         stores.close()
         shutil.rmtree(directory, ignore_errors=True)
     sq, pg = results["sqlite"], results["postgresql"]
+    roof = results["ceiling"]
     note = "PostgreSQL: a local test cluster over a unix socket, fsync off; SQLite: WAL, synchronous=FULL"
     ratio = pg["throughput"][8]["per_second"] / sq["throughput"][8]["per_second"]
     per_n = "; ".join(
@@ -294,6 +404,17 @@ def main(argv: list[str] | None = None) -> int:
             ">= 1.5x",
             ratio >= 1.5,
             f"{per_n} ({window:g} s windows of back-to-back renews, one lease per process; {note})",
+        ),
+        figure(
+            "what finer locks could buy: row locks / one lock, 8 processes, without corral",
+            roof["row locks"] / roof["one lock"],
+            "x",
+            "value only",
+            True,  # (a value-only figure is met by being measured: bench/README.md, "met" is a boolean)
+            "a renew's statements by hand, each process its own row: "
+            + ", ".join(f"{name} {rate:.0f}/s" for name, rate in roof.items())
+            + f" (corral on SQLite: {sq['throughput'][8]['per_second']:.0f}/s). NOTIFY takes a cluster-wide"
+            " lock held to commit, and a commit-ordered seq row is one more: the commits stay one at a time",
         ),
         figure(
             "notified wait wake-up (PostgreSQL), median",

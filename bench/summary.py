@@ -145,6 +145,12 @@ ROWS = (
         ("dashboard.py",),
     ),
     Row("dashboard filter, a plan of 10,000 events and 1,000 instances (Chromium)", "< 100 ms", ("dashboard.py",)),
+    # Issue 28: what finer PostgreSQL locks could buy, measured without corral.
+    Row(
+        "what finer locks could buy: row locks / one lock, 8 processes, without corral",
+        "value only",
+        ("postgres.py",),
+    ),
 )
 
 
