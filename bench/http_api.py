@@ -8,11 +8,15 @@ Issue 15's figures, each measured in one run on loopback against a real ``corral
    ``service.inventory.status()`` and ``service.controller.renew(...)`` (the handler's call); the overhead is the
    difference of the medians. No target in issue 15: value only.
 2. **SSE fan-out**: ``--subscribers`` (50) subscribers of ``/api/events`` on raw sockets (minimal
-   parsing: the ``at`` stamp of each event), while ``--writers`` processes renew their own leases at
+   parsing: the ``at`` stamp of each event), while ``--writers`` threads renew their own leases at
    ``--rate`` (1,000) events/s in total for ``--seconds``. A delivery's latency is (wall clock when a
    subscriber read the event) - (its ``at``: the store's clock when the transaction began), so it
-   includes the writer's commit: an upper bound. **Target: p99 under 50 ms.** The detail gives the
-   achieved event rate and the events each subscriber got (all of them, or the run says so).
+   includes the writer's commit: an upper bound. **Target: p99 under 50 ms**, met only if every
+   subscriber got every event and the writers reached 95% of the rate asked (a p99 at a lower rate is
+   not the figure). The detail gives the achieved event rate and the events each subscriber got.
+   The writers are threads of one process, as a server's requests are: their commits join groups
+   (``runner.sql.store_sqlite_group``); separate processes would each wait for a commit of their own,
+   and on this 2-core machine they reached about 700 events/s beside the server.
 3. **Server RSS** after the fan-out (VmRSS and the peak VmHWM from ``/proc``). Value only.
 
 ``--quick`` (for ``bench/summary.py``, about 20 s): fewer calls, 3 s of fan-out.
@@ -45,28 +49,44 @@ if str(ROOT) not in sys.path:
 
 SHA = hashlib.sha256(b"bench http authority").hexdigest()
 FANOUT_TARGET_MS = 50.0
+RATE_REACHED = 0.95
+"""The share of the asked event rate the writers must reach for the fan-out figure to count."""
 AT = re.compile(rb'"at": "([^"]+)"')
 
 WRITER = """
-import sys, time
+import sys, threading, time
 from runner.runtime import Config, Runtime
 from runner.service import AcquireInput
 from runner.service.inputs.controller import RenewInput
 
-home, controller, rate, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+home, writers, rate, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 with Runtime.open(Config.load(home=home, actor="bench-writer")) as runtime:
     service = runtime.service
-    grant = service.controller.acquire(AcquireInput(controller, "BENCH", "SHA", 3600, "bench@host"))
+    grants = [
+        service.controller.acquire(AcquireInput(f"bench-w{i}", "BENCH", "SHA", 3600, "bench@host"))
+        for i in range(writers)
+    ]
+    counts = [0] * writers
     print("ready", flush=True)
     sys.stdin.readline()
-    start, n = time.perf_counter(), 0
-    while (now := time.perf_counter()) - start < seconds:
-        due = start + n / rate
-        if due > now:
-            time.sleep(due - now)
-        service.controller.renew(RenewInput(controller, grant.credential))
-        n += 1
-    print(n, flush=True)
+    start = time.perf_counter()
+
+    def write(i):
+        controller, credential, n = f"bench-w{i}", grants[i].credential, 0
+        while (now := time.perf_counter()) - start < seconds:
+            due = start + n / rate
+            if due > now:
+                time.sleep(due - now)
+            service.controller.renew(RenewInput(controller, credential))
+            n += 1
+        counts[i] = n
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(sum(counts), flush=True)
 """.replace("SHA", SHA)
 
 
@@ -171,17 +191,14 @@ class Subscriber:
 
 def fanout(url: str, home: Path, subscribers: int, writers: int, rate: float, seconds: float) -> dict[str, Any]:
     host, _, port = url.removeprefix("http://").rpartition(":")
-    argv = [sys.executable, "-c", WRITER, str(home)]
-    procs = [
-        subprocess.Popen(
-            [*argv, f"bench-w{i}", str(rate / writers), str(seconds)],
-            env=env_for(home),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(writers)
-    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(home), str(writers), str(rate / writers), str(seconds)],
+        env=env_for(home),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    procs = [proc]
     for proc in procs:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     since = "0"  # the replay of the latency phase is skipped: only the writers' renews are timed
@@ -239,7 +256,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--calls", type=int, default=None, help="REST calls of each kind (default 300; quick 100)")
     parser.add_argument("--subscribers", type=int, default=50)
-    parser.add_argument("--writers", type=int, default=4, help="writer processes sharing the event rate")
+    parser.add_argument("--writers", type=int, default=4, help="writer threads (one process) sharing the event rate")
     parser.add_argument("--rate", type=float, default=1000.0, help="events per second, in total")
     parser.add_argument("--seconds", type=float, default=None, help="fan-out duration (default 10; quick 3)")
     parser.add_argument("--dir", type=Path, default=None, help="where the temporary state home goes")
@@ -285,7 +302,13 @@ def main() -> None:
             "value": p99,
             "unit": "ms",
             "target": f"< {FANOUT_TARGET_MS:g} ms",
-            "met": bool(p99 is not None and p99 < FANOUT_TARGET_MS and fan["complete"]),
+            # met only at the rate asked (95% of it): a p99 at a lower rate is not the figure
+            "met": bool(
+                p99 is not None
+                and p99 < FANOUT_TARGET_MS
+                and fan["complete"]
+                and fan["rate_per_s"] >= RATE_REACHED * args.rate
+            ),
             "detail": fan,
         },
         {
