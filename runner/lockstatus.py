@@ -50,7 +50,8 @@ def start_time(pid: int) -> int | None:
         return None
 
 
-def _hostname() -> str:
+def hostname() -> str:
+    """This machine's host name, as a lock holder records it."""
     import socket  # here, not at the top: a command that judges no lock does not import it (cold start)
 
     return socket.gethostname()
@@ -119,14 +120,14 @@ def attempt_running(attempt_id: str) -> bool | None:
 def current(pid: int | None = None) -> dict[str, Any]:
     """This process (or ``pid``) as a lock holder."""
     pid = os.getpid() if pid is None else pid
-    return {"pid": pid, "host": _hostname(), "boot_id": boot_id(), "start_time": start_time(pid)}
+    return {"pid": pid, "host": hostname(), "boot_id": boot_id(), "start_time": start_time(pid)}
 
 
 def status(holder: Mapping[str, Any] | None) -> str:
     """``absent``, ``active``, ``stale`` or ``indeterminate`` for a recorded holder."""
     if not holder:
         return "absent"
-    if holder.get("host") != _hostname():
+    if holder.get("host") != hostname():
         return "indeterminate"
     mine = boot_id()
     if mine is None or holder.get("boot_id") is None:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import re
 import time
@@ -85,8 +84,9 @@ from runner.agents.herdr_cli import (
 from runner.agents.kinds import Kind, Kinds
 from runner.context import Gate
 from runner.errors import CorralError, InputError
+from runner.log import get_logger
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 BUSY_RETRY = 0.1  # seconds between agent starts while Herdr says the new pane is busy
 MAX_PROMPT_BYTES = 128 * 1024 - 1  # Linux refuses a longer single argv element (MAX_ARG_STRLEN)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -58,9 +57,10 @@ from runner.errors import (
     StoreBusyError,
     StoreUnavailableError,
 )
+from runner.log import get_logger
 from runner.store.abc import Store, Transaction
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 POLL = 0.002  # seconds between a wait's ticks (a change check, and a slot read only after a change)
 QUIET_AFTER = 2.0  # a wait whose store has not changed for this long ticks every POLL_QUIET instead

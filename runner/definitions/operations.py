@@ -24,12 +24,13 @@ among the built-ins, as guards are (:mod:`runner.registry`).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-logger = logging.getLogger(__name__)
+from runner.log import get_logger
+
+logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 GROUP = "corral.operations"
 

@@ -308,21 +308,24 @@ class Core:
         (``confinement``, the driver's word for its role: ``cli-permissions`` for Claude Code,
         ``codex-sandbox:read-only`` / ``codex-sandbox:workspace-write`` for Codex, ``unconfined`` for a
         kind that widens them). One slot read per host."""
+        candidates = [
+            view
+            for view in views
+            if view.state in ("active", "closing", "close_failed", "releasing", "release_failed")
+            and view.data.get("host") == "process"
+            and isinstance(view.data.get("pane_id"), str)
+            and isinstance(view.data.get("kind"), str)
+        ]
+        if not candidates or not self.has_hosts:
+            return views  # (the drivers are not imported for a listing with no live agent: cold start)
         from runner.agents.drivers import RunSpec, driver
 
         driven: dict[str, list[AgentLeaseView]] = {}
-        for view in views:
-            kind = view.data.get("kind")
-            if (
-                view.state in ("active", "closing", "close_failed", "releasing", "release_failed")
-                and isinstance(kind, str)
-                and kind in self.kinds.names()
-                and driver(self.kinds.get(kind).driver).structured
-                and view.data.get("host") == "process"
-                and isinstance(view.data.get("pane_id"), str)
-            ):
+        for view in candidates:
+            kind = str(view.data["kind"])
+            if kind in self.kinds.names() and driver(self.kinds.get(kind).driver).structured:
                 driven.setdefault("process", []).append(view)
-        if not driven or not self.has_hosts:
+        if not driven:
             return views
         enriched: dict[str, AgentLeaseView] = {}
         for host_name, group in driven.items():

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.definitions.library import Library, Report
 from runner.errors import SpecError
+from runner.log import get_logger
 from runner.service.inputs.events import ValidateInput
 
 if TYPE_CHECKING:
     from runner.service.core import Core
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ an operator's close of a pane no lease holds.
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -436,7 +435,7 @@ class Inventory:
                     "state": plan.state,
                     "lock": judged,
                     "why": RUNNER_WHY[judged],
-                    "same_host": holder.get("host") == socket.gethostname(),
+                    "same_host": holder.get("host") == lockstatus.hostname(),
                 }
             )
         return {"controllers": controllers, "leases": leases, "plan_runners": runners, "ended": ended}

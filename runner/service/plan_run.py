@@ -5,7 +5,6 @@ of pure steps (operations whose catalogue entry says ``pure``)."""
 from __future__ import annotations
 
 import json
-import logging
 import random
 import threading
 import time
@@ -25,6 +24,7 @@ from runner.errors import (
     StoreUnavailableError,
     TransitionNotAllowedError,
 )
+from runner.log import get_logger
 from runner.observe import meter, tracing
 from runner.service.plan_state import plan_instance_id
 from runner.service.steps import (
@@ -49,7 +49,7 @@ CLEANUP_OPERATIONS = frozenset({"reviewer.close", "writer.release"})
 PURE_BATCH_STEPS = 64
 PURE_BATCH_SECONDS = 0.05
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)  # imports logging only to log (cold start)
 
 
 class PlanRun:

@@ -9,7 +9,6 @@ closes the agent's pane; nothing here ever commits, stashes, resets, cleans or d
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -296,6 +295,8 @@ class Writers:
                 self.core.library.builtin("writer"),
                 self.core.request(lease.id, "verify", inp.credential, content_params, {"git": before}),
             )
+        import tempfile  # (cold start: tempfile imports shutil, bz2 and lzma)
+
         root = scratch or Path(tempfile.gettempdir()) / "corral-snapshots"
         with snapshot(worktree, root, sandbox) as (snap, home):
             after = self._git(worktree, content)
