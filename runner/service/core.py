@@ -322,8 +322,8 @@ class Core:
 
         driven: dict[str, list[AgentLeaseView]] = {}
         for view in candidates:
-            kind = str(view.data["kind"])
-            if kind in self.kinds.names() and driver(self.kinds.get(kind).driver).structured:
+            name = str(view.data["kind"])
+            if name in self.kinds.names() and driver(self.kinds.get(name).driver).structured:
                 driven.setdefault("process", []).append(view)
         if not driven:
             return views
