@@ -32,7 +32,8 @@ millisecond per process: it compiles its methods when its module is imported).
 ``python -c 'import click, json, …'`` (``FLOOR``: click and the standard library a renew needs) is timed
 in every round too: the part of the ratio corral's own code cannot remove.
 
-``--quick`` (a few seconds, for ``bench/summary.py``): fewer runs, each non-figure verb once.
+``--quick`` (a few seconds, for ``bench/summary.py``): fewer runs, each non-figure verb in three of them
+(its median: the slowest verb's figure is a maximum, which single samples would bias upward).
 """
 
 from __future__ import annotations
@@ -461,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=9, help="timed rounds (default: 9; --quick: 5)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed rounds of the figure's verbs (default: 2)")
-    parser.add_argument("--quick", action="store_true", help="a run of a few seconds: each non-figure verb once")
+    parser.add_argument("--quick", action="store_true", help="a run of a few seconds: each non-figure verb three times")
     parser.add_argument("--root", type=Path, default=HERE, help="the corral checkout to measure (default: this one)")
     parser.add_argument("--baseline", type=Path, help="another checkout measured in the same run, as 'before'")
     parser.add_argument("--target-ratio", type=float, default=TARGET_RATIO, help="renew / python target (6)")
@@ -471,7 +472,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.warmup = min(args.runs, 5), min(args.warmup, 1)
-    args.verb_runs = 1
+    # Every verb in 3 of --quick's rounds: the slowest verb's figure is a maximum over the verbs'
+    # medians, and a maximum over single samples on a shared machine is a maximum of noise.
+    args.verb_runs = 3
     args.import_runs = 1 if args.quick else 3
     if args.runs < 1 or args.warmup < 0 or args.top < 1:
         parser.error("--runs and --top must be >= 1, --warmup >= 0")
