@@ -112,6 +112,25 @@ CEILING_DISCIPLINES = (
 )
 
 
+def race(argvs: list[list[str]], env: dict[str, str] | None, timeout: float) -> list[str]:
+    """Start one process per argv, wait until each says ``ready``, send them all ``go`` at once, and
+    return the last line each printed (killing any left when something fails)."""
+    procs = [subprocess.Popen(a, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env) for a in argvs]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        return [proc.communicate(timeout=timeout)[0].strip().splitlines()[-1] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
 def ceiling(url: str, processes: int, seconds: float) -> dict[str, float]:
     """What finer locks could buy, measured without corral: N processes, each its own row, running a
     renew's statements by hand (read, compare-and-set, the event with its number, NOTIFY, commit) under
@@ -139,31 +158,10 @@ def ceiling(url: str, processes: int, seconds: float) -> dict[str, float]:
         for discipline in CEILING_DISCIPLINES:
             with psycopg.connect(dsn_in, autocommit=True) as conn:  # each discipline from an empty log
                 conn.execute("TRUNCATE log")
-            procs = [
-                subprocess.Popen(
-                    [sys.executable, "-c", CEILING, dsn_in, discipline, str(n), str(seconds)],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-                for n in range(processes)
+            argvs = [
+                [sys.executable, "-c", CEILING, dsn_in, discipline, str(n), str(seconds)] for n in range(processes)
             ]
-            try:
-                for proc in procs:
-                    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-                for proc in procs:
-                    assert proc.stdin is not None
-                    proc.stdin.write("go\n")
-                    proc.stdin.flush()
-                total = 0
-                for proc in procs:
-                    stdout, _ = proc.communicate(timeout=seconds + 60)
-                    total += int(stdout.strip().splitlines()[-1])
-            finally:
-                for proc in procs:
-                    if proc.poll() is None:
-                        proc.kill()
-                        proc.wait()
+            total = sum(int(last) for last in race(argvs, None, seconds + 60))
             out[discipline] = total / seconds
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -276,32 +274,10 @@ def throughput(url: str, cache: Path, processes: int, seconds: float) -> dict[st
     Library(cache_dir=cache).builtin("controller")
     open_.store.close()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WORKER, url, f"w{i}", str(cache), str(seconds)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for i in range(processes)
-    ]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        latencies: list[float] = []
-        for proc in procs:
-            out, _ = proc.communicate(timeout=seconds + 120)
-            latencies += json.loads(out.strip().splitlines()[-1])
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    argvs = [[sys.executable, "-c", WORKER, url, f"w{i}", str(cache), str(seconds)] for i in range(processes)]
+    latencies: list[float] = []
+    for last in race(argvs, env, seconds + 120):
+        latencies += json.loads(last)
     return {"per_second": len(latencies) / seconds, "p99_ms": percentile([x * 1000 for x in latencies], 99)}
 
 
