@@ -198,9 +198,8 @@ def fanout(url: str, home: Path, subscribers: int, writers: int, rate: float, se
         stdout=subprocess.PIPE,
         text=True,
     )
-    procs = [proc]
-    for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
     since = "0"  # the replay of the latency phase is skipped: only the writers' renews are timed
     subs = [Subscriber(host, int(port), since) for _ in range(subscribers)]
     selector = selectors.DefaultSelector()
@@ -208,22 +207,16 @@ def fanout(url: str, home: Path, subscribers: int, writers: int, rate: float, se
         selector.register(sub.sock, selectors.EVENT_READ, sub)
     time.sleep(0.5)  # every subscriber connected and tailing before the writers start
     started = time.perf_counter()
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    written = 0
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
     deadline = started + seconds + 2.0
     while time.perf_counter() < deadline:
         for key, _ in selector.select(timeout=0.05):
             key.data.read()
-    for proc in procs:
-        assert proc.stdout is not None
-        written += int(proc.stdout.readline().strip() or 0)
-        proc.wait(timeout=30)
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
+    written = int(proc.stdout.readline().strip() or 0)
+    proc.wait(timeout=30)
+    proc.stdin.close()
+    proc.stdout.close()
     end = time.perf_counter() + 3.0  # the tail of the stream
     while time.perf_counter() < end and min(len(s.latencies) for s in subs) < written:
         for key, _ in selector.select(timeout=0.05):
